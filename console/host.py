@@ -1,0 +1,149 @@
+"""One interface to a serving host, over SSH (`SSHHost`) or on this machine (`LocalHost`).
+
+Everything the console does on a host goes through these few verbs. Commands are argv lists,
+quoted with `shlex.quote` when they cross a shell, so paths with spaces, quotes or `$()` stay data.
+"""
+
+from __future__ import annotations
+
+import abc
+import shlex
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class HostError(Exception):
+    """A host could not be reached or a verb could not be carried out; the message says why."""
+
+
+class HostKeyError(HostError):
+    """The host's key is unknown or has changed; the message carries the fingerprint."""
+
+    def __init__(self, message: str, fingerprint: str = "", changed: bool = False) -> None:
+        super().__init__(message)
+        self.fingerprint = fingerprint
+        self.changed = changed
+
+
+class ConnectionState(str, Enum):
+    """Where the link to a host stands, as the header shows it."""
+
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did: the command as run, its exit status and its output."""
+
+    command: str
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def error_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class LinkStatus:
+    """A snapshot of the link for the header: state, why, and when the next try comes."""
+
+    state: ConnectionState
+    detail: str = ""
+    retry_in_s: float | None = None
+    reconnects: int = 0
+
+
+def quote_argv(argv: Sequence[str]) -> str:
+    """The argv as one shell-safe string: every word is data, never code."""
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def shell_command(argv: Sequence[str] | str, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> str:
+    """Build the remote shell line for argv (already a string: used as given, trusted)."""
+    line = argv if isinstance(argv, str) else quote_argv(argv)
+    if env:
+        line = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + line
+    if cwd:
+        line = f"cd {shlex.quote(cwd)} && {line}"
+    return line
+
+
+@dataclass
+class StreamHandle:
+    """A long-lived command's output, read in chunks; `close()` ends the remote process."""
+
+    command: str
+    chunks: AsyncIterator[bytes]
+    _closer: object = field(default=None, repr=False)
+
+    async def close(self) -> None:
+        closer = self._closer
+        if closer is not None:
+            await closer()  # type: ignore[operator]
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.chunks
+
+
+class Host(abc.ABC):
+    """A serving host. Subclasses: `SSHHost` (asyncssh) and `LocalHost` (this machine)."""
+
+    name: str
+
+    @property
+    @abc.abstractmethod
+    def link(self) -> LinkStatus:
+        """The link's state now."""
+
+    @abc.abstractmethod
+    async def connect(self) -> None:
+        """Open the link (no-op when open). Raises HostError / HostKeyError."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Close the link and every stream on it."""
+
+    @abc.abstractmethod
+    async def run(self, argv: Sequence[str] | str, *, input: bytes | None = None,
+                  timeout: float = 30.0, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> CommandResult:
+        """Run a command to completion. A non-zero exit is a result, not an error."""
+
+    @abc.abstractmethod
+    async def stream(self, argv: Sequence[str] | str, *,
+                     env: Mapping[str, str] | None = None) -> StreamHandle:
+        """Start a long-lived command and hand back its stdout in chunks (not lines)."""
+
+    @abc.abstractmethod
+    async def read_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
+        """A file's bytes (at most max_bytes). Raises FileNotFoundError / PermissionError /
+        HostError with the path named."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
+        """Write a file atomically (temp + rename) with the given mode."""
+
+    @abc.abstractmethod
+    async def start_detached(self, argv: Sequence[str], *, log: str, cwd: str | None = None,
+                             env: Mapping[str, str] | None = None, append: bool = True) -> int:
+        """Start argv in a new session, output to `log`, surviving the link; returns its pid."""
+
+    @abc.abstractmethod
+    async def forward_port(self, remote_host: str, remote_port: int) -> int:
+        """A local port on this machine that reaches remote_host:remote_port from the host."""
