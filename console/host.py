@@ -10,7 +10,7 @@ import abc
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
 class HostError(Exception):
@@ -26,7 +26,7 @@ class HostKeyError(HostError):
         self.changed = changed
 
 
-class ConnectionState(str, Enum):
+class ConnectionState(StrEnum):
     """Where the link to a host stands, as the header shows it."""
 
     DISCONNECTED = "disconnected"
@@ -82,6 +82,45 @@ def shell_command(argv: Sequence[str] | str, env: Mapping[str, str] | None = Non
     if cwd:
         line = f"cd {shlex.quote(cwd)} && {line}"
     return line
+
+
+def detached_shell_line(argv: Sequence[str], *, log: str, cwd: str | None = None,
+                        env: Mapping[str, str] | None = None, append: bool = True) -> str:
+    """A shell line that starts argv in a new session, detached from the caller, with output
+    to `log`, and prints its pid. The intermediate shell exits at once, so the process is
+    re-parented to init: it survives the console and the SSH link, and never lingers as a
+    zombie child of either."""
+    redirect = ">>" if append else ">"
+    body = quote_argv(argv)
+    if env:
+        body = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + body
+    line = f"setsid {body} {redirect} {shlex.quote(log)} 2>&1 < /dev/null & echo $!"
+    if cwd:
+        line = f"cd {shlex.quote(cwd)} && {{ {line}; }}"
+    return line
+
+
+def parse_detached_pid(result: CommandResult) -> int:
+    """The pid printed by `detached_shell_line`, or HostError saying why the start failed."""
+    words = result.text.split()
+    if result.ok and words and words[-1].isdigit():
+        return int(words[-1])
+    why = result.error_text.strip() or result.text.strip() or f"exit {result.exit_status}"
+    raise HostError(f"could not start {result.command}: {why}")
+
+
+def stream_shell_line(line: str) -> str:
+    """Wrap a long-lived command so that it ends when the caller goes away.
+
+    The command runs with stdin from /dev/null while a watcher reads the real stdin (the
+    channel); at EOF the watcher signals the whole process group (sshd makes each session's
+    shell a group leader), so no child of the command outlives a closed channel. Without this a
+    quiet remote `tail -F` would linger until it next wrote.
+    """
+    # Newlines, not `;`: a trailing comment in `line` must not swallow the closing brace.
+    return (f"exec 3<&0\n{{\n{line}\n}} </dev/null & p=$!\n"
+            "( cat <&3; kill -TERM 0 ) >/dev/null 2>&1 & w=$!\n"
+            "wait $p; s=$?; kill $w 2>/dev/null; exit $s")
 
 
 @dataclass

@@ -1,0 +1,215 @@
+"""Settings: the hosts file (TOML) and the per-host configuration the console runs with.
+
+The hosts file format is part of the external contract (DESIGN.md): unknown keys are an error
+that names the key and the file. Nothing here touches the disk at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+APP_NAME = "vllm-console"
+
+
+class ConfigError(Exception):
+    """The hosts file or a command-line setting is wrong; the message says where and how."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class ServeSettings(_Strict):
+    """How to find and relaunch `vllm serve` on the host. Empty fields are discovered from the
+    running process."""
+
+    python: str = ""
+    """The interpreter that runs vllm serve; probes run with it."""
+    log: str = ""
+    """The serve log (the process's stdout target)."""
+    target: str = ""
+    """The target model directory."""
+    draft: str = ""
+    """The draft (speculator) model directory."""
+    match: str = "vllm serve"
+    """Words that find the serve process in its command line, in order (never another user's)."""
+    url: str = ""
+    """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000."""
+    unit: str = ""
+    """A systemd unit: restart through systemctl instead of relaunching the process."""
+
+
+class GpuSettings(_Strict):
+    """Where GPU telemetry comes from."""
+
+    nvidia_smi: str = "nvidia-smi"
+    """Fallback GPU source when NVML is not importable on the host."""
+
+
+class ChecksSettings(_Strict):
+    """The verification chain's configuration."""
+
+    profile: str = "dflash-swa"
+    """A shipped profile name or a path to a profile TOML file."""
+    reference: str = ""
+    """A reference draft config.json (local path); else the profile's reference for the drafter."""
+
+
+class HostEntry(_Strict):
+    """One `[hosts.NAME]` table."""
+
+    ssh: str = ""
+    """`[user@]host[:port]` or an ssh_config alias."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """SSH port (default: ssh_config, then 22)."""
+    identity: str = ""
+    """Private key file (default: ssh_config, then ~/.ssh and the agent)."""
+    known_hosts: str = ""
+    """known_hosts file checked strictly (default ~/.ssh/known_hosts)."""
+    local: bool = False
+    """This machine, no SSH."""
+    serve: ServeSettings = ServeSettings()
+    """How to find and relaunch vllm serve."""
+    gpu: GpuSettings = GpuSettings()
+    """GPU telemetry source."""
+    checks: ChecksSettings = ChecksSettings()
+    """The verification chain."""
+
+    @field_validator("ssh")
+    @classmethod
+    def _ssh_is_a_destination(cls, value: str) -> str:
+        if value and (any(c.isspace() for c in value) or value.startswith("-")):
+            raise ValueError("must be [user@]host[:port] or an ssh_config alias")
+        return value
+
+
+class HostsFile(_Strict):
+    """The whole hosts file."""
+
+    hosts: dict[str, HostEntry] = {}
+    """Hosts by name."""
+
+
+class HostConfig(_Strict):
+    """Everything needed to reach and work on one host, after the hosts file, the destination
+    and the command-line overrides are merged."""
+
+    name: str
+    """What the console calls the host."""
+    hostname: str = ""
+    """Host name or ssh_config alias (empty when local)."""
+    username: str | None = None
+    """Login user (None: ssh_config or the local user)."""
+    port: int | None = None
+    """SSH port (None: ssh_config or 22)."""
+    identity: str = ""
+    """Private key file."""
+    known_hosts: str = ""
+    """known_hosts file."""
+    accept_new: bool = False
+    """Accept and record an unknown host key (never a changed one)."""
+    local: bool = False
+    """This machine, no SSH."""
+    readonly: bool = False
+    """No restart, no writes."""
+    serve: ServeSettings = ServeSettings()
+    """How to find and relaunch vllm serve."""
+    gpu: GpuSettings = GpuSettings()
+    """GPU telemetry source."""
+    checks: ChecksSettings = ChecksSettings()
+    """The verification chain."""
+
+
+def default_hosts_path() -> Path:
+    """`$XDG_CONFIG_HOME/vllm-console/hosts.toml` (platformdirs honours XDG_CONFIG_HOME)."""
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "hosts.toml"
+
+
+def _describe_error(err: dict[str, Any]) -> str:
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    if err.get("type") == "extra_forbidden":
+        return f"unknown key {where!r}"
+    return f"{where}: {err.get('msg', 'invalid value')}"
+
+
+def load_hosts_file(path: Path | None = None, *, required: bool = False) -> HostsFile:
+    """Read and validate a hosts file. A missing default file is an empty one."""
+    path = path or default_hosts_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"hosts file {path}: not found") from None
+        return HostsFile()
+    except OSError as exc:
+        raise ConfigError(f"hosts file {path}: cannot read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"hosts file {path}: not valid TOML: {exc}") from None
+    try:
+        return HostsFile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe_error(e) for e in exc.errors())  # type: ignore[arg-type]
+        raise ConfigError(f"hosts file {path}: {problems}") from None
+
+
+_DEST = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:\s]+)(?::(?P<port>\d+))?$")
+
+
+def parse_destination(dest: str) -> tuple[str | None, str, int | None]:
+    """Split `[user@]host[:port]` (IPv6 in brackets) into its parts."""
+    m = _DEST.match(dest)
+    if not m or dest.startswith("-"):
+        raise ConfigError(f"{dest!r} is not [user@]host[:port] or an ssh_config alias")
+    port = int(m["port"]) if m["port"] else None
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"{dest!r}: port {port} is out of range")
+    return m["user"], m["host"].strip("[]"), port
+
+
+def _expand(path: str) -> str:
+    return os.path.expanduser(path) if path else path
+
+
+def resolve_host(spec: str, hosts: HostsFile, *, overrides: dict[str, Any] | None = None
+                 ) -> HostConfig:
+    """Turn a HOST argument into a HostConfig: a hosts-file name first, else a destination
+    (`[user@]host[:port]` or an ssh_config alias). `overrides` are the CLI options."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v not in (None, "", False)}
+    entry = hosts.hosts.get(spec)
+    if entry is None:
+        entry = HostEntry(ssh=spec)
+    local = bool(overrides.pop("local", False) or entry.local)
+    user, hostname, port = (None, "", None)
+    if not local:
+        if not entry.ssh:
+            raise ConfigError(f"host {spec!r}: no `ssh` destination and not `local`")
+        user, hostname, port = parse_destination(entry.ssh)
+    serve = entry.serve.model_copy(update={k: overrides.pop(k) for k in list(overrides)
+                                           if k in ServeSettings.model_fields})
+    gpu = entry.gpu.model_copy(update={k: overrides.pop(k) for k in list(overrides)
+                                       if k in GpuSettings.model_fields})
+    checks = entry.checks.model_copy(update={k: overrides.pop(k) for k in list(overrides)
+                                             if k in ChecksSettings.model_fields})
+    return HostConfig(
+        name=spec,
+        hostname=hostname,
+        username=user,
+        port=overrides.pop("port", None) or entry.port or port,
+        identity=_expand(overrides.pop("identity", "") or entry.identity),
+        known_hosts=_expand(overrides.pop("known_hosts", "") or entry.known_hosts),
+        accept_new=bool(overrides.pop("accept_new", False)),
+        local=local,
+        readonly=bool(overrides.pop("readonly", False)),
+        serve=serve,
+        gpu=gpu,
+        checks=checks,
+    )

@@ -1,0 +1,377 @@
+"""`SSHHost`: the serving host over one asyncssh connection.
+
+The rules (DESIGN.md "Host access rules"): one connection per host with at most 4 channels
+open at once; ssh_config and the agent honoured; host keys checked strictly against
+known_hosts (an unknown key is refused with its fingerprint unless `accept_new`, a changed key
+always); no agent forwarding; keepalive ~2 s x 3; reconnect with backoff after a lost link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+
+import asyncssh
+
+from console.host import (
+    CommandResult,
+    ConnectionState,
+    Host,
+    HostError,
+    HostKeyError,
+    LinkStatus,
+    StreamHandle,
+    detached_shell_line,
+    parse_detached_pid,
+    quote_argv,
+    shell_command,
+    stream_shell_line,
+)
+from console.settings import HostConfig
+
+CHUNK = 256 * 1024
+MAX_CHANNELS = 4
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
+
+# Exit codes of the read helper below: the remote shell tells us *why* a read failed.
+_READ_MISSING, _READ_DENIED, _READ_DIR = 3, 4, 5
+_READ_LINE = ('test -e "$1" || exit 3; test -d "$1" && exit 5; test -r "$1" || exit 4; '
+              'exec head -c "$2" -- "$1"')
+
+
+def known_hosts_name(host: str, port: int | None) -> str:
+    """How OpenSSH names a host in known_hosts: `host`, or `[host]:port` off port 22."""
+    return host if port in (None, 22) else f"[{host}]:{port}"
+
+
+class _KeyCheckingClient(asyncssh.SSHClient):
+    """Sees the server's key when known_hosts does not vouch for it: records it (so the refusal
+    can name its fingerprint) and, in accept-new mode, accepts a key for a host that has none."""
+
+    def __init__(self, known: asyncssh.SSHKnownHosts, accept_new: bool) -> None:
+        self._known = known
+        self._accept_new = accept_new
+        self.offered: tuple[str, str, int, asyncssh.SSHKey] | None = None
+        self.changed = False
+
+    def validate_host_public_key(self, host: str, addr: str, port: int,
+                                 key: asyncssh.SSHKey) -> bool:
+        self.offered = (host, addr, port, key)
+        matched = self._known.match(host, addr, port if port != 22 else None)
+        self.changed = bool(matched[0] or matched[1])
+        return self._accept_new and not self.changed
+
+
+class SSHHost(Host):
+    """A host reached over SSH. Verbs reconnect on demand; a supervisor reconnects with
+    backoff after a lost link so that streams can resume."""
+
+    def __init__(self, config: HostConfig, *, keepalive_interval: float = 2.0,
+                 keepalive_count_max: int = 3, connect_timeout: float = 10.0) -> None:
+        self.name = config.name
+        self.config = config
+        self._keepalive = (keepalive_interval, keepalive_count_max)
+        self._connect_timeout = connect_timeout
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._lock = asyncio.Lock()
+        self._channels = asyncio.Semaphore(MAX_CHANNELS)
+        self._status = LinkStatus(ConnectionState.DISCONNECTED)
+        self._listeners: list[Callable[[LinkStatus], None]] = []
+        self._supervisor: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._forwards: dict[tuple[str, int], asyncssh.SSHListener] = {}
+        self._closing = False
+        self._reconnects = 0
+
+    # -- link state ---------------------------------------------------------------------
+    @property
+    def link(self) -> LinkStatus:
+        return self._status
+
+    def add_listener(self, callback: Callable[[LinkStatus], None]) -> None:
+        """Call `callback(LinkStatus)` on every change of the link's state."""
+        self._listeners.append(callback)
+
+    def _set(self, state: ConnectionState, detail: str = "", retry_in: float | None = None
+             ) -> None:
+        self._status = LinkStatus(state, detail, retry_in, self._reconnects)
+        if state is ConnectionState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        for callback in list(self._listeners):
+            with contextlib.suppress(Exception):
+                callback(self._status)
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until the link is up (after a reconnect, say)."""
+        await asyncio.wait_for(self._connected.wait(), timeout)
+
+    # -- connecting ---------------------------------------------------------------------
+    def _known_hosts_path(self) -> Path:
+        return Path(self.config.known_hosts or "~/.ssh/known_hosts").expanduser()
+
+    def _read_known(self) -> asyncssh.SSHKnownHosts:
+        path = self._known_hosts_path()
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            text = ""
+        except OSError as exc:
+            raise HostError(f"cannot read known_hosts {path}: {exc.strerror}") from None
+        try:
+            return asyncssh.import_known_hosts(text)
+        except (ValueError, asyncssh.KeyImportError) as exc:
+            raise HostError(f"known_hosts {path} is not valid: {exc}") from None
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        cfg = self.config
+        known = self._read_known()
+        client = _KeyCheckingClient(known, cfg.accept_new)
+        options: dict[str, object] = {
+            "known_hosts": known,
+            "agent_forwarding": False,
+            "keepalive_interval": self._keepalive[0],
+            "keepalive_count_max": self._keepalive[1],
+            "connect_timeout": self._connect_timeout,
+            "client_factory": lambda: client,
+        }
+        if cfg.port:
+            options["port"] = cfg.port
+        if cfg.username:
+            options["username"] = cfg.username
+        if cfg.identity:
+            options["client_keys"] = [cfg.identity]
+        try:
+            conn = await asyncssh.connect(cfg.hostname, **options)  # type: ignore[arg-type]
+        except asyncssh.HostKeyNotVerifiable:
+            raise self._key_refusal(client) from None
+        except asyncssh.PermissionDenied as exc:
+            raise HostError(f"{self.name}: login refused ({exc.reason}); check the user, "
+                            "the key (--identity) and the agent") from None
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            raise HostError(f"{self.name}: cannot connect: {_describe(exc)}") from None
+        if client.offered and cfg.accept_new and not client.changed:
+            self._record_key(*client.offered)
+        return conn
+
+    def _key_refusal(self, client: _KeyCheckingClient) -> HostKeyError:
+        if client.offered is None:
+            return HostKeyError(f"{self.name}: host key not verifiable")
+        host, _addr, port, key = client.offered
+        fingerprint = key.get_fingerprint("sha256")
+        name = known_hosts_name(host, port)
+        path = self._known_hosts_path()
+        if client.changed:
+            return HostKeyError(
+                f"{self.name}: HOST KEY CHANGED for {name} (now {key.get_algorithm()} "
+                f"{fingerprint}); refusing to connect. If the host was really re-keyed, "
+                f"remove its old line from {path} and connect again.",
+                fingerprint, changed=True)
+        return HostKeyError(
+            f"{self.name}: unknown host key for {name}: {key.get_algorithm()} {fingerprint}. "
+            f"If that is the host's key, run again with --accept-new to record it in {path}.",
+            fingerprint)
+
+    def _record_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> None:
+        path = self._known_hosts_path()
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        line = f"{known_hosts_name(host, port)} {key.export_public_key('openssh').decode()}"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as fh:
+            if fh.tell() and not path.read_bytes().endswith(b"\n"):
+                fh.write("\n")
+            fh.write(line if line.endswith("\n") else line + "\n")
+
+    async def connect(self) -> None:
+        await self._connection()
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            return conn
+        if self._closing:
+            raise HostError(f"{self.name}: closed")
+        async with self._lock:
+            if self._conn is not None and not self._conn.is_closed():
+                return self._conn
+            if self._status.state is not ConnectionState.RECONNECTING:
+                self._set(ConnectionState.CONNECTING)
+            try:
+                conn = await self._open()
+            except HostKeyError as exc:
+                self._set(ConnectionState.REFUSED, str(exc))
+                raise
+            except HostError as exc:
+                if self._status.state is not ConnectionState.RECONNECTING:
+                    self._set(ConnectionState.DISCONNECTED, str(exc))
+                raise
+            self._conn = conn
+            self._forwards.clear()
+            self._set(ConnectionState.CONNECTED, f"{self.config.hostname}")
+            if self._supervisor is None or self._supervisor.done():
+                self._supervisor = asyncio.create_task(self._supervise(), name="ssh-supervisor")
+            return conn
+
+    async def _supervise(self) -> None:
+        """Notice a lost link and bring it back with backoff, until close()."""
+        while not self._closing:
+            conn = self._conn
+            if conn is None:
+                return
+            await conn.wait_closed()
+            if self._closing:
+                return
+            self._conn = None
+            attempt = 0
+            while not self._closing:
+                delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+                self._set(ConnectionState.RECONNECTING, "link lost", delay)
+                await asyncio.sleep(delay)
+                try:
+                    self._reconnects += 1
+                    await self._connection()
+                    break
+                except HostKeyError:
+                    return
+                except HostError as exc:
+                    self._set(ConnectionState.RECONNECTING, str(exc), delay)
+                    attempt += 1
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._supervisor
+        for listener in self._forwards.values():
+            listener.close()
+        self._forwards.clear()
+        if self._conn is not None:
+            self._conn.close()
+            with contextlib.suppress(Exception):
+                await self._conn.wait_closed()
+            self._conn = None
+        self._set(ConnectionState.DISCONNECTED, "closed")
+
+    # -- verbs --------------------------------------------------------------------------
+    async def run(self, argv: Sequence[str] | str, *, input: bytes | None = None,
+                  timeout: float = 30.0, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> CommandResult:
+        line = shell_command(argv, env=env, cwd=cwd)
+        shown = argv if isinstance(argv, str) else quote_argv(argv)
+        conn = await self._connection()
+        async with self._channels:
+            try:
+                result = await conn.run(line, input=input, check=False, timeout=timeout,
+                                        encoding=None)
+            except asyncssh.TimeoutError:
+                raise HostError(f"{self.name}: command timed out after {timeout:g} s: "
+                                f"{shown}") from None
+            except (asyncssh.Error, OSError) as exc:
+                raise HostError(f"{self.name}: {shown}: {_describe(exc)}") from None
+        status = result.exit_status
+        if status is None:
+            # Killed by a signal (or the channel closed): report it as the shell would.
+            status = 128 + 9 if result.exit_signal else 255
+        return CommandResult(shown, status, _bytes(result.stdout), _bytes(result.stderr))
+
+    async def stream(self, argv: Sequence[str] | str, *,
+                     env: Mapping[str, str] | None = None) -> StreamHandle:
+        shown = argv if isinstance(argv, str) else quote_argv(argv)
+        line = stream_shell_line(shell_command(argv, env=env))
+        conn = await self._connection()
+        await self._channels.acquire()
+        try:
+            proc = await conn.create_process(line, encoding=None)
+        except (asyncssh.Error, OSError) as exc:
+            self._channels.release()
+            raise HostError(f"{self.name}: cannot start {shown}: {_describe(exc)}") from None
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._channels.release()
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                while True:
+                    try:
+                        data = await proc.stdout.read(CHUNK)
+                    except (asyncssh.Error, OSError) as exc:
+                        raise HostError(f"{self.name}: stream {shown} broke: "
+                                        f"{_describe(exc)}") from None
+                    if not data:
+                        return
+                    yield _bytes(data)
+            finally:
+                proc.close()
+                release()
+
+        async def close() -> None:
+            # Closing stdin ends the remote command (see stream_shell_line).
+            with contextlib.suppress(Exception):
+                proc.stdin.write_eof()
+            proc.close()
+            release()
+
+        return StreamHandle(shown, chunks(), close)
+
+    async def read_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
+        result = await self.run(["sh", "-c", _READ_LINE, "sh", path, str(max_bytes)])
+        if result.exit_status == _READ_MISSING:
+            raise FileNotFoundError(2, f"{self.name}: no such file", path)
+        if result.exit_status == _READ_DENIED:
+            raise PermissionError(13, f"{self.name}: permission denied", path)
+        if result.exit_status == _READ_DIR:
+            raise HostError(f"{self.name}: {path} is a directory, not a file")
+        if not result.ok:
+            raise HostError(f"{self.name}: cannot read {path}: {result.error_text.strip()}")
+        return result.stdout
+
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
+        script = ('umask 077; t=$(mktemp "$1.XXXXXX") || exit 1; '
+                  'cat > "$t" && chmod "$2" "$t" && mv -f "$t" "$1" || { rm -f "$t"; exit 1; }')
+        result = await self.run(["sh", "-c", script, "sh", path, f"{mode:o}"], input=data)
+        if not result.ok:
+            raise HostError(f"{self.name}: cannot write {path}: {result.error_text.strip()}")
+
+    async def start_detached(self, argv: Sequence[str], *, log: str, cwd: str | None = None,
+                             env: Mapping[str, str] | None = None, append: bool = True) -> int:
+        line = detached_shell_line(argv, log=log, cwd=cwd, env=env, append=append)
+        return parse_detached_pid(await self.run(line, timeout=15))
+
+    async def forward_port(self, remote_host: str, remote_port: int) -> int:
+        key = (remote_host, remote_port)
+        conn = await self._connection()
+        listener = self._forwards.get(key)
+        if listener is None:
+            try:
+                listener = await conn.forward_local_port("127.0.0.1", 0, remote_host,
+                                                         remote_port)
+            except (asyncssh.Error, OSError) as exc:
+                raise HostError(f"{self.name}: cannot forward to {remote_host}:{remote_port}: "
+                                f"{_describe(exc)}") from None
+            self._forwards[key] = listener
+        return listener.get_port()
+
+
+def _bytes(data: object) -> bytes:
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        return data.encode()
+    return bytes(data)  # type: ignore[call-overload]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncssh.DisconnectError):
+        return exc.reason or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

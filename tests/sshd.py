@@ -1,0 +1,183 @@
+"""A real OpenSSH sshd on loopback for the integration tests.
+
+Own config in a throwaway directory under /tmp (the login user cannot enter /root), key-only
+login as a dedicated non-root user (or the current user when not root), throwaway host and
+client keys, and a known_hosts file that vouches for the host key.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from console.settings import HostConfig
+
+TEST_USER = "vcssh"
+SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
+
+
+def find_sshd() -> str | None:
+    for path in SSHD_CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("sshd")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_login_user() -> str:
+    """The dedicated non-root login user (created once), or ourselves when not root."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.getuid()).pw_name
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        # '*': no password, yet not locked (a locked account is refused with UsePAM no).
+        subprocess.run(["useradd", "-m", "-s", "/bin/bash", "-p", "*", TEST_USER], check=True)
+    return TEST_USER
+
+
+def keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(path)],
+                   check=True)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+@dataclass
+class Sshd:
+    """A running sshd; `kill()` takes it and its sessions down, `start()` brings it back."""
+
+    sshd: str
+    directory: Path
+    user: str
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host_key_pub(self) -> str:
+        return (self.directory / "host_ed25519.pub").read_text().strip()
+
+    @property
+    def client_key(self) -> Path:
+        return self.directory / "client_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.directory / "known_hosts"
+
+    @property
+    def home(self) -> Path:
+        return Path(pwd.getpwnam(self.user).pw_dir)
+
+    def setup(self) -> None:
+        d = self.directory
+        keygen(d / "host_ed25519")
+        client_pub = keygen(self.client_key)
+        (d / "authorized_keys").write_text(client_pub + "\n")
+        os.chmod(d / "authorized_keys", 0o644)
+        key_type, key_b64 = self.host_key_pub.split()[:2]
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {key_type} {key_b64}\n")
+        (d / "sshd_config").write_text(
+            "\n".join([
+                "ListenAddress 127.0.0.1",
+                f"HostKey {d}/host_ed25519",
+                f"PidFile {d}/sshd.pid",
+                f"AuthorizedKeysFile {d}/authorized_keys",
+                "StrictModes no",
+                "UsePAM no",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "Subsystem sftp internal-sftp",
+                f"AllowUsers {self.user}",
+                "UseDNS no",
+                "PrintMotd no",
+                "AllowTcpForwarding yes",
+                "LogLevel ERROR",
+            ]) + "\n")
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        subprocess.run([self.sshd, "-t", "-f", str(d / "sshd_config")], check=True)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [self.sshd, "-D", "-e", "-f", str(self.directory / "sshd_config"),
+             "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=open(self.directory / "sshd.log", "ab"))  # noqa: SIM115
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    if sock.recv(64).startswith(b"SSH-"):
+                        return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"sshd did not come up on port {self.port}; see "
+                           f"{self.directory / 'sshd.log'}")
+
+    def kill(self) -> None:
+        """The listener and every session it spawned (a dead host, as the client sees it)."""
+        if self.proc is None:
+            return
+        pids = _descendants(self.proc.pid)
+        for pid in [self.proc.pid, *pids]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        self.proc = None
+
+    def host_config(self, **changes: object) -> HostConfig:
+        base: dict[str, object] = {
+            "name": "sshd-test", "hostname": "127.0.0.1", "port": self.port,
+            "username": self.user, "identity": str(self.client_key),
+            "known_hosts": str(self.known_hosts),
+        }
+        base.update(changes)
+        return HostConfig.model_validate(base)
+
+    def user_dir(self, name: str) -> Path:
+        """A fresh directory the login user owns, outside /root."""
+        path = Path(tempfile.mkdtemp(prefix=f"vc-{name}-", dir="/tmp"))
+        os.chmod(path, 0o755)
+        chown_to(path, self.user)
+        return path
+
+
+def chown_to(path: Path, user: str) -> None:
+    if os.geteuid() == 0:
+        subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def start_sshd() -> Sshd:
+    sshd = find_sshd()
+    if sshd is None:
+        raise RuntimeError("OpenSSH's sshd is not installed: run `make test` (it installs "
+                           "openssh-server as root), or `apt-get install openssh-server`")
+    directory = Path(tempfile.mkdtemp(prefix="vc-sshd-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    server = Sshd(sshd, directory, ensure_login_user())
+    server.setup()
+    server.start()
+    return server
