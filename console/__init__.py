@@ -1,1 +1,3 @@
-"""console."""
+"""vllm-console: a terminal control console for a GPU host running vllm serve."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""`python -m console` is `vllm-console`."""
+
+import sys
+
+from console.cli import main
+
+sys.exit(main())

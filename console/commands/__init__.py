@@ -1,0 +1,1 @@
+"""One module per subcommand, each with `run(args) -> int`."""
