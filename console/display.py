@@ -1,0 +1,30 @@
+"""Making host-controlled text safe and short enough for the screen.
+
+Log lines and config values come from the host: they may carry terminal escapes, C0/C1
+controls or bidi overrides. The parsers strip escapes; this module also neutralises what is
+left (bidi controls reorder what the person reads) and cuts very long lines for display only.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Bidi embedding/override/isolate controls and marks: they let text lie about its order.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+DISPLAY_MAX = 2000
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
+
+
+def safe_text(text: str, max_len: int = DISPLAY_MAX) -> str:
+    """`text` with controls and bidi overrides made visible and inert, cut to max_len cells."""
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if _BIDI.search(text):
+        text = _BIDI.sub(_visible, text)
+    if len(text) > max_len:
+        text = f"{text[:max_len]}… [+{len(text) - max_len} chars]"
+    return text

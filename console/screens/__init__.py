@@ -1,0 +1,1 @@
+"""Textual screens of the console (modal dialogs, help, evidence, fleet)."""

@@ -1,0 +1,42 @@
+"""A confirmation dialog for destructive actions: Cancel is the default."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Asks before acting. Dismisses with True only when the person picks the action."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="confirm.cancel"),
+                Binding("y", "confirm", "Yes", show=False, id="confirm.yes")]
+
+    def __init__(self, title: str, body: str, action_label: str) -> None:
+        super().__init__()
+        self._title = title
+        self._body = body
+        self._action_label = action_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(self._title, id="confirm-title")
+            yield Static(self._body, id="confirm-body", markup=False)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(self._action_label, id="confirm", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The tests drive a real OpenSSH sshd and a real terminal (tmux). Install them when missing and
+# we can (root + apt); otherwise say exactly what to install.
+set -euo pipefail
+
+missing=()
+sshd_ok=0
+for p in /usr/sbin/sshd /usr/local/sbin/sshd; do [ -x "$p" ] && sshd_ok=1; done
+command -v sshd >/dev/null 2>&1 && sshd_ok=1
+[ "$sshd_ok" = 1 ] || missing+=(openssh-server)
+command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+[ -x /usr/bin/python3 ] || missing+=(python3)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing ${missing[*]} (apt-get)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  exit 0
+fi
+echo "The tests need: ${missing[*]}." >&2
+echo "Install them, e.g.: sudo apt-get install ${missing[*]}" >&2
+exit 1
