@@ -1,0 +1,177 @@
+"""The engine's configuration as vLLM logs it at start-up.
+
+Three lines carry it:
+
+- EngineCore: `Initializing a V1 LLM engine (v0.1.dev16016+g3cfc8f8b7) with config: model=...,
+  speculative_config=SpeculativeConfig(method='dflash', model=..., num_spec_tokens=15), ...`
+  (several KB; it marks the start of a run);
+- APIServer: `non-default args: {'model': ..., 'speculative_config': {...}, ...}`;
+- APIServer: the version banner (`vLLM server version X, serving model M`, the ASCII logo, or the
+  older `vLLM API server version X`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from console.parsers.pyrepr import parse_kwargs, parse_repr, to_jsonable
+from console.parsers.redact import redact
+
+__all__ = [
+    "EngineConfig",
+    "NonDefaultArgs",
+    "SpeculativeSettings",
+    "VersionBanner",
+    "parse_engine_start",
+    "parse_non_default_args",
+    "parse_version_banner",
+    "redact",
+]
+
+_ENGINE_START = re.compile(
+    r"Initializing an? (?:(?P<kind>V\d+) )?LLM engine \((?P<version>[^()\s]{0,200})\)"
+    r" with config:\s?"
+)
+_BANNER_SERVER = re.compile(
+    r"vLLM (?:API )?server version (?P<version>\S{1,200}?),? serving model (?P<model>.+?)\s*$"
+)
+_BANNER_OLD = re.compile(r"vLLM API server version (?P<version>\S{1,200})\s*$")
+_BANNER_LOGO_VERSION = re.compile(r"\bversion\s+(?P<version>v?\d[\w.+\-]{0,200})\s*$")
+_BANNER_LOGO_MODEL = re.compile(r"\bmodel\s+(?P<model>\S.{0,1000}?)\s*$")
+# The ASCII logo is drawn with block elements (U+2580..U+259F).
+_LOGO_CHARS = re.compile(r"[\u2580-\u259f]")
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculativeSettings:
+    """Which speculative decoding the engine was asked for."""
+
+    method: str | None = None
+    model: str | None = None
+    num_spec_tokens: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `speculative_config` object of `status --json`."""
+        return {"method": self.method, "model": self.model, "num_spec_tokens": self.num_spec_tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """What the engine start line says; `fields` holds every `key=value` of it, parsed."""
+
+    version: str | None
+    model: str | None
+    speculative: SpeculativeSettings | None
+    fields: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    engine_kind: str | None = None  # "V1" for the V1 engine, None for the old wording
+
+    def to_json(self) -> dict[str, Any]:
+        """The `engine` object of `status --json`."""
+        spec = self.speculative.to_json() if self.speculative is not None else None
+        return {"version": self.version, "model": self.model, "speculative_config": spec}
+
+
+@dataclass(frozen=True, slots=True)
+class NonDefaultArgs:
+    """The API server's `non-default args` dict, secrets redacted."""
+
+    args: Mapping[str, Any]
+    model: str | None
+    speculative: SpeculativeSettings | None
+
+
+@dataclass(frozen=True, slots=True)
+class VersionBanner:
+    """A version banner line; the ASCII logo spreads version and model over two lines."""
+
+    version: str | None
+    model: str | None = None
+
+
+def parse_engine_start(message: str) -> EngineConfig | None:
+    """Parse `Initializing a V1 LLM engine (vX) with config: ...`; None for any other line."""
+    if "LLM engine" not in message:
+        return None
+    m = _ENGINE_START.search(message)
+    if m is None:
+        return None
+    fields = redact(parse_kwargs(message[m.end() :]))
+    version = m["version"]
+    if version.startswith("v") and version[1:2].isdigit():
+        version = version[1:]
+    model = fields.get("model")
+    return EngineConfig(
+        version=version or None,
+        model=model if isinstance(model, str) else None,
+        speculative=_speculative(fields.get("speculative_config")),
+        fields=MappingProxyType(fields),
+        engine_kind=m["kind"],
+    )
+
+
+def parse_non_default_args(message: str) -> NonDefaultArgs | None:
+    """Parse `non-default args: {...}`; None for any other line or a value that is not a dict."""
+    idx = message.find("non-default args:")
+    if idx < 0:
+        return None
+    text = message[idx + len("non-default args:") :].strip()
+    args: Any
+    try:
+        args = ast.literal_eval(text) if len(text) < 200_000 else None
+    except Exception:  # literal_eval raises many types on hostile text; all mean "not a literal"
+        args = None
+    if not isinstance(args, dict):
+        args = parse_repr(text)  # reprs that are not literals: enums, `Name(...)`
+    if not isinstance(args, dict):
+        return None
+    args = redact(to_jsonable(args))
+    model = args.get("model") or args.get("model_tag")
+    return NonDefaultArgs(
+        args=MappingProxyType(args),
+        model=model if isinstance(model, str) else None,
+        speculative=_speculative(args.get("speculative_config")),
+    )
+
+
+def parse_version_banner(message: str) -> VersionBanner | None:
+    """Parse a version banner line (any of its three forms); None for any other line."""
+    if "version" not in message and "model" not in message:
+        return None
+    if "server version" in message:
+        m = _BANNER_SERVER.search(message) or _BANNER_OLD.search(message)
+        if m is not None:
+            groups = m.groupdict()
+            return VersionBanner(m["version"].rstrip(","), groups.get("model"))
+    if _LOGO_CHARS.search(message) is None:
+        return None
+    m = _BANNER_LOGO_VERSION.search(message)
+    if m is not None:
+        return VersionBanner(m["version"])
+    m = _BANNER_LOGO_MODEL.search(message)
+    if m is not None:
+        return VersionBanner(None, m["model"])
+    return None
+
+
+def _speculative(value: Any) -> SpeculativeSettings | None:
+    """Read a speculative config from a `SpeculativeConfig(...)`, a dict, or a JSON string."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, Mapping):
+        return None
+    n = value.get("num_spec_tokens", value.get("num_speculative_tokens"))
+    method, model = value.get("method"), value.get("model")
+    return SpeculativeSettings(
+        method=method if isinstance(method, str) else None,
+        model=model if isinstance(model, str) else None,
+        num_spec_tokens=n if isinstance(n, int) and not isinstance(n, bool) else None,
+    )
