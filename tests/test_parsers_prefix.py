@@ -158,7 +158,7 @@ def test_assembler_holds_partial_lines_crlf_and_utf8() -> None:
     asm = LineAssembler()
     assert asm.feed(b"first\r") == []  # the \n may follow
     assert asm.feed(b"\nsec") == ["first"]
-    assert asm.feed("ond\n".encode()) == ["second"]
+    assert asm.feed(b"ond\n") == ["second"]
     euro = "€".encode()
     assert asm.feed(b"price " + euro[:1]) == []
     assert asm.feed(euro[1:] + b"\rprogress 2\r") == ["price €"]
