@@ -1,0 +1,155 @@
+"""vLLM's Prometheus `/metrics`: speculative-decoding counters and a few load gauges.
+
+The counters only ever grow, so one scrape says little; `diff_counters` turns two scrapes into
+the same `SpecDecodeSample` the log line gives, over the interval between them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from console.parsers.spec_decode import SpecDecodeSample
+
+_DRAFTS = "vllm:spec_decode_num_drafts_total"
+_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+_RUNNING = "vllm:num_requests_running"
+_WAITING = "vllm:num_requests_waiting"
+_KV_USAGE = "vllm:kv_cache_usage_perc"
+_KV_USAGE_OLD = "vllm:gpu_cache_usage_perc"
+_WANTED = frozenset({_DRAFTS, _DRAFT_TOKENS, _ACCEPTED, _PER_POS, _RUNNING, _WAITING, _KV_USAGE,
+                     _KV_USAGE_OLD})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecodeCounters:
+    """Cumulative spec-decode counters, summed over engines; `accepted_per_pos[i]` is position i."""
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    accepted_per_pos: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """What one `/metrics` scrape says; None for what it lacks.
+
+    `kv_cache_usage_pct` is a percentage (vLLM exports a 0..1 fraction), averaged over engines;
+    request counts are summed over engines.
+    """
+
+    spec_decode: SpecDecodeCounters | None
+    running: int | None
+    waiting: int | None
+    kv_cache_usage_pct: float | None
+
+
+def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapshot:
+    """Read a `/metrics` body. With `model`, only series whose `model_name` is it count.
+
+    Never raises: unreadable text gives a snapshot of Nones; when the text as a whole does not
+    parse, each line is tried on its own so one bad line does not hide the rest.
+    """
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text).decode("utf-8", errors="replace")
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    per_pos: dict[int, float] = defaultdict(float)
+    for sample in _samples(text):
+        if sample.name not in _WANTED or not math.isfinite(sample.value):
+            continue
+        if model is not None and sample.labels.get("model_name", model) != model:
+            continue
+        if sample.name == _PER_POS:
+            pos = sample.labels.get("position", "")
+            if pos.isdigit() and len(pos) < 5:
+                per_pos[int(pos)] += sample.value
+            continue
+        sums[sample.name] += sample.value
+        counts[sample.name] += 1
+    return MetricsSnapshot(
+        spec_decode=_counters(sums, counts, per_pos),
+        running=int(sums[_RUNNING]) if counts[_RUNNING] else None,
+        waiting=int(sums[_WAITING]) if counts[_WAITING] else None,
+        kv_cache_usage_pct=_kv_usage(sums, counts),
+    )
+
+
+def diff_counters(
+    prev: SpecDecodeCounters | None, cur: SpecDecodeCounters | None, seconds: float | None = None
+) -> SpecDecodeSample | None:
+    """The spec-decode figures over the interval between two scrapes.
+
+    None when there were no drafts in the interval, or when a counter went down (the server
+    restarted; the next interval will be good). With `seconds`, throughputs are filled in.
+    """
+    if prev is None or cur is None:
+        return None
+    drafts = cur.num_drafts - prev.num_drafts
+    draft_tokens = cur.num_draft_tokens - prev.num_draft_tokens
+    accepted = cur.num_accepted_tokens - prev.num_accepted_tokens
+    n = max(len(cur.accepted_per_pos), len(prev.accepted_per_pos))
+    pos_deltas = [_at(cur.accepted_per_pos, i) - _at(prev.accepted_per_pos, i) for i in range(n)]
+    if min([drafts, draft_tokens, accepted, *pos_deltas]) < 0 or drafts <= 0:
+        return None
+    rate = seconds if seconds is not None and seconds > 0 and math.isfinite(seconds) else None
+    return SpecDecodeSample(
+        mean_acceptance_length=1.0 + accepted / drafts,
+        draft_acceptance_rate_pct=100.0 * accepted / draft_tokens if draft_tokens else None,
+        per_position=tuple(d / drafts for d in pos_deltas),
+        accepted_tokens=accepted,
+        drafted_tokens=draft_tokens,
+        accepted_throughput=accepted / rate if rate else None,
+        drafted_throughput=draft_tokens / rate if rate else None,
+    )
+
+
+def _samples(text: str) -> Iterator[Sample]:
+    try:
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except Exception:  # the parser raises assorted errors on bad input; fall back to per line
+        samples = None
+    if samples is not None:
+        yield from samples
+        return
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue  # skip comments too: a lone `# TYPE` line out of context can mislead
+        try:
+            for family in text_string_to_metric_families(line + "\n"):
+                yield from family.samples
+        except Exception:  # one bad line: skip it, keep the rest
+            continue
+
+
+def _counters(
+    sums: dict[str, float], counts: dict[str, int], per_pos: dict[int, float]
+) -> SpecDecodeCounters | None:
+    if not counts[_DRAFTS] and not counts[_ACCEPTED] and not per_pos:
+        return None
+    positions = tuple(int(per_pos.get(i, 0.0)) for i in range(max(per_pos) + 1)) if per_pos else ()
+    return SpecDecodeCounters(
+        num_drafts=int(sums[_DRAFTS]),
+        num_draft_tokens=int(sums[_DRAFT_TOKENS]),
+        num_accepted_tokens=int(sums[_ACCEPTED]),
+        accepted_per_pos=positions,
+    )
+
+
+def _kv_usage(sums: dict[str, float], counts: dict[str, int]) -> float | None:
+    for name in (_KV_USAGE, _KV_USAGE_OLD):
+        if counts[name]:
+            return 100.0 * sums[name] / counts[name]
+    return None
+
+
+def _at(values: tuple[int, ...], i: int) -> int:
+    return values[i] if i < len(values) else 0
