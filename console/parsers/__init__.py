@@ -6,7 +6,7 @@ frozen dataclasses.
 """
 
 from console.parsers.aux import parse_aux_layers
-from console.parsers.classify import LineEvent, LineKind, classify, classify_text
+from console.parsers.classifier import LineEvent, LineKind, classify, classify_text
 from console.parsers.engine import (
     EngineConfig,
     NonDefaultArgs,

@@ -1,0 +1,118 @@
+"""One call per log line: what the line is, for highlighting and for routing to the panels.
+
+This runs on every line of a busy server's log, so each parser is reached only through a cheap
+substring check, and most lines fall through to `OTHER` after a handful of `in` tests.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import NamedTuple
+
+from console.parsers.aux import parse_aux_layers
+from console.parsers.engine import (
+    EngineConfig,
+    NonDefaultArgs,
+    VersionBanner,
+    parse_engine_start,
+    parse_non_default_args,
+    parse_version_banner,
+)
+from console.parsers.errors import ErrorEvent, parse_error
+from console.parsers.prefix import LogLine, parse_line
+from console.parsers.spec_decode import SpecDecodeSample, parse_spec_decode
+from console.parsers.startup import StartupEvent, parse_startup
+from console.parsers.throughput import ThroughputSample, parse_throughput
+
+
+class LineKind(StrEnum):
+    """What a log line is."""
+
+    ENGINE_START = "engine-start"
+    NON_DEFAULT_ARGS = "non-default-args"
+    VERSION = "version"
+    AUX_LAYERS = "aux-layers"
+    SPEC_DECODE = "spec-decode"
+    THROUGHPUT = "throughput"
+    STARTUP = "startup"
+    ERROR = "error"
+    WARNING = "warning"
+    OTHER = "other"
+
+
+Payload = (
+    EngineConfig
+    | NonDefaultArgs
+    | VersionBanner
+    | tuple[int, ...]
+    | SpecDecodeSample
+    | ThroughputSample
+    | StartupEvent
+    | ErrorEvent
+    | None
+)
+
+
+class LineEvent(NamedTuple):
+    """A classified line and what its parser made of it.
+
+    Payload by kind: ENGINE_START `EngineConfig`, NON_DEFAULT_ARGS `NonDefaultArgs`, VERSION
+    `VersionBanner`, AUX_LAYERS `tuple[int, ...]`, SPEC_DECODE `SpecDecodeSample`, THROUGHPUT
+    `ThroughputSample`, STARTUP `StartupEvent`, ERROR `ErrorEvent`; WARNING and OTHER None.
+    """
+
+    # A NamedTuple, like LogLine, because one is built per line: immutable and cheap.
+
+    kind: LineKind
+    line: LogLine
+    payload: Payload = None
+
+
+def classify(line: LogLine) -> LineEvent:
+    """Classify one parsed line. Never raises."""
+    try:
+        return _classify(line)
+    except Exception:  # a parser bug must not stop the log view; the parsers' tests catch it
+        return LineEvent(LineKind.OTHER, line)
+
+
+def classify_text(raw: str | bytes) -> LineEvent:
+    """`classify(parse_line(raw))` for one raw line."""
+    return classify(parse_line(raw))
+
+
+def _classify(line: LogLine) -> LineEvent:
+    msg = line.message
+    if "LLM engine (" in msg:
+        engine = parse_engine_start(msg)
+        if engine is not None:
+            return LineEvent(LineKind.ENGINE_START, line, engine)
+    if "non-default args" in msg:
+        args = parse_non_default_args(msg)
+        if args is not None:
+            return LineEvent(LineKind.NON_DEFAULT_ARGS, line, args)
+    if "metrics:" in msg:
+        spec = parse_spec_decode(msg)
+        if spec is not None:
+            return LineEvent(LineKind.SPEC_DECODE, line, spec)
+    if "throughput:" in msg:
+        tput = parse_throughput(msg)
+        if tput is not None:
+            return LineEvent(LineKind.THROUGHPUT, line, tput)
+    if "auxiliary layers" in msg:
+        aux = parse_aux_layers(msg)
+        if aux is not None:
+            return LineEvent(LineKind.AUX_LAYERS, line, aux)
+    if "version" in msg or "model " in msg:
+        banner = parse_version_banner(msg)
+        if banner is not None:
+            return LineEvent(LineKind.VERSION, line, banner)
+    step = parse_startup(msg)
+    if step is not None:
+        return LineEvent(LineKind.STARTUP, line, step)
+    error = parse_error(msg, line.level)
+    if error is not None:
+        return LineEvent(LineKind.ERROR, line, error)
+    if line.level == "WARNING":
+        return LineEvent(LineKind.WARNING, line)
+    return LineEvent(LineKind.OTHER, line)
