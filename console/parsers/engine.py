@@ -38,12 +38,14 @@ _ENGINE_START = re.compile(
     r"Initializing an? (?:(?P<kind>V\d+) )?LLM engine \((?P<version>[^()\s]{0,200})\)"
     r" with config:\s?"
 )
+# Matched against the right-stripped message, so `$` needs no `\s*` before it (which made
+# lazy groups quadratic on long runs of trailing spaces).
 _BANNER_SERVER = re.compile(
-    r"vLLM (?:API )?server version (?P<version>\S{1,200}?),? serving model (?P<model>.+?)\s*$"
+    r"vLLM (?:API )?server version (?P<version>\S{1,200}?),? serving model (?P<model>\S.*)$"
 )
-_BANNER_OLD = re.compile(r"vLLM API server version (?P<version>\S{1,200})\s*$")
-_BANNER_LOGO_VERSION = re.compile(r"\bversion\s+(?P<version>v?\d[\w.+\-]{0,200})\s*$")
-_BANNER_LOGO_MODEL = re.compile(r"\bmodel\s+(?P<model>\S.{0,1000}?)\s*$")
+_BANNER_OLD = re.compile(r"vLLM API server version (?P<version>\S{1,200})$")
+_BANNER_LOGO_VERSION = re.compile(r"\bversion\s+(?P<version>v?\d[\w.+\-]{0,200})$")
+_BANNER_LOGO_MODEL = re.compile(r"\bmodel\s+(?P<model>\S.{0,1000})$")
 # The ASCII logo is drawn with block elements (U+2580..U+259F).
 _LOGO_CHARS = re.compile(r"[\u2580-\u259f]")
 
@@ -143,6 +145,7 @@ def parse_version_banner(message: str) -> VersionBanner | None:
     """Parse a version banner line (any of its three forms); None for any other line."""
     if "version" not in message and "model" not in message:
         return None
+    message = message.rstrip()
     if "server version" in message:
         m = _BANNER_SERVER.search(message) or _BANNER_OLD.search(message)
         if m is not None:

@@ -15,14 +15,14 @@ import re
 from typing import NamedTuple
 
 # SGR colour codes are by far the most common; the rest are stripped for safety: other CSI
-# sequences, OSC (title, hyperlinks), two-byte ESC sequences, 8-bit C1 controls, and C0
-# controls except tab.
+# sequences, OSC (title, hyperlinks; an unterminated one loses only its introducer, not the
+# rest of the line), two-byte ESC sequences, 8-bit C1 controls, and C0 controls except tab.
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _CONTROLS = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]?"
-    r"|\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b\][^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\|\x9c)"
     r"|\x9b[0-?]*[ -/]*[@-~]?"
-    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x9d[^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\|\x9c)"
     r"|\x1b[ -~]?"
     r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"
 )

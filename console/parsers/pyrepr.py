@@ -32,6 +32,9 @@ _STRING = re.compile(
     re.DOTALL,
 )
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+# `<Enum.X: 1>`, `<CUDAGraphMode.FULL: (2, 1)>`, `<function f.<locals>.g at 0x7f>`: one level
+# of nesting, bounded, so a failed attempt costs little however many `<` a line holds.
+_ANGLE = re.compile(r"<[^<>\n]{0,300}(?:<[^<>\n]{0,300}>[^<>\n]{0,300}){0,4}>")
 _IDENT = re.compile(r"[A-Za-z_][\w.]*")
 _KEY = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*=(?!=)")
 _WORDS: dict[str, Any] = {
@@ -122,10 +125,10 @@ class _Reader:
                 self.pos = m.end()
                 return _decode_string(m)
         if ch == "<":
-            end = _angle_end(s, pos)
-            if end > 0:
-                self.pos = end
-                return s[pos:end]
+            m = _ANGLE.match(s, pos)
+            if m is not None:
+                self.pos = m.end()
+                return m[0]
         m = _NUMBER.match(s, pos)
         if m is not None and self.ends_word(m.end(), stops):
             self.pos = m.end()
@@ -261,22 +264,6 @@ def _number(text: str) -> Any:
         return int(text)
     except ValueError:  # e.g. more digits than int() accepts from a string
         return text
-
-
-def _angle_end(s: str, start: int) -> int:
-    """Index just past the `>` that closes the `<` at `start`, or -1 if there is none."""
-    depth = 0
-    for i in range(start, min(len(s), start + 4096)):
-        ch = s[i]
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        elif ch == "\n":
-            break
-    return -1
 
 
 def _hashable(key: Any) -> Any:

@@ -50,7 +50,6 @@ class StartupEvent:
 
 _NUM = r"(\d+(?:\.\d+)?)"
 _ENGINE_START = re.compile(r"Initializing an? (?:V\d+ )?LLM engine \(v?([^()\s]{0,200})\)")
-_LOAD_MODEL = re.compile(r"Starting to load model (.{0,1000}?)(?:\.\.\.)?\s*$")
 _WEIGHTS_TOOK = re.compile(rf"Loading weights took {_NUM} s")
 _MODEL_LOADED = re.compile(rf"Model loading took {_NUM} ?GiB(?: memory)? and {_NUM} s")
 _KV_MEMORY = re.compile(rf"Available KV cache memory: {_NUM} ?GiB")
@@ -72,8 +71,8 @@ def parse_startup(message: str) -> StartupEvent | None:
         if m is not None:
             return StartupEvent(StartupPhase.ENGINE_START, detail=m[1])
     elif "Starting to load model" in message:
-        m = _LOAD_MODEL.search(message)
-        model = m[1].strip() if m is not None else ""
+        model = message.split("Starting to load model", 1)[1].strip()
+        model = model.removesuffix("...").strip()[:1000]
         return StartupEvent(StartupPhase.LOADING_WEIGHTS, detail=model)
     elif "Loading weights took" in message:
         m = _WEIGHTS_TOOK.search(message)
