@@ -233,3 +233,14 @@ def test_version_banners(message: str, banner: VersionBanner) -> None:
 )
 def test_not_a_version_banner(message: str) -> None:
     assert parse_version_banner(message) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Loading model weights: 100%|\u2588\u2588\u2588\u2588\u2588| 5/5 [00:03<00:00]",
+        "Capturing CUDA graphs: 100%|\u2588\u2588\u2588| 67/67 version 2",
+    ],
+)
+def test_tqdm_bars_are_not_the_logo(message: str) -> None:
+    assert parse_version_banner(message) is None

@@ -135,3 +135,8 @@ def test_to_jsonable() -> None:
     assert out["t"] == [1, [2]]
     assert out["b"] == "x"
     json.dumps(out, allow_nan=False)
+
+
+def test_missing_values_are_empty_text_not_none() -> None:
+    assert parse_repr("") == ""
+    assert parse_kwargs("a=, b=") == {"a": "", "b": ""}

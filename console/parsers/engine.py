@@ -44,10 +44,13 @@ _BANNER_SERVER = re.compile(
     r"vLLM (?:API )?server version (?P<version>\S{1,200}?),? serving model (?P<model>\S.*)$"
 )
 _BANNER_OLD = re.compile(r"vLLM API server version (?P<version>\S{1,200})$")
-_BANNER_LOGO_VERSION = re.compile(r"\bversion\s+(?P<version>v?\d[\w.+\-]{0,200})$")
-_BANNER_LOGO_MODEL = re.compile(r"\bmodel\s+(?P<model>\S.{0,1000})$")
-# The ASCII logo is drawn with block elements (U+2580..U+259F).
+# The ASCII logo is drawn with block elements (U+2580..U+259F); its rows end in `version X`
+# and `model M` with nothing but logo before them (a tqdm bar has `|`, digits and `%`).
 _LOGO_CHARS = re.compile(r"[\u2580-\u259f]")
+_BANNER_LOGO_VERSION = re.compile(
+    r"[\s\u2580-\u259f]{1,200}version\s+(?P<version>v?\d[\w.+\-]{0,200})$"
+)
+_BANNER_LOGO_MODEL = re.compile(r"[\s\u2580-\u259f]{1,200}model\s+(?P<model>\S.{0,1000})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +156,10 @@ def parse_version_banner(message: str) -> VersionBanner | None:
             return VersionBanner(m["version"].rstrip(","), groups.get("model"))
     if _LOGO_CHARS.search(message) is None:
         return None
-    m = _BANNER_LOGO_VERSION.search(message)
+    m = _BANNER_LOGO_VERSION.match(message)
     if m is not None:
         return VersionBanner(m["version"])
-    m = _BANNER_LOGO_MODEL.search(message)
+    m = _BANNER_LOGO_MODEL.match(message)
     if m is not None:
         return VersionBanner(None, m["model"])
     return None

@@ -113,7 +113,7 @@ class _Reader:
         self.skip_ws()
         s, pos = self.s, self.pos
         if pos >= len(s):
-            return None
+            return ""  # a missing value, as `bare` gives it: not Python's None
         ch = s[pos]
         if depth >= _MAX_DEPTH:
             return self.bare(stops)
