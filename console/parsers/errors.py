@@ -205,8 +205,12 @@ class _Builder:
         )
 
 
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
+
+
 def _exception_type(text: str) -> str | None:
-    if ":" not in text and not text.endswith(("Error", "Exception", "Interrupt", "Exit")):
+    # Cheap test first: the part before the first colon must end like an exception name.
+    if not text.partition(":")[0].endswith(_EXCEPTION_SUFFIXES):
         return None
     m = _EXCEPTION.match(text)
     return m["type"] if m is not None else None
