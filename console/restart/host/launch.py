@@ -1,0 +1,111 @@
+"""Relaunching `vllm serve` and watching it come up, on the host.
+
+The new server gets its own session (it outlives this step and the SSH link), the same argv,
+environment and working directory as the one stopped, and its output appended to the same log
+after a marker line. This step stays its parent until it is ready, so that an early exit is
+seen with its exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+READY = b"Application startup complete"
+
+
+def append_marker(log: str, marker: str) -> tuple[int, int]:
+    """Append `marker` as a line to `log`; returns (an fd open for appending, the marker's
+    byte offset)."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    offset = os.fstat(fd).st_size
+    # A log whose last line is unfinished (a killed writer) gets a newline first.
+    if offset:
+        with open(log, "rb") as fh:
+            fh.seek(offset - 1)
+            if fh.read(1) != b"\n":
+                os.write(fd, b"\n")
+                offset += 1
+    os.write(fd, marker.encode("utf-8", "replace") + b"\n")
+    return fd, offset
+
+
+def launch(argv: list[str], cwd: str, env: dict[str, str], log_fd: int) -> subprocess.Popen:
+    """Start argv in a new session with stdout and stderr on `log_fd`."""
+    return subprocess.Popen(argv, cwd=cwd or None, env=env, stdin=subprocess.DEVNULL,
+                            stdout=log_fd, stderr=subprocess.STDOUT, start_new_session=True,
+                            close_fds=True)
+
+
+def http_ok(url: str, timeout: float = 2.0) -> tuple[bool, str]:
+    """(answered 200, what it said or why not)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310
+            return resp.status == 200, f"HTTP {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return False, str(reason)
+
+
+class LogWatch:
+    """Reads a log from an offset as it grows and says when the ready line has appeared."""
+
+    def __init__(self, path: str, offset: int) -> None:
+        self.path = path
+        self.offset = offset
+        self._tail = b""
+        self.ready = False
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(4 * 1024 * 1024)
+        except OSError:
+            return
+        if not data:
+            return
+        self.offset += len(data)
+        window = self._tail + data
+        if READY in window:
+            self.ready = True
+        self._tail = window[-len(READY):]
+
+
+def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
+               watch: LogWatch | None,
+               base_url: str, timeout: float) -> tuple[str, str, int | None]:
+    """Follow start-up until the log says ready (when there is a log) and /health and
+    /v1/models answer 200. Returns (outcome, message, exit status) where outcome is `ready`,
+    `exited` or `timeout`."""
+    deadline = time.monotonic() + timeout
+    health = models = ""
+    while True:
+        if proc is not None:
+            code = proc.poll()
+            if code is not None:
+                how = f"signal {-code}" if code < 0 else f"status {code}"
+                return "exited", f"vllm serve exited with {how} before it was ready", code
+        elif not alive():
+            return "exited", "the new server process is gone before it was ready", None
+        if watch is not None:
+            watch.poll()
+        if watch is None or watch.ready:
+            ok_health, health = http_ok(base_url + "/health")
+            ok_models, models = (http_ok(base_url + "/v1/models") if ok_health
+                                 else (False, "not asked"))
+            if ok_health and ok_models:
+                return "ready", "ready: /health and /v1/models answer 200", None
+        if time.monotonic() >= deadline:
+            seen = "the log says ready, but " if watch is not None and watch.ready else ""
+            extra = f"{seen}/health: {health or 'not asked'}, /v1/models: {models or 'not asked'}"
+            return "timeout", f"not ready after {timeout:g} s ({extra}); the process keeps " \
+                              "running", None
+        time.sleep(0.1)
+

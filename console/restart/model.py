@@ -1,0 +1,230 @@
+"""What a restart is and what it reports: the plan, its progress steps and its result.
+
+All frozen: the TUI renders them as they come (`on_progress`), the CLI prints them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from console.parsers import StartupPhase
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+
+class Stage(StrEnum):
+    """Where a restart stands. The host-side step reports the stages up to `launched`, and
+    `ready`/`failed`/`refused` at its end; the client adds `planned`, `phase` (a start-up
+    phase seen in the log), `verified` and `link-lost`/`link-back`."""
+
+    PLANNED = "planned"
+    STARTED = "started"
+    LOCKED = "locked"
+    REFUSED = "refused"
+    NOTE = "note"
+    STOPPING = "stopping"
+    TERM_SENT = "term-sent"
+    KILL_SENT = "kill-sent"
+    STOPPED = "stopped"
+    GPU_RELEASED = "gpu-released"
+    GPU_SKIPPED = "gpu-skipped"
+    PORT_FREE = "port-free"
+    LAUNCHING = "launching"
+    LAUNCHED = "launched"
+    PHASE = "phase"
+    READY = "ready"
+    VERIFIED = "verified"
+    FAILED = "failed"
+    LINK_LOST = "link-lost"
+    LINK_BACK = "link-back"
+    OTHER = "other"
+
+    @classmethod
+    def of(cls, value: str) -> Stage:
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.OTHER
+
+
+class Outcome(StrEnum):
+    """How a restart ended. CLI exit status: READY 0; FAILED 1; REFUSED and ERROR 2."""
+
+    READY = "ready"
+    FAILED = "failed"
+    REFUSED = "refused"
+    ERROR = "error"
+
+    @property
+    def exit_status(self) -> int:
+        return {"ready": 0, "failed": 1}.get(self.value, 2)
+
+
+class RestartStep(_Frozen):
+    """One progress report."""
+
+    stage: Stage
+    """What happened."""
+    message: str
+    """One line for a person."""
+    elapsed_s: float = 0.0
+    """Seconds since the restart began (host clock for host-side steps)."""
+    pid: int | None = None
+    """The process the step is about, when there is one (the new server once launched)."""
+    phase: StartupPhase | None = None
+    """For `phase` steps: the start-up phase the log reached."""
+
+
+class PhaseTiming(_Frozen):
+    """A start-up phase and how long it took (to the next phase, as the log showed it)."""
+
+    phase: StartupPhase
+    """The phase."""
+    started_s: float
+    """When the log reached it, in seconds after the relaunch."""
+    duration_s: float | None
+    """Until the next phase began (None for the last one seen)."""
+    reported_s: float | None = None
+    """What vLLM itself says the phase took (`Loading weights took 138.88 seconds`)."""
+    detail: str = ""
+    """The rest of the line in words (model, GiB, tokens)."""
+
+
+class RestartOptions(_Frozen):
+    """Timeouts of a restart, in seconds."""
+
+    term_timeout_s: float = Field(default=30.0, gt=0)
+    """How long the tree gets to exit after SIGTERM before SIGKILL."""
+    kill_timeout_s: float = Field(default=10.0, gt=0)
+    """How long SIGKILLed processes get to vanish before the restart gives up."""
+    free_timeout_s: float = Field(default=60.0, gt=0)
+    """How long GPU memory and the port get to be released after the tree exited."""
+    startup_timeout_s: float = Field(default=1800.0, gt=0)
+    """How long the new server gets to answer (large models load for many minutes)."""
+    link_timeout_s: float = Field(default=120.0, gt=0)
+    """How long the client waits for a lost SSH link to come back before it lets the host
+    finish on its own."""
+
+
+class RestartPlan(_Frozen):
+    """What a restart will do: shown in the confirm dialog, then carried out as it is."""
+
+    host: str
+    """The host's name."""
+    mode: str
+    """`process` (stop the tree, relaunch the command) or `unit` (systemctl)."""
+    command: str
+    """The exact command line that will run (shell-quoted), or `systemctl restart UNIT`."""
+    argv: tuple[str, ...] = ()
+    """The command's words."""
+    cwd: str = ""
+    """Its working directory."""
+    log: str = ""
+    """Where its output goes (appended after a marker line)."""
+    unit: str = ""
+    """The systemd unit, in `unit` mode."""
+    user_unit: bool = False
+    """`systemctl --user`."""
+    pid: int | None = None
+    """The running server's pid (None when none runs: the last launch is started again)."""
+    start_ticks: int = 0
+    """Its start time (clock ticks since boot): with the pid, its identity."""
+    user: str = ""
+    """The user it runs as."""
+    members: tuple[tuple[int, int, str], ...] = ()
+    """The tree to stop: (pid, start ticks, name), the server first."""
+    url: str = ""
+    """The server's URL as seen from the host."""
+    port: int | None = None
+    """Its port."""
+    trace: bool = False
+    """Relaunch with the activation trace hook."""
+    watch: tuple[str, ...] = ()
+    """The functions the trace watches (`module:qualname`)."""
+    env_changes: tuple[tuple[str, str | None], ...] = ()
+    """Environment differences from the running server's (None: removed)."""
+    notes: tuple[str, ...] = ()
+    """Things worth knowing before saying yes (a log that is not a file, ...)."""
+    original_env: dict[str, str] = Field(default_factory=dict, repr=False)
+    """The server's environment without any trace hook (it may hold secrets: never shown)."""
+    launch_env: dict[str, str] = Field(default_factory=dict, repr=False)
+    """The environment the relaunch gets."""
+    python: str = ""
+    """The interpreter that runs the host-side step."""
+    bundle: str = ""
+    """The host-side step's installed path."""
+    hook_dir: str = ""
+    """The trace hook's directory on the host (traced runs)."""
+
+    def describe(self) -> str:
+        """Several lines for the confirm dialog: what stops, what starts, where it logs."""
+        lines = []
+        if self.mode == "unit":
+            lines.append(f"systemctl{' --user' if self.user_unit else ''} stop/start "
+                         f"{self.unit}")
+        if self.pid is not None:
+            names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
+            lines.append(f"stop: {names}")
+        else:
+            lines.append("stop: nothing runs (the last launch is started again)")
+        if self.mode != "unit":
+            lines.append(f"start: {self.command}")
+            if self.cwd:
+                lines.append(f"in: {self.cwd}")
+        for key, value in self.env_changes:
+            lines.append(f"env: {key}={value}" if value is not None else f"env: unset {key}")
+        if self.log:
+            lines.append(f"log: {self.log} (appended)")
+        if self.trace:
+            lines.append("trace: " + ", ".join(self.watch))
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+class RestartResult(_Frozen):
+    """How a restart went."""
+
+    host: str
+    """The host's name."""
+    outcome: Outcome
+    """ready, failed (the server did not come up), refused, error (could not run)."""
+    reason: str
+    """One line: why it ended as it did."""
+    command: str = ""
+    """The command that was relaunched."""
+    trace: bool = False
+    """Whether the relaunch was traced."""
+    old_pid: int | None = None
+    """The server that was stopped."""
+    new_pid: int | None = None
+    """The server that was started."""
+    steps: tuple[RestartStep, ...] = ()
+    """Every progress report, in order."""
+    phases: tuple[PhaseTiming, ...] = ()
+    """Start-up phases with their durations."""
+    error_lines: tuple[str, ...] = ()
+    """Failure lines from the log after the marker (tracebacks, refusals), when it failed."""
+    marker: str = ""
+    """The marker line written to the log before the relaunch."""
+    log: str = ""
+    """The log."""
+    stop_s: float | None = None
+    """Seconds from the first signal until the tree, GPU memory and port were free."""
+    startup_s: float | None = None
+    """Seconds from the relaunch until the server answered."""
+    total_s: float = 0.0
+    """Seconds the whole restart took, as the client saw it."""
+    notes: tuple[str, ...] = ()
+    """Remarks (GPU memory not checked, a process left alone, ...)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.READY
+
+    @property
+    def exit_status(self) -> int:
+        return self.outcome.exit_status

@@ -1,0 +1,86 @@
+"""Reading a relaunch's log from the marker on: start-up phases, failure lines, trace lines."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from checks.trace import parse_trace_line
+from console.parsers import StartupEvent, StartupPhase, parse_error, parse_line, parse_startup
+from console.restart.model import PhaseTiming
+
+MAX_ERROR_LINES = 80
+TAIL_LINES = 15
+
+
+@dataclass
+class _Seen:
+    phase: StartupPhase
+    at: float
+    reported_s: float | None
+    detail: str
+
+
+@dataclass
+class StartupTracker:
+    """Fed the log lines after the marker, in order; keeps what a restart reports."""
+
+    t0: float = field(default_factory=time.monotonic)
+    marker_seen: bool = False
+    ready: bool = False
+    trace_events: int = 0
+    _phases: list[_Seen] = field(default_factory=list)
+    _errors: list[str] = field(default_factory=list)
+    _tail: list[str] = field(default_factory=list)
+
+    def feed(self, raw: str, now: float | None = None) -> StartupEvent | None:
+        """Take one line; returns the start-up event it reports when it opens a new phase or
+        says how long one took."""
+        now = time.monotonic() if now is None else now
+        if not self.marker_seen and raw.startswith("[vllm-console] restart at"):
+            self.marker_seen = True
+            return None
+        new: StartupEvent | None = None
+        for piece in raw.split("\r"):  # tqdm redraws with a bare CR
+            if not piece.strip():
+                continue
+            if "[vllm-console-trace]" in piece and parse_trace_line(piece) is not None:
+                self.trace_events += 1
+                continue
+            line = parse_line(piece)
+            self._tail = [*self._tail[-(TAIL_LINES - 1):], line.text]
+            event = parse_startup(line.message)
+            if event is not None:
+                new = self._phase(event, now) or new
+                continue
+            if parse_error(line.message, line.level) is not None:
+                self._errors = [*self._errors[-(MAX_ERROR_LINES - 1):], line.text]
+        return new
+
+    def _phase(self, event: StartupEvent, now: float) -> StartupEvent | None:
+        if event.phase is StartupPhase.READY:
+            self.ready = True
+        last = self._phases[-1] if self._phases else None
+        if last is not None and last.phase is event.phase:
+            if event.seconds is not None:
+                last.reported_s = event.seconds
+                return event
+            return None
+        self._phases.append(_Seen(event.phase, now, event.seconds, event.detail))
+        return event
+
+    def phases(self, end: float | None = None) -> tuple[PhaseTiming, ...]:
+        """The phases seen, each lasting until the next began (the last until `end`)."""
+        out = []
+        for i, seen in enumerate(self._phases):
+            nxt = self._phases[i + 1].at if i + 1 < len(self._phases) else end
+            out.append(PhaseTiming(
+                phase=seen.phase, started_s=round(seen.at - self.t0, 3),
+                duration_s=None if nxt is None else round(max(0.0, nxt - seen.at), 3),
+                reported_s=seen.reported_s, detail=seen.detail))
+        return tuple(out)
+
+    def error_lines(self) -> tuple[str, ...]:
+        """The failure lines seen (tracebacks, refusals, ERROR lines); the last lines of the
+        log when there were none."""
+        return tuple(self._errors) if self._errors else tuple(self._tail)
