@@ -1,0 +1,78 @@
+"""Drive the real app in a real terminal: tmux on a private socket, send-keys, capture-pane."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Terminal:
+    """One tmux session running a command at a fixed size."""
+
+    command: list[str]
+    width: int = 160
+    height: int = 50
+    env: dict[str, str] = field(default_factory=dict)
+    socket: str = field(default_factory=lambda: f"vc-test-{uuid.uuid4().hex[:8]}")
+
+    def _tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, check=check)
+
+    def start(self) -> Terminal:
+        if shutil.which("tmux") is None:
+            raise RuntimeError("tmux is not installed: run `make test` or apt-get install tmux")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        line = f"env {env} {shlex.join(self.command)}" if env else shlex.join(self.command)
+        self._tmux("-f", "/dev/null", "new-session", "-d", "-x", str(self.width), "-y",
+                   str(self.height), "-s", "main", line)
+        self._tmux("set-option", "-g", "remain-on-exit", "on", check=False)
+        return self
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "main", *keys)
+
+    def screen(self) -> str:
+        result = self._tmux("capture-pane", "-p", "-t", "main", check=False)
+        return result.stdout
+
+    def raw_screen(self) -> str:
+        """With escape sequences, to prove what the terminal was sent (`-e`)."""
+        return self._tmux("capture-pane", "-p", "-e", "-t", "main", check=False).stdout
+
+    def title(self) -> str:
+        return self._tmux("display-message", "-p", "-t", "main", "#{pane_title}",
+                          check=False).stdout.strip()
+
+    def wait_for(self, predicate: Callable[[str], bool] | str, timeout: float = 15.0) -> str:
+        check = (lambda s: predicate in s) if isinstance(predicate, str) else predicate
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {predicate!r}; screen was:\n{screen}")
+
+    def alive(self) -> bool:
+        out = self._tmux("list-panes", "-t", "main", "-F", "#{pane_dead}", check=False).stdout
+        return out.strip() == "0"
+
+    def stop(self) -> None:
+        self._tmux("kill-server", check=False)
+
+
+def app_env() -> dict[str, str]:
+    """A predictable terminal for the app under test."""
+    return {"TERM": "xterm-256color", "COLORTERM": "truecolor", "LANG": "C.UTF-8",
+            "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
+            "XDG_CONFIG_HOME": os.environ.get("XDG_CONFIG_HOME", ""),
+            "XDG_STATE_HOME": os.environ.get("XDG_STATE_HOME", "")}

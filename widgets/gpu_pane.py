@@ -1,0 +1,129 @@
+"""GPUs: one row per GPU with utilisation and memory bars, temperature, power and a history
+sparkline; then the processes holding GPU memory, an orphaned EngineCore standing out."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from console.agent.samples import AgentSample, ServeProc
+
+SPARK = "▁▂▃▄▅▆▇█"
+HISTORY = 60
+
+
+def bar(fraction: float | None, width: int, colour: str) -> Text:
+    """A horizontal bar; unknown values are shown as such, never as zero."""
+    if fraction is None:
+        return Text("?".center(width), style="dim")
+    fraction = min(max(fraction, 0.0), 1.0)
+    filled = int(round(fraction * width))
+    return Text("█" * filled, style=colour) + Text("░" * (width - filled), style="dim")
+
+
+def sparkline(values: list[float], width: int, top: float = 100.0) -> str:
+    values = values[-width:]
+    return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1) + 0.5))]
+                   if top > 0 else SPARK[0] for v in values)
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """What the pane renders: the latest sample and the utilisation history per GPU."""
+
+    sample: AgentSample | None = None
+    history: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    error: str = ""
+
+
+class GpuHistory:
+    """Keeps the last HISTORY utilisation readings per GPU (the app owns one per host)."""
+
+    def __init__(self) -> None:
+        self._util: dict[int, deque[float]] = {}
+
+    def add(self, sample: AgentSample) -> GpuView:
+        for gpu in sample.gpus:
+            if gpu.util_pct is not None:
+                self._util.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_pct)
+        return GpuView(sample, {i: tuple(d) for i, d in self._util.items()})
+
+
+def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
+    """An EngineCore whose API server is gone: it holds GPU memory the next start needs."""
+    if not proc.is_engine_core:
+        return False
+    parent = next((p for p in sample.serve.procs if p.pid == proc.ppid), None)
+    return parent is None or parent.is_engine_core
+
+
+class GpuPane(Widget):
+    """Renders a `GpuView`."""
+
+    view: reactive[GpuView] = reactive(GpuView, always_update=True)
+
+    def render(self) -> Table | Text:
+        v = self.app.theme_variables
+        sample = self.view.sample
+        if sample is None:
+            return Text(self.view.error or "waiting for the host agent…", style="italic")
+        if not sample.gpus:
+            reason = sample.gpu_reason or "no GPU source on the host"
+            return Text(f"no GPU telemetry: {reason}", style=v.get("status-warn", ""))
+        width = max(10, (self.size.width - 60) // 2)
+        table = Table.grid(padding=(0, 1))
+        for _ in range(7):
+            table.add_column(no_wrap=True)
+        for gpu in sample.gpus:
+            util = gpu.util_pct
+            mem_frac = (gpu.mem_used_mib / gpu.mem_total_mib
+                        if gpu.mem_used_mib is not None and gpu.mem_total_mib else None)
+            util_colour = v.get("status-ok" if (util or 0) < 95 else "status-warn", "")
+            mem_colour = v.get("status-warn" if (mem_frac or 0) > 0.97 else "primary", "")
+            hist = list(self.view.history.get(gpu.index, ()))
+            table.add_row(
+                Text(f"GPU{gpu.index}", style="bold"),
+                bar(None if util is None else util / 100, width, util_colour),
+                Text("  ?%" if util is None else f"{util:3.0f}%"),
+                bar(mem_frac, width, mem_colour),
+                Text(_mem(gpu.mem_used_mib, gpu.mem_total_mib)),
+                Text(("  ?°C" if gpu.temp_c is None else f"{gpu.temp_c:3.0f}°C") + " "
+                     + ("   ?W" if gpu.power_w is None else f"{gpu.power_w:4.0f}W")),
+                Text(sparkline(hist, 16), style=util_colour),
+            )
+        procs = self._processes(sample)
+        if procs is not None:
+            table.add_row(procs)
+        title = f"GPUs · {sample.gpu_source}"
+        if sample.gpu_age_s is not None and sample.gpu_age_s > 5:
+            title += f" · stale {sample.gpu_age_s:.0f} s"
+        self.border_title = title
+        return table
+
+    def _processes(self, sample: AgentSample) -> Text | None:
+        if not sample.gpu_procs:
+            return None
+        v = self.app.theme_variables
+        by_pid = {p.pid: p for p in sample.serve.procs}
+        text = Text("holding GPU memory: ", style="dim")
+        for gp in sample.gpu_procs:
+            proc = by_pid.get(gp.pid)
+            name = proc.name if proc else "?"
+            mem = "?" if gp.used_mib is None else f"{gp.used_mib / 1024:.1f} GiB"
+            if proc is not None and _is_orphan(proc, sample):
+                text.append(f" ORPHANED {name} pid {gp.pid} {mem} ",
+                            style=f"bold reverse {v.get('status-fail', '')}")
+            else:
+                text.append(f"{name} pid {gp.pid} {mem}  ")
+        return text
+
+
+def _mem(used: float | None, total: float | None) -> str:
+    if used is None or total is None:
+        return "   ?/?  GiB"
+    return f"{used / 1024:5.1f}/{total / 1024:.0f} GiB"

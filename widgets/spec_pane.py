@@ -1,0 +1,93 @@
+"""Speculative decoding: acceptance length over time against the profile's expected value,
+per-position acceptance bars, and the three-state status (not configured / no evidence yet /
+active). A missing figure is shown as missing, never as zero."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
+from widgets.gpu_pane import SPARK, bar
+
+
+@dataclass(frozen=True)
+class SpecView:
+    """The state to render and the acceptance length the profile expects (e.g. ~6.4)."""
+
+    state: SpecDecodeState | None = None
+    expected: float | None = None
+
+
+def acceptance_chart(values: list[float], expected: float | None, width: int,
+                     top: float) -> Text:
+    """A one-line history of acceptance length, scaled to `top`."""
+    values = values[-width:]
+    out = Text()
+    for v in values:
+        level = min(len(SPARK) - 1, max(0, int((v - 1) / max(top - 1, 0.01) * (len(SPARK) - 1))))
+        out.append(SPARK[level])
+    return out
+
+
+class SpecPane(Widget):
+    """Renders a `SpecView`."""
+
+    view: reactive[SpecView] = reactive(SpecView, always_update=True)
+
+    def render(self) -> Group | Text:
+        v = self.app.theme_variables
+        state, expected = self.view.state, self.view.expected
+        if state is None:
+            return Text("waiting for the serve log…", style="italic")
+        if state.status is SpecDecodeStatus.NOT_CONFIGURED:
+            return Text("speculative decoding not configured for this run", style="italic")
+        conf = state.configured
+        head = Text()
+        if conf is not None:
+            head.append(f"{conf.method or '?'} · {conf.num_spec_tokens or '?'} tokens · ",
+                        style="bold")
+            head.append(f"{conf.model or ''}\n", style="dim")
+        if state.status is SpecDecodeStatus.NO_EVIDENCE or state.latest is None:
+            head.append("configured; no drafts seen yet (idle server, or still starting)",
+                        style=v.get("status-unknown", ""))
+            return head
+        latest = state.latest
+        length = latest.mean_acceptance_length
+        good = expected is None or (length is not None and length >= 0.8 * expected)
+        colour = v.get("status-ok" if good else "status-fail", "")
+        line = Text()
+        line.append("acceptance length ", style="bold")
+        line.append("?" if length is None else f"{length:.2f}", style=f"bold {colour}")
+        if expected is not None:
+            line.append(f"  (expected ~{expected:.1f})", style="dim")
+        rate = latest.draft_acceptance_rate_pct
+        if rate is not None:
+            line.append(f"   draft acceptance {rate:.1f}%")
+        line.append(f"   [{state.latest_source}]", style="dim")
+        history = [p.mean_acceptance_length for p in state.history
+                   if p.mean_acceptance_length is not None]
+        top = max([expected or 0.0, *history, 2.0])
+        width = max(10, self.size.width - 14)
+        chart = Text("history      ", style="dim") + acceptance_chart(history, expected, width,
+                                                                     top)
+        chart.stylize(colour, 13)
+        rows = [head, line, chart]
+        if latest.per_position:
+            rows.append(Text("per position (acceptance of draft token k)", style="dim"))
+            bar_width = max(8, (self.size.width - 30) // 2)
+            positions = latest.per_position
+            half = (len(positions) + 1) // 2
+            for i in range(half):
+                row = Text()
+                for k in (i, i + half):
+                    if k < len(positions):
+                        row.append(f"{k + 1:>3} ")
+                        row.append_text(bar(positions[k], bar_width, colour))
+                        row.append(f" {positions[k]:.2f}   ")
+                rows.append(row)
+        return Group(*rows)
