@@ -244,3 +244,10 @@ def test_not_a_version_banner(message: str) -> None:
 )
 def test_tqdm_bars_are_not_the_logo(message: str) -> None:
     assert parse_version_banner(message) is None
+
+
+def test_redact_hides_what_is_too_deep_to_inspect() -> None:
+    deep: object = {"api_key": "sk-deep"}
+    for _ in range(150):
+        deep = [deep]
+    assert "sk-deep" not in repr(redact(deep))

@@ -59,6 +59,7 @@ MESSAGE_PARSERS: list[Callable[[str], Any]] = [
     parse_metrics,
     lambda s: _classify(parse_line(s)),
     lambda s: group_tracebacks(split_lines(s)),
+    lambda s: group_tracebacks([parse_line(x) for x in split_lines(s)]),
     lambda s: json.dumps(to_jsonable(parse_kwargs(s)), allow_nan=False),
     lambda s: json.dumps(to_jsonable(parse_repr(s)), allow_nan=False),
 ]

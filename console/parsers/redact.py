@@ -40,7 +40,7 @@ def redact(obj: Any) -> Any:
 
 def _redact(obj: Any, depth: int) -> Any:
     if depth > 100:
-        return obj
+        return REDACTED  # too deep to inspect: hide it rather than risk showing a secret
     if isinstance(obj, dict):
         return {
             k: (REDACTED if v is not None and is_secret_key(k) else _redact(v, depth + 1))
