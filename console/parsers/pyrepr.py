@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 TYPE_KEY = "__type__"
@@ -167,7 +168,7 @@ class _Reader:
         self.pos = i
         return s[start:i].strip()
 
-    def items(self, depth: int, closer: str, stops: str, item: Any) -> None:
+    def items(self, closer: str, item: Callable[[], None]) -> None:
         """Read comma-separated items until `closer`; `item()` reads and stores one."""
         s = self.s
         while True:
@@ -202,7 +203,7 @@ class _Reader:
             self.skip_ws()
             trailing_comma = self.pos < len(self.s) and self.s[self.pos] == ","
 
-        self.items(depth, closer, ",", item)
+        self.items(closer, item)
         if opener == "(" and (len(out) != 1 or trailing_comma):
             return tuple(out)
         return out if opener == "[" else out[0]
@@ -220,7 +221,7 @@ class _Reader:
             else:
                 members.append(key)
 
-        self.items(depth, "}", ",:", item)
+        self.items("}", item)
         # `{1, 2}` is a set: JSON has no sets, so it becomes a list.
         return members if members and not result else result
 
@@ -237,7 +238,7 @@ class _Reader:
             else:
                 args.append(self.value(depth + 1, ","))
 
-        self.items(depth, ")", ",", item)
+        self.items(")", item)
         if args:
             out[ARGS_KEY] = args
         return out
