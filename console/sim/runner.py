@@ -1,0 +1,188 @@
+"""Start and stop a simulated host's `vllm serve`: in the foreground for `vllm-console sim`, in
+the background for the demo and the tests.
+
+The server runs in a session of its own, so stopping it means signalling its process group,
+which also reaches its forked EngineCore. `stop(tree)` also finds processes of the tree started
+by anyone else (another launcher, an orphaned engine) by their executable and GPU claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from console.sim.tree import SimTree
+
+READY_LINE = "Application startup complete."
+
+
+def _env(tree: SimTree, extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHOME"}
+    env.update(tree.serve_env())
+    env.update(extra or {})
+    return env
+
+
+def start_background(tree: SimTree, *, env: Mapping[str, str] | None = None,
+                     argv: list[str] | None = None) -> subprocess.Popen[bytes]:
+    """Launch the fake `vllm serve` in a new session, appending its output to `tree.log`."""
+    tree.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(tree.log, "ab") as log:
+        return subprocess.Popen(argv or tree.serve_argv(), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, cwd=tree.root,
+                                env=_env(tree, env), start_new_session=True)
+
+
+def health(tree: SimTree, timeout: float = 0.5) -> int | None:
+    """HTTP status of /health, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"{tree.url}/health", timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_ready(tree: SimTree, proc: subprocess.Popen[bytes] | None = None,
+               timeout: float = 60.0) -> bool:
+    """True once /health answers 200; False on timeout or when `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if health(tree) == 200:
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie counts as gone: its owner reaps it)."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X")
+
+
+def _group(pgid: int) -> list[int]:
+    """Live members of process group `pgid`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None and int(stat[2]) == pgid and stat[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+    return members
+
+
+def tree_processes(tree: SimTree) -> list[int]:
+    """Live processes of this tree: its venv's interpreter, its nvidia-smi, its GPU holders."""
+    prefixes = (str(tree.root / "venv") + "/", str(tree.nvidia_smi))
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [w.decode(errors="replace") for w in argv[:2]]
+        if any(w.startswith(prefixes) for w in words):
+            found.add(int(entry.name))
+    for path in (tree.sim_dir / "gpu").glob("*.json"):
+        try:
+            found.add(int(json.loads(path.read_text())["pid"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    found.discard(os.getpid())
+    return sorted(pid for pid in found if _alive(pid))
+
+
+def _kill(pids: Iterable[int], sig: int, group: int | None) -> None:
+    if group is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def stop(target: SimTree | subprocess.Popen[bytes] | int, timeout: float = 10.0) -> list[int]:
+    """Stop a server and everything it started (SIGTERM, then SIGKILL after `timeout`).
+
+    `target` is a Popen from `start_background` or the pid of a session leader (its whole
+    process group is stopped, engine included), or a tree (each of its processes, wherever
+    they were started from). Returns the pids that were signalled.
+    """
+    group: int | None = None
+    if isinstance(target, SimTree):
+        pids = tree_processes(target)
+    else:
+        leader = target.pid if isinstance(target, subprocess.Popen) else int(target)
+        group = None if leader == os.getpgid(0) else leader  # never our own group
+        pids = sorted(p for p in {leader, *_group(leader)} if _alive(p))
+
+    def living() -> list[int]:
+        more = _group(group) if group is not None else []
+        return sorted({p for p in pids if _alive(p)} | set(more))
+
+    _kill(pids, signal.SIGTERM, group)
+    deadline = time.monotonic() + timeout
+    while living() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if living():
+        _kill(living(), signal.SIGKILL, group)
+    if isinstance(target, subprocess.Popen):
+        target.wait(timeout=5)
+    return pids
+
+
+def run_foreground(tree: SimTree, *, out: TextIO | None = None) -> int:
+    """Run the server until it exits or Ctrl-C/SIGTERM arrives (forwarded to the whole tree);
+    return the server's exit status."""
+    out = out or sys.stdout
+    proc = start_background(tree)
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Outside the main thread this raises ValueError: the caller handles signals then.
+        with contextlib.suppress(ValueError):
+            previous[sig] = signal.signal(sig, forward)
+    print(f"simulated host: {tree.root} (scenario {tree.scenario})", file=out)
+    print(f"  vllm serve pid {proc.pid}; output appended to {tree.log}", file=out)
+    print(f"  url {tree.url}   python {tree.python}   nvidia-smi {tree.nvidia_smi}", file=out)
+    print("  Ctrl-C stops the server and its engine.", file=out, flush=True)
+    try:
+        announced = False
+        while proc.poll() is None:
+            if not announced and health(tree) == 200:
+                print(f"ready: {tree.url}/health answers 200", file=out, flush=True)
+                announced = True
+            time.sleep(0.5)
+        rc = proc.returncode
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stop(proc, timeout=5)
+    print(f"vllm serve exited with status {rc}", file=out, flush=True)
+    return rc
