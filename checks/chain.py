@@ -1,0 +1,184 @@
+"""Running the chain on one host: discovery, the probes (concurrently), the four verdicts.
+
+    report = await run_chain(host, config.serve, profile=load_profile("dflash-swa"))
+
+Discovery runs first (one script: the serving interpreter, log, target and draft come from the
+running process when not configured). Then every probe runs at once, each one script on the
+host — code (serving interpreter), configs and log (python3), fields (serving interpreter,
+after the configs say where the draft's config.json is) — and each link is judged as soon as
+its facts are in (`on_link` sees them in the order they finish). Nothing here raises for a
+host that misbehaves: each link says `error` with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from checks.configs import ConfigRead, read_configs
+from checks.context import ChainContext, settings_evidence
+from checks.hostscript import ScriptRun, run_json_script
+from checks.links import code_present, config_correct, fields_extracted, runtime_activation
+from checks.models import LINK_IDS, ChainReport, LinkResult, Status
+from checks.profile import Profile, ProfileError, load_profile
+from checks.references import Reference, choose_reference
+from checks.rootcause import broken_link, root_cause
+from console.discovery import discover_serve, effective_serve
+from console.host import Host, HostError
+from console.remote_scripts import RemoteScripts
+from console.settings import ServeSettings
+
+SCRIPTS = "checks.scripts"
+CODE_TIMEOUT = 120.0
+FIELDS_TIMEOUT = 120.0
+LOG_TIMEOUT = 60.0
+# Only these of the serve process's environment reach the serving-interpreter probes: they
+# decide which vLLM that interpreter imports.
+PY_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE")
+
+
+async def _run(ctx: ChainContext, name: str, interpreter: str, payload: dict[str, Any],
+               timeout: float) -> ScriptRun:
+    env = None
+    proc = ctx.serve.process
+    if proc is not None and interpreter != "python3":
+        env = {k: v for k, v in proc.environ.items() if k in PY_ENV} or None
+    return await run_json_script(ctx.host, ctx.scripts, SCRIPTS, name, interpreter, payload,
+                                 timeout=timeout, env=env)
+
+
+class _Probes:
+    """The chain's probes as shared tasks: each runs once, whoever asks first."""
+
+    def __init__(self, ctx: ChainContext) -> None:
+        self.ctx = ctx
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+
+    def _task(self, key: str, make: Callable[[], Awaitable[Any]]) -> asyncio.Task[Any]:
+        if key not in self._tasks:
+            self._tasks[key] = asyncio.ensure_future(make())
+        return self._tasks[key]
+
+    async def configs(self) -> dict[str, ConfigRead]:
+        serve = self.ctx.serve
+        proc = serve.process
+
+        async def make() -> dict[str, ConfigRead]:
+            return await read_configs(self.ctx.host, self.ctx.scripts,
+                                      {"draft": serve.draft.value,
+                                       "target": serve.target.value},
+                                      dict(proc.environ) if proc else {},
+                                      proc.cwd if proc else None)
+        return await self._task("configs", make)  # type: ignore[no-any-return]
+
+    async def code(self) -> ScriptRun | None:
+        python = self.ctx.serve.python.value
+        spec = self.ctx.profile.links.code_present
+
+        async def make() -> ScriptRun | None:
+            if not python:
+                return None
+            return await _run(self.ctx, "code_probe.py", python, code_present.payload(spec),
+                              CODE_TIMEOUT)
+        return await self._task("code", make)  # type: ignore[no-any-return]
+
+    async def fields(self) -> ScriptRun | None:
+        python = self.ctx.serve.python.value
+        links = self.ctx.profile.links
+
+        async def make() -> ScriptRun | None:
+            draft = (await self.configs())["draft"]
+            if not python or not draft.ok:
+                return None
+            params = fields_extracted.payload(links.fields_extracted, draft.path,
+                                              links.code_present.package)
+            return await _run(self.ctx, "fields_probe.py", python, params, FIELDS_TIMEOUT)
+        return await self._task("fields", make)  # type: ignore[no-any-return]
+
+    async def log(self) -> ScriptRun | None:
+        path = self.ctx.serve.log.value
+        proc = self.ctx.serve.process
+        spec = self.ctx.profile.links.runtime_activation
+
+        async def make() -> ScriptRun | None:
+            if not path:
+                return None
+            params = runtime_activation.payload(spec, path, proc.pid if proc else None)
+            return await _run(self.ctx, "log_probe.py", "python3", params, LOG_TIMEOUT)
+        return await self._task("log", make)  # type: ignore[no-any-return]
+
+
+def _reference(ctx: ChainContext, draft: ConfigRead) -> Reference | None:
+    if ctx.reference is not None:
+        return ctx.reference
+    names = [draft.model, draft.path.rsplit("/config.json", 1)[0]]
+    if draft.data is not None and isinstance(draft.data.get("_name_or_path"), str):
+        names.append(draft.data["_name_or_path"])
+    try:
+        return choose_reference(ctx.profile, names)
+    except ProfileError:
+        return None
+
+
+async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult:
+    links = ctx.profile.links
+    serve = ctx.serve
+    host = ctx.host.name
+    if link_id == "code-present":
+        return code_present.evaluate(links.code_present, serve.python.value,
+                                     await probes.code(), settings_evidence(ctx, "python"),
+                                     host=host)
+    if link_id == "fields-extracted":
+        configs = await probes.configs()
+        return fields_extracted.evaluate(links.fields_extracted, serve.python.value,
+                                         configs["draft"], await probes.fields(),
+                                         settings_evidence(ctx, "python", "draft"), host=host)
+    if link_id == "config-correct":
+        configs = await probes.configs()
+        return config_correct.evaluate(links.config_correct, configs["draft"],
+                                       configs["target"], _reference(ctx, configs["draft"]),
+                                       settings_evidence(ctx, "draft", "target"))
+    configs = await probes.configs()
+    return runtime_activation.evaluate(
+        links.runtime_activation, serve.log.value, await probes.log(), configs["draft"],
+        settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
+        host_label=ctx.host_label, host=host, checked_draft=serve.draft.value)
+
+
+async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | None = None,
+                    reference: Reference | None = None, host_label: str | None = None,
+                    on_link: Callable[[LinkResult], None] | None = None) -> ChainReport:
+    """Run the whole chain on a connected (or connectable) host."""
+    started = time.monotonic()
+    profile = profile or load_profile()
+    scripts = RemoteScripts(host)
+    discovery_error = None
+    try:
+        process = await discover_serve(host, settings, scripts=scripts)
+    except HostError as exc:
+        process, discovery_error = None, str(exc)
+    ctx = ChainContext(host=host, host_label=host_label or host.name, profile=profile,
+                       serve=effective_serve(settings, process), scripts=scripts,
+                       reference=reference, discovery_error=discovery_error,
+                       match=settings.match)
+    probes = _Probes(ctx)
+
+    async def judged(link_id: str) -> LinkResult:
+        try:
+            link = await _judge(link_id, ctx, probes)
+        except Exception as exc:  # a bug must cost one link, never the report
+            link = LinkResult(id=link_id, title=profile.titles()[link_id], status=Status.ERROR,
+                              summary=f"internal error while judging this link: "
+                                      f"{type(exc).__name__}: {exc}",
+                              hint="please report it with `check --json` output")
+        if on_link is not None:
+            on_link(link)
+        return link
+
+    links = await asyncio.gather(*(judged(link_id) for link_id in LINK_IDS))
+    return ChainReport(host=host_label or host.name, profile=profile.name, links=tuple(links),
+                       broken_link=broken_link(links),
+                       root_cause=root_cause(links, profile.requires()),
+                       seconds=time.monotonic() - started)

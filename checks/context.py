@@ -1,0 +1,53 @@
+"""What every link knows about the host: the profile, the effective serve settings, and the
+evidence of where each setting came from (configured, or discovered from the process)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checks.models import Evidence
+from checks.profile import Profile
+from checks.references import Reference
+from console.discovery import EffectiveServe, Resolved
+from console.host import Host
+from console.remote_scripts import RemoteScripts
+
+
+@dataclass(frozen=True)
+class ChainContext:
+    """Inputs shared by the probes and links of one chain run."""
+
+    host: Host
+    host_label: str
+    """How the user named the host (for hints: `vllm-console restart HOST --trace`)."""
+    profile: Profile
+    serve: EffectiveServe
+    scripts: RemoteScripts
+    reference: Reference | None = None
+    """An explicit reference (`--reference`); else the profile's, chosen by the draft's name."""
+    discovery_error: str | None = None
+    match: str = "vllm serve"
+    """The words that found (or did not find) the serve process."""
+
+
+def _line(name: str, setting: Resolved) -> str:
+    if not setting.value:
+        return f"{name}: unknown (not configured, not discovered)"
+    return f"{name}: {setting.value} ({setting.source})"
+
+
+def settings_evidence(ctx: ChainContext, *names: str) -> Evidence:
+    """Where the settings a link relies on came from, with the discovery notes."""
+    serve = ctx.serve
+    lines = [_line(n, getattr(serve, n)) for n in names]
+    proc = serve.process
+    if proc is not None:
+        engines = [f"{c.pid} {c.comm}" for c in proc.children][:6]
+        lines.insert(0, f"serve process: pid {proc.pid} (user {proc.user}), python from "
+                        f"{proc.python_from}" + (f"; children: {', '.join(engines)}"
+                                                 if engines else ""))
+    if ctx.discovery_error:
+        lines.insert(0, f"discovery failed: {ctx.discovery_error}")
+    lines.extend(serve.notes)
+    return Evidence.make("discovery", f"/proc scan for the login user's processes matching "
+                                      f"{ctx.match!r}", None, "\n".join(lines))

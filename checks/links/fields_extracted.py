@@ -1,0 +1,157 @@
+"""Link 2, fields extracted: the config vLLM builds from the draft keeps the SWA fields.
+
+The host's own code builds it (see `checks/scripts/fields_probe.py`). Pass: every SWA field
+config.json has survives with its value. Fail: one is dropped or changed, or the host's
+extraction raises on this config. Error: the draft config or the serving interpreter cannot be
+used (an import error names the module). A native z-lab config is read by HF as-is; when
+transformers is not importable it is not rebuilt, and the evidence says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from checks.configs import ConfigRead
+from checks.hostscript import ScriptRun
+from checks.links.common import result, run_evidence, short_list, show
+from checks.models import Evidence, LinkResult, Status
+from checks.profile import FieldsExtractedSpec
+
+LINK = "fields-extracted"
+
+
+def payload(spec: FieldsExtractedSpec, config_path: str, package: str) -> dict[str, Any]:
+    """The fields probe's parameters."""
+    return {"config_path": config_path, "fields": list(spec.fields),
+            "format_key": spec.format_key, "extractor": spec.extractor,
+            "package": package, "static_source": spec.static_source}
+
+
+def compare(source: Mapping[str, Any], built: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Fields of config.json kept, dropped or changed in the built config."""
+    out: dict[str, list[str]] = {"kept": [], "dropped": [], "changed": []}
+    for key, value in source.items():
+        if key not in built:
+            out["dropped"].append(key)
+        elif built[key] != value:
+            out["changed"].append(f"{key} {show(value, 40)} -> {show(built[key], 40)}")
+        else:
+            out["kept"].append(key)
+    return out
+
+
+def _static_line(static: Mapping[str, Any]) -> str:
+    if not static:
+        return ""
+    if static.get("error"):
+        return f"static reading (fallback): {static.get('file', '')}: {static['error']}"
+    mentions = static.get("mentions") or {}
+    named = [k for k, v in mentions.items() if v]
+    unnamed = [k for k, v in mentions.items() if not v]
+    return (f"static reading (fallback, not a verdict) of {static.get('file')}: names "
+            f"{short_list(named, 6) or 'none'}; does not name {short_list(unnamed, 6) or '-'}")
+
+
+def _excerpt(data: Mapping[str, Any], cmp: Mapping[str, list[str]] | None) -> str:
+    ext = data.get("extraction") or {}
+    lines = [f"format: {data.get('format')}"
+             + (f" (speculators_model_type {data.get('algorithm')!r})"
+                if data.get("format") == "speculators" else ""),
+             f"built with: {ext.get('how')}"
+             + (f" (transformers {ext['transformers']})" if ext.get("transformers") else "")]
+    where = data.get("source_where") or {}
+    for key, value in (data.get("source") or {}).items():
+        lines.append(f"config.json {key} = {show(value, 80)} ({where.get(key)})")
+    if ext.get("values") is not None:
+        for key, value in ext["values"].items():
+            lines.append(f"built {key} = {show(value, 80)}")
+        if ext.get("absent"):
+            lines.append(f"built config lacks: {short_list(ext['absent'], 6)}")
+    if ext.get("error"):
+        err = ext["error"]
+        lines.append(f"{err['kind']} error: {err['type']}: {err['message']}")
+    if cmp:
+        lines.append(f"kept: {short_list(cmp['kept'], 6) or '-'}; dropped: "
+                     f"{short_list(cmp['dropped'], 6) or '-'}; changed: "
+                     f"{short_list(cmp['changed'], 4) or '-'}")
+    static = _static_line(data.get("static") or {})
+    if static:
+        lines.append(static)
+    return "\n".join(lines)
+
+
+def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
+             run: ScriptRun | None, context: Evidence, *, host: str = "the host"
+             ) -> LinkResult:
+    """The verdict from the fields probe's facts."""
+    title = spec.title
+    if not python:
+        return result(LINK, title, Status.ERROR,
+                      "no serving interpreter to run the host's extraction with",
+                      "start vllm serve, or pass --python /path/to/venv/bin/python", [context])
+    if draft.data is None:
+        return result(LINK, title, Status.ERROR, draft.problem,
+                      "fix the draft path (--draft) or its config.json", [context,
+                                                                          draft.evidence()])
+    if run is None or run.data is None:
+        why = run.error if run else "the probe did not run"
+        return result(LINK, title, Status.ERROR, f"cannot run the extraction with {python}: "
+                      f"{why}", f"check that {python} exists on {host} (--python)",
+                      [context] + ([run_evidence("fields-probe", run, run.stderr)] if run else []))
+    data = run.data
+    state = data.get("config") or {}
+    if state.get("state") != "ok":
+        return result(LINK, title, Status.ERROR,
+                      f"{python} cannot read {state.get('path')}: {state.get('state')}",
+                      "check the draft's config.json", [context, run_evidence(
+                          "fields-probe", run, str(state))])
+    ext = data.get("extraction") or {}
+    source = data.get("source") or {}
+    values = ext.get("values")
+    cmp = compare(source, values) if values is not None else None
+    evidence = [context, run_evidence("fields-probe", run, _excerpt(data, cmp))]
+    native = data.get("format") == "native"
+    error = ext.get("error")
+    details = {"format": data.get("format"), "comparison": cmp}
+    if error and error["kind"] == "import":
+        if native:
+            present = short_list(source, 6) or "none of the SWA fields"
+            return result(LINK, title, Status.PASS,
+                          f"native config: HF reads it as-is ({present}); not rebuilt: "
+                          f"{python} has no usable transformers.AutoConfig "
+                          f"({error['type']})", "", evidence, details)
+        module = spec.extractor.partition(":")[0]
+        return result(LINK, title, Status.ERROR,
+                      f"{python} cannot import {module}: {error['type']}: "
+                      f"{error['message'].splitlines()[0] if error['message'] else ''}",
+                      f"the serving environment is broken (vLLM cannot start from it either): "
+                      f"fix it (e.g. install the missing module into {python}'s venv)",
+                      evidence, details)
+    if error:
+        status = Status.UNKNOWN if native else Status.FAIL
+        what = "HF could not rebuild the native config" if native else \
+            "the host's extraction raised on this config"
+        return result(LINK, title, status, f"{what}: {error['type']}: {error['message'][:200]}",
+                      "vLLM hits the same error when it loads the draft: fix the draft config "
+                      "or the vLLM install", evidence, details)
+    assert cmp is not None
+    how = "HF (transformers.AutoConfig)" if native else \
+        f"speculators {data.get('algorithm')!r} extraction"
+    if cmp["dropped"] or cmp["changed"]:
+        lost = cmp["dropped"] + cmp["changed"]
+        hint = ("this vLLM's speculators conversion does not carry the SWA fields: install the "
+                "PR #40898 branch or vLLM >= 0.26 (algos.py copies them)") if not native else \
+            ("HF rebuilds the config without them: set use_sliding_window: true when the draft "
+             "has sliding layers (Qwen3Config drops sliding_window otherwise)")
+        return result(LINK, title, Status.FAIL,
+                      f"{how} loses {short_list(lost, 4)}", hint, evidence, details)
+    if not source:
+        return result(LINK, title, Status.PASS,
+                      f"{how}: config.json holds none of {short_list(spec.fields, 4)} "
+                      "(nothing to lose; config-correct judges whether it should)",
+                      "", evidence, details)
+    absent = [f for f in spec.fields if f not in source]
+    note = f" ({short_list(absent, 4)} not in config.json)" if absent else ""
+    return result(LINK, title, Status.PASS, f"{how} keeps {short_list(cmp['kept'], 4)}{note}",
+                  "", evidence, details)

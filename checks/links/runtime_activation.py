@@ -1,0 +1,312 @@
+"""Link 3, runtime activation: evidence from the current run of the serve log only.
+
+Three things are looked for after the last engine start: the aux-layer line (it must equal
+`target_layer_ids + 1`, the #40727 offset), no refusal of the drafter's attention layout, and
+positive evidence that SWA layers were built. vLLM logs nothing when it builds SWA layers, so
+that evidence only comes from a traced run (`checks.trace`): silence is `unknown`, never
+`pass`, and the hint offers `vllm-console restart HOST --trace`.
+
+Fail: a refusal, an engine that did not start, an aux-layer line that is not
+`target_layer_ids + 1`, or a trace showing the layers built differently from the config (a
+config naming no sliding layers gives SWA nothing to activate: that fails here, and the root
+cause analysis blames config-correct).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checks import draftconfig as dc
+from checks.configs import ConfigRead
+from checks.hostscript import ScriptRun
+from checks.links.common import result, run_evidence, short_list
+from checks.models import Evidence, LinkResult, Status
+from checks.profile import Refusal, RuntimeActivationSpec
+from checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
+from console.parsers.aux import parse_aux_layers
+from console.parsers.engine import parse_engine_start
+from console.parsers.errors import ErrorKind, parse_error
+from console.parsers.prefix import parse_line
+
+LINK = "runtime-activation"
+LAYER_TYPES_FN = "_get_dflash_layer_types"
+RESOLVE_FN = "_resolve_layer_attention"
+
+
+def payload(spec: RuntimeActivationSpec, path: str, pid: int | None) -> dict[str, Any]:
+    """The log probe's parameters."""
+    return {"path": path, "pid": pid, "start_markers": list(spec.start_markers),
+            "ready_markers": list(spec.ready_markers),
+            "keywords": [*spec.keywords, *spec.failures, TRACE_TAG],
+            "max_lines": 400, "max_line": 65536}
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """What the current run's lines say."""
+
+    engine_line: str | None = None
+    engine_draft: str | None = None
+    version: str | None = None
+    aux: tuple[int, ...] | None = None
+    aux_line: str | None = None
+    refusals: tuple[tuple[Refusal, str], ...] = ()
+    failures: tuple[str, ...] = ()
+    exceptions: tuple[str, ...] = ()
+    trace: tuple[TraceEvent, ...] = ()
+    trace_lines: tuple[str, ...] = ()
+    ready: bool = False
+
+
+def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
+    """Sort the current run's lines into what the link needs."""
+    patterns = [(r, re.compile(r.pattern)) for r in spec.refusals]
+    engine_line = engine_draft = version = aux_line = None
+    aux: tuple[int, ...] | None = None
+    refusals: list[tuple[Refusal, str]] = []
+    failures: list[str] = []
+    exceptions: list[str] = []
+    trace: list[TraceEvent] = []
+    trace_lines: list[str] = []
+    ready = False
+    for _offset, raw in lines:
+        line = parse_line(str(raw))
+        text, message = line.text, line.message
+        if engine_line is None and any(m in text for m in spec.start_markers):
+            engine_line = text
+            engine = parse_engine_start(message)
+            if engine is not None:
+                version = engine.version
+                if engine.speculative is not None:
+                    engine_draft = engine.speculative.model
+            continue
+        if TRACE_TAG in text:
+            event = parse_trace_line(text)
+            if event is not None:
+                trace.append(event)
+                trace_lines.append(message)
+            continue
+        found_aux = parse_aux_layers(message)
+        if found_aux is not None:
+            aux, aux_line = found_aux, message
+        for refusal, pattern in patterns:
+            if pattern.search(text):
+                refusals.append((refusal, message.strip()))
+                break
+        if any(f in text for f in spec.failures):
+            failures.append(message.strip())
+        error = parse_error(message, line.level)
+        if error is not None and error.kind is ErrorKind.EXCEPTION:
+            exceptions.append(message.strip())
+        if any(m in text for m in spec.ready_markers):
+            ready = True
+    return RunLog(engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
+                  tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready)
+
+
+@dataclass(frozen=True)
+class TraceVerdict:
+    """What the trace lines say: `pass`, `fail` or None (no verdict), and in words."""
+
+    status: str | None
+    message: str
+    built_sliding: tuple[int, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def judge_trace(events: Sequence[TraceEvent], cfg: Mapping[str, Any] | None,
+                watch: Sequence[str], *, ready: bool) -> TraceVerdict:
+    """Compare how the traced run built the drafter's layers with what the config asks."""
+    watched = {w.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for w in watch}
+    events = [e for e in events if e.function in watched]
+    if not events:
+        return TraceVerdict(None, "no trace lines")
+    raised = [e for e in events if e.event == "call" and e.raised]
+    if raised:
+        return TraceVerdict("fail", f"{raised[0].function} raised {raised[0].raised}")
+    calls = [e for e in events if e.event == "call"]
+    if not calls:
+        if all(e.event == "missing" for e in events):
+            return TraceVerdict("fail", "the traced run found none of the watched functions "
+                                        f"({short_list(sorted(watched))}) in the running vLLM")
+        if ready:
+            return TraceVerdict("fail", "the traced run never called "
+                                        f"{short_list(sorted(watched))}: the drafter was built "
+                                        "without its layer types")
+        return TraceVerdict(None, "traced run still starting: the drafter is not built yet")
+    built: dict[int, int | None] = {}
+    for e in calls:
+        if e.function == LAYER_TYPES_FN and isinstance(e.result, list):
+            window = e.args.get("sliding_window")
+            for i, t in enumerate(e.result):
+                if t == "sliding_attention":
+                    built.setdefault(i, window if isinstance(window, int) else None)
+        elif e.function == RESOLVE_FN and isinstance(e.result, list) and e.result:
+            idx = e.args.get("layer_idx")
+            if isinstance(idx, int):
+                w = e.result[0]
+                if isinstance(w, int) and w > 0:
+                    built[idx] = w
+                else:
+                    built.pop(idx, None)
+    sliding = tuple(sorted(built))
+    expected = tuple(dc.sliding_layers(cfg)) if cfg is not None else None
+    windows = sorted({w for w in built.values() if w})
+    shown = f"layers {list(sliding)} as sliding" + (f" (window {short_list(windows)})"
+                                                    if windows else "")
+    details = {"built_sliding": list(sliding), "expected_sliding": expected}
+    if expected is None:
+        if sliding:
+            return TraceVerdict("pass", f"the traced run built {shown}", sliding, details)
+        return TraceVerdict("fail", "the traced run built every drafter layer as full "
+                                    "attention", sliding, details)
+    if not expected and not sliding:
+        return TraceVerdict("fail", "SWA is not active: the traced run built every drafter "
+                                    "layer as full attention, as the config (naming no sliding "
+                                    "layers) asks", sliding, details)
+    if sliding == expected:
+        return TraceVerdict("pass", f"the traced run built {shown}, as the config asks",
+                            sliding, details)
+    if not sliding:
+        return TraceVerdict("fail", f"the traced run built every drafter layer as full "
+                                    f"attention; the config makes layers {list(expected)} "
+                                    "sliding", sliding, details)
+    return TraceVerdict("fail", f"the traced run built {shown}; the config makes layers "
+                                f"{list(expected)} sliding", sliding, details)
+
+
+def _log_problem(state: Mapping[str, Any], host: str) -> tuple[str, str]:
+    path, what = state.get("path"), state.get("state")
+    if what == "missing":
+        return (f"log {path} not found on {host}: rotated away or deleted?",
+                "pass --log with the file the server writes to now (its stdout)")
+    if what == "denied":
+        return (f"log {path}: permission denied for the login user",
+                "make the log readable by the login user, or pass --log")
+    if what == "is-a-directory":
+        return f"log {path} is a directory", "pass --log with the serve log file"
+    if what == "not-a-file":
+        return (f"log {path} is not a regular file", "pass --log with the serve log file")
+    return f"log {path}: cannot read: {state.get('error', what)}", "pass --log"
+
+
+def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
+    state = data.get("log") or {}
+    lines = [f"log: {state.get('path')}" + (f" via {state['via']} (name rotated away)"
+                                            if state.get("via") else "")
+             + f", {state.get('size', 0) / 1e6:.1f} MB"]
+    if data.get("run_start") is not None:
+        lines.append(f"current run starts at byte {data['run_start']}; scanned "
+                     f"{data.get('scanned', 0) / 1e6:.2f} MB"
+                     + (" to the end of start-up" if data.get("ready_at") is not None else "")
+                     + (" (scan cap reached)" if data.get("capped") else ""))
+    if log.engine_line:
+        lines.append(f"engine start: {log.engine_line[:300]}")
+    if log.aux_line:
+        lines.append(f"aux layers: {log.aux_line}")
+    lines += [f"refusal: {text}" for _r, text in log.refusals[:3]]
+    lines += [f"failure: {text}" for text in log.failures[:3]]
+    lines += [f"exception: {text}" for text in log.exceptions[:3]]
+    lines += [f"trace: {text[:300]}" for text in log.trace_lines[:12]]
+    if len(log.trace_lines) > 12:
+        lines.append(f"(+{len(log.trace_lines) - 12} more trace lines)")
+    if data.get("dropped"):
+        lines.append(f"({data['dropped']} more matching lines not brought back)")
+    lines.append("start-up complete" if log.ready else "start-up not complete in this run")
+    return "\n".join(lines)
+
+
+def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
+             draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
+             host: str = "the host", checked_draft: str = "") -> LinkResult:
+    """The verdict from the current run of the log."""
+    title = spec.title
+    trace_hint = (f"run `vllm-console restart {host_label} --trace`: the traced run logs how "
+                  "each drafter layer is built, which turns this into pass or fail")
+    if not log_path:
+        return result(LINK, title, Status.ERROR,
+                      "no serve log: the serve process's output is not a file (or no serve "
+                      "process runs) and serve.log is not set",
+                      "pass --log with the file vllm serve writes to", [context])
+    if run is None or run.data is None:
+        why = run.error if run else "the probe did not run"
+        return result(LINK, title, Status.ERROR, f"cannot read the log {log_path}: {why}",
+                      f"check that python3 runs on {host}",
+                      [context] + ([run_evidence("log-scan", run, run.stderr)] if run else []))
+    data = run.data
+    state = data.get("log") or {}
+    if state.get("state") != "ok":
+        summary, hint = _log_problem(state, host)
+        return result(LINK, title, Status.ERROR, summary, hint,
+                      [context, run_evidence("log-scan", run, str(state))])
+    log = read_run(data.get("lines") or [], spec)
+    evidence = [context, run_evidence("log-scan", run, _excerpt(data, log))]
+    if data.get("run_start") is None:
+        return result(LINK, title, Status.ERROR,
+                      f"no engine start line in {log_path}: the current run's start-up was "
+                      "rotated away or logged elsewhere",
+                      f"pass --log with the current log, or {trace_hint}", evidence)
+    cfg = draft.data
+    ids = dc.target_layer_ids(cfg) if cfg is not None else None
+    fails: list[str] = []
+    hints: list[str] = []
+    notes: list[str] = []
+    if log.refusals:
+        refusal, text = log.refusals[0]
+        fails.append(f"vLLM refused the drafter: {text[:200]}")
+        hints.append(refusal.hint)
+    elif log.failures:
+        cause = log.exceptions[0] if log.exceptions else log.failures[0]
+        fails.append(f"the engine failed to start: {cause[:200]}")
+        hints.append("read the traceback in the log (the console's log pane), fix, restart")
+    aux_ok = False
+    if log.aux is None:
+        notes.append("no aux-layer line")
+    elif ids is None:
+        notes.append(f"aux layers {log.aux} (target_layer_ids unknown: draft config "
+                     "unreadable)")
+    elif list(log.aux) == [i + 1 for i in ids]:
+        aux_ok = True
+        notes.append(f"aux layers {log.aux} = target_layer_ids + 1")
+    elif list(log.aux) == ids:
+        fails.append(f"aux layers {log.aux} equal target_layer_ids {ids}: the #40727 offset "
+                     "(+1) did not run")
+        hints.append("this vLLM lacks PR #40727 (target_layer_ids + 1): install a build that "
+                     "has it")
+    else:
+        fails.append(f"aux layers {log.aux} != target_layer_ids + 1 "
+                     f"({[i + 1 for i in ids]})")
+        hints.append("the running server used other target_layer_ids: if the draft config "
+                     "changed since it started, restart it")
+    trace = judge_trace(log.trace, cfg, watch, ready=log.ready)
+    if trace.status == "fail":
+        fails.append(trace.message)
+    if log.engine_draft and checked_draft and log.engine_draft.rstrip("/") != \
+            checked_draft.rstrip("/"):
+        notes.append(f"the current run serves draft {log.engine_draft}, not the checked "
+                     f"{checked_draft}")
+    details = {"aux": list(log.aux) if log.aux else None, "aux_ok": aux_ok,
+               "trace": trace.status, "ready": log.ready, "version": log.version}
+    if fails:
+        return result(LINK, title, Status.FAIL, "; ".join(fails[:2]),
+                      "; ".join(dict.fromkeys(hints)), evidence, details)
+    if trace.status == "pass" and aux_ok:
+        return result(LINK, title, Status.PASS, f"{notes[0]}; {trace.message}", "", evidence,
+                      details)
+    if trace.status == "pass":
+        return result(LINK, title, Status.UNKNOWN,
+                      f"{trace.message}, but {notes[0]}: the #40727 offset is unconfirmed",
+                      "look for the aux-layer line in the log; restart the server if it is "
+                      "missing", evidence, details)
+    silence = "no SWA evidence in the current run (vLLM logs nothing when it builds SWA layers)"
+    if trace.status is None and log.trace:
+        silence = trace.message
+    if cfg is not None and not dc.sliding_layers(cfg):
+        notes.append("the draft config names no sliding layers: SWA has nothing to activate")
+    if not log.ready:
+        notes.append("start-up not complete")
+    return result(LINK, title, Status.UNKNOWN, f"{silence}; {'; '.join(notes)}", trace_hint,
+                  evidence, details)

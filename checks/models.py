@@ -1,0 +1,113 @@
+"""The chain's results: evidence, one result per link, the report.
+
+All frozen. `ChainReport.to_json()` is the `check --json` object of DESIGN.md, key for key;
+anything richer (per-field diffs for the console's panes) travels in `details`, which the JSON
+leaves out so the external contract stays exactly as documented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LINK_IDS = ("code-present", "fields-extracted", "runtime-activation", "config-correct")
+"""The links, in the contract's fixed order."""
+
+EXCERPT_MAX = 4000
+
+
+class Status(StrEnum):
+    """A link's verdict. `unknown` is "no evidence either way" and never counts as a pass."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+    ERROR = "error"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Evidence(_Frozen):
+    """What one probe did, so that a person can trust it or run it again."""
+
+    probe: str
+    """Which probe (e.g. `record-verify`, `log-scan`)."""
+    command: str = ""
+    """The command as run on the host (or the file read); empty for local reasoning."""
+    exit: int | None = None
+    """Its exit status; None when nothing ran on the host."""
+    excerpt: str = ""
+    """The part of its output that matters, cut to a few KB."""
+
+    @classmethod
+    def make(cls, probe: str, command: str = "", exit: int | None = None,
+             excerpt: str = "") -> Evidence:
+        """Build one, cutting an over-long excerpt (it is for reading, not an archive)."""
+        if len(excerpt) > EXCERPT_MAX:
+            excerpt = excerpt[:EXCERPT_MAX] + f"\n… [{len(excerpt) - EXCERPT_MAX} more chars]"
+        return cls(probe=probe, command=command, exit=exit, excerpt=excerpt)
+
+
+class LinkResult(_Frozen):
+    """One link's verdict, one-line summary, what to do next, and the evidence."""
+
+    id: str
+    title: str
+    status: Status
+    summary: str
+    hint: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    details: Mapping[str, Any] = Field(default_factory=dict, exclude=True)
+    """Structured facts for richer views (not part of `--json`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The link object of `check --json`."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status.value,
+            "summary": self.summary,
+            "hint": self.hint,
+            "evidence": [e.model_dump() for e in self.evidence],
+        }
+
+
+class ChainReport(_Frozen):
+    """The whole chain on one host."""
+
+    host: str
+    profile: str
+    links: tuple[LinkResult, ...]
+    broken_link: str | None
+    """The first link that did not pass, or None."""
+    root_cause: str | None
+    """The failing link whose own prerequisites hold, or None."""
+    seconds: float = Field(default=0.0, exclude=True)
+    """Wall time of the chain (not part of `--json`)."""
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every link passed, else 1 (DESIGN.md; 2 is the caller's, for could-not-run)."""
+        return 0 if all(link.status is Status.PASS for link in self.links) else 1
+
+    def link(self, link_id: str) -> LinkResult:
+        """The result of one link by id."""
+        for link in self.links:
+            if link.id == link_id:
+                return link
+        raise KeyError(link_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `check --json` object."""
+        return {
+            "host": self.host,
+            "profile": self.profile,
+            "links": [link.to_json() for link in self.links],
+            "broken_link": self.broken_link,
+            "root_cause": self.root_cause,
+        }

@@ -1,0 +1,256 @@
+"""Profiles: the chain as data (TOML), shipped in `checks/profiles/` or loaded from a path.
+
+A profile names its four links (ids fixed by the contract), the probe each runs and its
+parameters, each link's prerequisites (for the root cause), the reference configs per drafter,
+and the functions a traced restart should watch (`watch`, `module:qualname` each; see
+`checks.trace` for the line format the trace emits).
+
+Symbol specs (code-present `variants[].symbols`), checked on the source with `ast`:
+
+- `NAME` — defined at module level (def, class, assignment or import);
+- `Class.method(param)` / `func(param)` — that function takes a parameter `param`;
+- `func:'text'` — the string literal `text` appears inside function `func`;
+- `~word` — the identifier `word` appears anywhere in the file.
+
+Unknown keys are an error naming the key, like the hosts file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from checks.models import LINK_IDS
+
+DEFAULT_PROFILE = "dflash-swa"
+
+
+class ProfileError(Exception):
+    """A profile cannot be found or is not valid; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class CodeVariant(_Strict):
+    """One accepted way of having the code (e.g. the PR branch, or upstream)."""
+
+    name: str
+    """Shown in the evidence, e.g. `PR #40898 branch`."""
+    file: str
+    """Source file relative to the package directory."""
+    symbols: tuple[str, ...]
+    """Symbol specs that must all be present (see the module docstring)."""
+
+
+class OffsetCheck(_Strict):
+    """A source pattern that shows a fix is there; not finding it is a warning only."""
+
+    name: str
+    """Shown in the evidence, e.g. `PR #40727 layer offset`."""
+    files: tuple[str, ...]
+    """Candidate files relative to the package directory (the place moves between versions)."""
+    pattern: str
+    """A regular expression matched line by line."""
+
+
+class LinkSpec(_Strict):
+    """What every link has."""
+
+    title: str
+    """Shown next to the link id."""
+    probe: str
+    """The built-in probe that gathers this link's evidence."""
+    requires: tuple[str, ...] = ()
+    """Links that must pass before this one can be the root cause."""
+
+
+class CodePresentSpec(LinkSpec):
+    """Code present: the install, its version, its symbols."""
+
+    probe: str = "code-present"
+    package: str = "vllm"
+    """The import package whose source is read."""
+    distribution: str = "vllm"
+    """The distribution whose RECORD is verified."""
+    compiled: tuple[str, ...] = ()
+    """Compiled extensions (package-relative); at least one must be present."""
+    requires_modules: tuple[str, ...] = ()
+    """Modules the package needs at import time; missing ones are reported as a warning."""
+    variants: tuple[CodeVariant, ...] = Field(min_length=1)
+    """Accepted variants; the link passes when one has all its symbols."""
+    offset: OffsetCheck | None = None
+    """An optional fix looked for in the source (warning when not found)."""
+    verify_record: bool = True
+    """Hash every RECORD entry (the install is whole) or only check presence."""
+
+
+class FieldsExtractedSpec(LinkSpec):
+    """Fields extracted: the config vLLM builds from the draft keeps these fields."""
+
+    probe: str = "fields-extracted"
+    fields: tuple[str, ...]
+    """Fields that must survive the host's own extraction."""
+    format_key: str = "speculators_model_type"
+    """A draft config with this key is in the speculators format (else native)."""
+    extractor: str
+    """`module:qualname` of the host's extraction function (called with the config dict)."""
+    static_source: str = ""
+    """Source of the per-algorithm updaters, read statically as a labelled fallback."""
+
+
+class Refusal(_Strict):
+    """A log message that means vLLM refused to run the drafter's layers."""
+
+    pattern: str
+    """A regular expression searched in the message."""
+    hint: str
+    """What to do about it."""
+
+
+class RuntimeActivationSpec(LinkSpec):
+    """Runtime activation: the current run of the serve log."""
+
+    probe: str = "runtime-activation"
+    start_markers: tuple[str, ...]
+    """Text that marks the start of a run (the last one starts the current run)."""
+    ready_markers: tuple[str, ...] = ()
+    """Text that marks the end of start-up (scanning stops there)."""
+    keywords: tuple[str, ...] = ()
+    """Lines of the current run containing any of these are brought back for the link."""
+    refusals: tuple[Refusal, ...] = ()
+    """Messages that mean vLLM refused the drafter's attention layout."""
+    failures: tuple[str, ...] = ()
+    """Messages that mean the engine did not start."""
+
+
+class ConfigCorrectSpec(LinkSpec):
+    """Config correct: the draft config against its reference and invariants."""
+
+    probe: str = "config-correct"
+    compare: tuple[str, ...]
+    """Fields compared with the reference (normalised: `dflash_config` keys are folded in)."""
+    layer_type_values: tuple[str, ...] = ("full_attention", "sliding_attention")
+    """Valid `layer_types` values."""
+    sliding_value: str = "sliding_attention"
+    """The `layer_types` value that needs a window."""
+
+
+class ReferenceSpec(_Strict):
+    """A reference draft config for one drafter."""
+
+    name: str
+    """The drafter's hub name, e.g. `z-lab/Qwen3.6-27B-DFlash`."""
+    file: str
+    """The reference config.json, relative to the profile file."""
+    aliases: tuple[str, ...] = ()
+    """Other directory names that mean this drafter."""
+
+
+class LinksSpec(_Strict):
+    """The four links, by their fixed ids."""
+
+    code_present: CodePresentSpec = Field(alias="code-present")
+    fields_extracted: FieldsExtractedSpec = Field(alias="fields-extracted")
+    runtime_activation: RuntimeActivationSpec = Field(alias="runtime-activation")
+    config_correct: ConfigCorrectSpec = Field(alias="config-correct")
+
+    def by_id(self) -> dict[str, LinkSpec]:
+        """The link specs keyed by link id, in chain order."""
+        return {
+            "code-present": self.code_present,
+            "fields-extracted": self.fields_extracted,
+            "runtime-activation": self.runtime_activation,
+            "config-correct": self.config_correct,
+        }
+
+
+class Profile(_Strict):
+    """A whole profile."""
+
+    name: str
+    """The profile's name (`--profile NAME`)."""
+    title: str = ""
+    """One line saying what it verifies."""
+    watch: tuple[str, ...] = ()
+    """Functions (`module:qualname`) a traced restart should wrap and report."""
+    links: LinksSpec
+    """The four links."""
+    references: tuple[ReferenceSpec, ...] = ()
+    """Reference draft configs, chosen by the draft's name."""
+    base_dir: str = Field(default="", exclude=True)
+    """Where the profile file lies (reference paths are relative to it); set by the loader."""
+
+    @model_validator(mode="after")
+    def _requires_name_links(self) -> Profile:
+        ids = set(LINK_IDS)
+        for link_id, spec in self.links.by_id().items():
+            for dep in spec.requires:
+                if dep not in ids:
+                    raise ValueError(f"links.{link_id}.requires: unknown link {dep!r}")
+                if dep == link_id:
+                    raise ValueError(f"links.{link_id}.requires: a link cannot require itself")
+        return self
+
+    def requires(self) -> dict[str, tuple[str, ...]]:
+        """Prerequisites per link id."""
+        return {link_id: spec.requires for link_id, spec in self.links.by_id().items()}
+
+    def titles(self) -> dict[str, str]:
+        """Titles per link id."""
+        return {link_id: spec.title for link_id, spec in self.links.by_id().items()}
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles shipped with the package."""
+    folder = resources.files("checks").joinpath("profiles")
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_profile(name_or_path: str | None = None) -> Profile:
+    """A shipped profile by name, or a profile TOML file by path. Raises ProfileError."""
+    spec = name_or_path or DEFAULT_PROFILE
+    looks_like_path = "/" in spec or spec.endswith(".toml")
+    if not looks_like_path:
+        resource = resources.files("checks").joinpath("profiles", f"{spec}.toml")
+        if not resource.is_file():
+            raise ProfileError(f"no profile named {spec!r} (shipped: "
+                               f"{', '.join(shipped_profiles())}; or give a path to a .toml)")
+        base = Path(str(resource)).parent
+        return _parse(resource.read_text(encoding="utf-8"), f"profile {spec}", base)
+    path = Path(spec).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(f"profile {path}: not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"profile {path}: cannot read: {exc}") from None
+    return _parse(text, f"profile {path}", path.resolve().parent)
+
+
+def _parse(text: str, where: str, base: Path) -> Profile:
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{where}: not valid TOML: {exc}") from None
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())  # type: ignore[arg-type]
+        raise ProfileError(f"{where}: {problems}") from None
+    return profile.model_copy(update={"base_dir": str(base)})
+
+
+def _describe(err: dict[str, Any]) -> str:
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    if err.get("type") == "extra_forbidden":
+        return f"unknown key {where!r}"
+    if err.get("type") == "missing":
+        return f"missing key {where!r}"
+    return f"{where}: {err.get('msg', 'invalid value')}" if where else str(err.get("msg"))

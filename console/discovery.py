@@ -1,0 +1,309 @@
+"""Finding the running `vllm serve` on a host, and what it was started with.
+
+`discover_serve(host, settings)` runs one stdlib script on the host (`discovery_probe.py`, one
+pass over /proc) and returns the serve process — the top-most process of the login user whose
+command line matches `settings.match` (never another user's) — or None when none runs. From its
+command line it reads the target (`serve TARGET` or `--model`), the draft and number of
+speculative tokens (`--speculative-config JSON`, also `--speculative_config` and the dotted
+`--speculative-config.model X` form) and the URL (`--host`/`--port`, default 127.0.0.1:8000).
+
+`effective_serve(settings, process)` merges it with the configuration: configured values win;
+discovered ones fill the gaps; with no process, the configured ones are all there is, and the
+notes say so (for the evidence).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from checks.hostscript import run_json_script
+from console.host import Host, HostError
+from console.remote_scripts import RemoteScripts
+from console.settings import ServeSettings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+_ANY_ADDRESS = {"", "0.0.0.0", "::", "[::]", "*"}
+
+
+class DiscoveryError(HostError):
+    """Discovery could not run on the host; the message says why."""
+
+
+@dataclass(frozen=True)
+class ChildProcess:
+    """A process below the serve process (EngineCore, workers), as /proc shows it."""
+
+    pid: int
+    ppid: int
+    comm: str
+    """The kernel's name for it: `VLLM::EngineCor` after vLLM renames it."""
+    cmdline: str = ""
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    """What a `vllm serve` command line asks for."""
+
+    target: str | None = None
+    draft: str | None = None
+    num_speculative_tokens: int | None = None
+    speculative_method: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+
+    @property
+    def url(self) -> str:
+        """The server's base URL as seen from the host."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ServeProcess:
+    """The running serve process. `environ` is complete (the probes need it): never print it
+    whole (it may hold tokens); its repr leaves it out."""
+
+    pid: int
+    ppid: int
+    start_time: float | None
+    """Seconds since the epoch (from /proc/PID/stat and the boot time)."""
+    uid: int
+    user: str
+    argv: tuple[str, ...]
+    cwd: str | None
+    exe: str | None
+    """/proc/PID/exe: the binary, links resolved (a venv's python resolves to the base one)."""
+    python: str | None
+    """The interpreter as named (argv[0] or the script's shebang): keeps the venv."""
+    python_from: str
+    log: str | None
+    """The file fd 1 (else fd 2) writes to, when it is a regular file."""
+    log_deleted: bool
+    """The log's name is gone (rotated or deleted) while the process still writes to it."""
+    stdout_target: str | None
+    args: ServeArgs
+    children: tuple[ChildProcess, ...] = ()
+    others: tuple[int, ...] = ()
+    """Other top-most matching processes (more than one server matches `match`)."""
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def target(self) -> str | None:
+        return self.args.target
+
+    @property
+    def draft(self) -> str | None:
+        return self.args.draft
+
+    @property
+    def url(self) -> str:
+        return self.args.url
+
+    @property
+    def tree_pids(self) -> tuple[int, ...]:
+        """This process and every descendant."""
+        return (self.pid, *(c.pid for c in self.children))
+
+
+def _option(argv: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value of the last `--name value` / `--name=value` among `names`."""
+    value = None
+    for i, word in enumerate(argv):
+        for name in names:
+            if word == name and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif word.startswith(name + "="):
+                value = word[len(name) + 1:]
+    return value
+
+
+def _spellings(option: str) -> list[str]:
+    return [option, option.replace("-", "_").replace("__", "--", 1)]
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+
+
+def _dotted(argv: Sequence[str], prefix: str) -> dict[str, str]:
+    """`--speculative-config.model X` / `--speculative-config.model=X` pairs."""
+    out: dict[str, str] = {}
+    for i, word in enumerate(argv):
+        for spelling in _spellings(prefix):
+            if word.startswith(spelling + "."):
+                key, sep, value = word[len(spelling) + 1:].partition("=")
+                if sep:
+                    out[key] = value
+                elif i + 1 < len(argv):
+                    out[key] = argv[i + 1]
+    return out
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
+    """Read target, draft, speculative tokens and address from a serve command line."""
+    argv = list(argv)
+    target = None
+    if "serve" in argv:
+        i = argv.index("serve")
+        if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            target = argv[i + 1]
+    target = _option(argv, _spellings("--model")) or target
+    spec: dict[str, Any] = {}
+    raw = _option(argv, _spellings("--speculative-config"))
+    if raw is not None:
+        loaded = _loads(raw)
+        if isinstance(loaded, dict):
+            spec.update(loaded)
+    spec.update(_dotted(argv, "--speculative-config"))
+    draft = spec.get("model")
+    method = spec.get("method")
+    n = spec.get("num_speculative_tokens", spec.get("num_spec_tokens"))
+    host = _option(argv, ["--host"])
+    host = DEFAULT_HOST if host is None or host in _ANY_ADDRESS else host.strip("[]")
+    port = _int(_option(argv, ["--port"])) or DEFAULT_PORT
+    return ServeArgs(
+        target=target,
+        draft=draft if isinstance(draft, str) else None,
+        num_speculative_tokens=_int(n),
+        speculative_method=method if isinstance(method, str) else None,
+        host="127.0.0.1" if host in ("localhost",) else host,
+        port=port,
+    )
+
+
+def _child(obj: Mapping[str, Any]) -> ChildProcess:
+    return ChildProcess(int(obj["pid"]), int(obj.get("ppid", 0)), str(obj.get("comm", "")),
+                        str(obj.get("cmdline", "")))
+
+
+def serve_from_facts(facts: Mapping[str, Any]) -> ServeProcess | None:
+    """Build the ServeProcess from the probe's answer (None when nothing matched)."""
+    serves = facts.get("serves") or []
+    if not serves:
+        return None
+    obj = serves[0]
+    argv = tuple(str(a) for a in obj.get("argv") or ())
+    log, deleted, target = None, False, None
+    for stream in ("stdout", "stderr"):
+        info = obj.get(stream)
+        if isinstance(info, dict) and info.get("regular"):
+            target = str(info.get("target", ""))
+            deleted = bool(info.get("deleted"))
+            log = target[: -len(" (deleted)")] if deleted else target
+            break
+    if log is None and isinstance(obj.get("stdout"), dict):
+        target = str(obj["stdout"].get("target", ""))
+    start = obj.get("start_time")
+    return ServeProcess(
+        pid=int(obj["pid"]),
+        ppid=int(obj.get("ppid", 0)),
+        start_time=float(start) if isinstance(start, int | float) else None,
+        uid=int(facts.get("uid", obj.get("uid", -1))),
+        user=str(facts.get("user", "")),
+        argv=argv,
+        cwd=obj.get("cwd"),
+        exe=obj.get("exe"),
+        python=obj.get("python"),
+        python_from=str(obj.get("python_from", "")),
+        log=log,
+        log_deleted=deleted,
+        stdout_target=target,
+        args=parse_serve_argv(argv),
+        children=tuple(_child(c) for c in obj.get("children") or ()),
+        others=tuple(int(s["pid"]) for s in serves[1:]),
+        environ=MappingProxyType(dict(obj.get("environ") or {})),
+    )
+
+
+async def discover_serve(host: Host, settings: ServeSettings, *,
+                         scripts: RemoteScripts | None = None,
+                         python: str = "python3") -> ServeProcess | None:
+    """The serve process on `host` matching `settings.match`, or None when none runs.
+    Raises DiscoveryError when discovery itself cannot run (no python3, link lost)."""
+    words = settings.match.split()
+    run = await run_json_script(host, scripts or RemoteScripts(host), "console",
+                                "discovery_probe.py", python, {"match": words}, timeout=30)
+    if run.data is None:
+        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")
+    return serve_from_facts(run.data)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One effective setting and where it came from."""
+
+    value: str
+    source: str
+    """`configured`, `discovered (pid N)`, or empty when unknown."""
+
+
+@dataclass(frozen=True)
+class EffectiveServe:
+    """The settings the checks use: configured ones win, discovered ones fill in."""
+
+    python: Resolved
+    log: Resolved
+    target: Resolved
+    draft: Resolved
+    url: Resolved
+    process: ServeProcess | None
+    notes: tuple[str, ...] = ()
+
+
+def effective_serve(settings: ServeSettings, process: ServeProcess | None,
+                    match_words: str | None = None) -> EffectiveServe:
+    """Merge the configuration with the discovered process."""
+    found = f"discovered (pid {process.pid})" if process else ""
+    discovered = {
+        "python": (process.python or "") if process else "",
+        "log": (process.log or "") if process else "",
+        "target": (process.target or "") if process else "",
+        "draft": (process.draft or "") if process else "",
+        "url": process.url if process else "",
+    }
+    notes: list[str] = []
+    if process is None:
+        notes.append(f"no process matching {match_words or settings.match!r} runs for the "
+                     "login user: using the configured settings")
+    elif process.others:
+        notes.append(f"{1 + len(process.others)} serve processes match "
+                     f"{settings.match!r}: using pid {process.pid} (the oldest); others: "
+                     f"{', '.join(map(str, process.others))} (narrow serve.match to choose)")
+    if process is not None and process.log_deleted:
+        notes.append(f"the serve log {process.log} was rotated or deleted while pid "
+                     f"{process.pid} still writes to it")
+    resolved: dict[str, Resolved] = {}
+    for key, found_value in discovered.items():
+        configured = getattr(settings, key)
+        if configured:
+            resolved[key] = Resolved(configured, "configured")
+            if found_value and found_value != configured:
+                notes.append(f"configured {key} {configured} differs from the running "
+                             f"process's {found_value}")
+        elif found_value:
+            resolved[key] = Resolved(found_value, found)
+        else:
+            resolved[key] = Resolved("", "")
+    return EffectiveServe(process=process, notes=tuple(notes), **resolved)
