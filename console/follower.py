@@ -35,12 +35,12 @@ from enum import StrEnum
 from typing import Any
 
 from console.agent.client import FOLLOW_SCRIPT, python_line
+from console.display import DISPLAY_MAX, safe_text
 from console.host import Host, HostError, StreamHandle
 from console.parsers.lines import LineAssembler
 from console.parsers.prefix import strip_ansi
 from console.remote_scripts import RemoteScripts, script_source
 
-DISPLAY_WIDTH = 2000
 SIG_BYTES = 64
 MIB = 1024 * 1024
 RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -97,11 +97,10 @@ class LogEntry:
     seq: int
     text: str
 
-    def display(self, width: int = DISPLAY_WIDTH) -> str:
-        """The line for the screen: cut at `width` characters, saying how much was cut."""
-        if len(self.text) <= width:
-            return self.text
-        return f"{self.text[:width]} … [+{len(self.text) - width} chars]"
+    def display(self, width: int = DISPLAY_MAX) -> str:
+        """The line for the screen: bidi controls made inert, cut at `width` characters
+        (saying how much was cut)."""
+        return safe_text(self.text, width)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +140,7 @@ class LogBatch:
     def texts(self) -> list[str]:
         return [e.text for e in self.entries]
 
-    def display_lines(self, width: int = DISPLAY_WIDTH) -> list[str]:
+    def display_lines(self, width: int = DISPLAY_MAX) -> list[str]:
         """Everything for one `Log.write_lines`: notices first, then the lines, cut to width."""
         return [n.text for n in self.notices] + [e.display(width) for e in self.entries]
 

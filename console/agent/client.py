@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from console.agent.samples import AgentHello, AgentSample, split_json_lines
@@ -102,7 +102,7 @@ class AgentClient:
         self.hello = hello
         return hello, sample
 
-    async def stream(self) -> AsyncIterator[AgentHello | AgentSample]:
+    async def stream(self) -> AsyncGenerator[AgentHello | AgentSample, None]:
         """The hello, then samples, for the life of one agent process. Raises AgentError (or
         HostError) when it cannot start or ends; closing the iterator stops the agent."""
         handle = await self.host.stream(await self._command(once=False))

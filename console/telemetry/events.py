@@ -1,0 +1,103 @@
+"""What `HostTelemetry.run(on_event)` reports, as immutable past-tense events.
+
+Each carries `host` (the fleet view runs one telemetry per host) and the piece that changed; the
+whole picture is `HostTelemetry.snapshot`. Rates: `GpuSampled` once per agent interval (1 s),
+`LogLinesReceived` at most every ~20-50 ms (one `Log.write_lines` each), the rest on change
+(`StartupProgress` also once a second while the server starts, so elapsed times tick).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.agent.samples import AgentSample, ServeTree
+from console.follower import FollowState, LogBatch
+from console.host import LinkStatus
+from console.parsers.classifier import LineEvent
+from console.telemetry.run_log import RunInfo
+from console.telemetry.server import Readiness, ServerLoad
+from console.telemetry.snapshot import AgentStatus, ServeInfo
+from console.telemetry.spec_decode import SpecDecodeState
+from console.telemetry.startup import StartupStatus
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryEvent:
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinkChanged(TelemetryEvent):
+    """The SSH link's state changed (connected, reconnecting with the retry delay, ...)."""
+
+    link: LinkStatus
+
+
+@dataclass(frozen=True, slots=True)
+class AgentChanged(TelemetryEvent):
+    """The host agent started (with its GPU source and why) or was lost (and why)."""
+
+    agent: AgentStatus
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSampled(TelemetryEvent):
+    """One agent sample: GPUs, processes on them, host CPU/memory/load, the serve tree."""
+
+    sample: AgentSample
+
+
+@dataclass(frozen=True, slots=True)
+class ServeTreeChanged(TelemetryEvent):
+    """The serve process tree changed (pids, names, states), or the serve process it resolves
+    to (pid, log, URL) changed."""
+
+    tree: ServeTree
+    serve: ServeInfo
+
+
+@dataclass(frozen=True, slots=True)
+class LogSourceChanged(TelemetryEvent):
+    """The followed log changed (path None: nothing to follow), or its follower's state."""
+
+    path: str | None
+    state: FollowState | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogLinesReceived(TelemetryEvent):
+    """A batch of log lines: `batch.display_lines()` for one `Log.write_lines`; `lines` the
+    same lines parsed and classified (level, process, kind), index for index."""
+
+    batch: LogBatch
+    lines: tuple[LineEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunUpdated(TelemetryEvent):
+    """What the log says about the current run changed; `new_run`: a new run began."""
+
+    run: RunInfo
+    new_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecodeUpdated(TelemetryEvent):
+    state: SpecDecodeState
+
+
+@dataclass(frozen=True, slots=True)
+class StartupProgress(TelemetryEvent):
+    status: StartupStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ReadinessChanged(TelemetryEvent):
+    readiness: Readiness
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSampled(TelemetryEvent):
+    """Requests running/waiting and KV-cache use, from `/metrics`."""
+
+    load: ServerLoad

@@ -1,0 +1,379 @@
+"""`HostTelemetry`: the live picture of one host, as events, for the TUI's workers.
+
+    telemetry = HostTelemetry(host, config)
+    task = asyncio.create_task(telemetry.run(on_event))   # on_event(TelemetryEvent), sync
+    ...
+    telemetry.stop(); await task                           # or cancel the task
+
+Inside: the host agent (one process, samples every `interval_s`), the log follower (one process,
+from the current run's start, resumed by byte offset after a lost link), `/health` and
+`/v1/models` every `health_interval_s` until healthy, then with `/metrics` every
+`metrics_interval_s` (through `Host.forward_port`), and a 1 s tick that keeps start-up times
+moving. The serve process's log and URL come from the configuration, else from discovery
+(`console.discovery`) each time the agent sees a new serve process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from console.agent.client import AgentClient
+from console.agent.samples import AgentHello, AgentSample, ServeTree
+from console.discovery import (
+    DiscoveryError,
+    ServeProcess,
+    discover_serve,
+    effective_serve,
+    parse_serve_argv,
+)
+from console.follower import LogBatch, LogFollower
+from console.host import ConnectionState, Host, HostError, LinkStatus
+from console.parsers.engine import SpeculativeSettings
+from console.remote_scripts import RemoteScripts
+from console.settings import HostConfig, ServeSettings
+from console.telemetry.events import (
+    AgentChanged,
+    GpuSampled,
+    LinkChanged,
+    LoadSampled,
+    LogLinesReceived,
+    LogSourceChanged,
+    ReadinessChanged,
+    RunUpdated,
+    ServeTreeChanged,
+    SpecDecodeUpdated,
+    StartupProgress,
+    TelemetryEvent,
+)
+from console.telemetry.http import ServeUrl
+from console.telemetry.logclock import LogClock
+from console.telemetry.run_log import Changed, RunLog
+from console.telemetry.server import (
+    Health,
+    MetricsReader,
+    load_from_metrics,
+    probe_readiness,
+    totals,
+)
+from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
+from console.telemetry.spec_decode import SpecSource
+from console.telemetry.startup import STALL_AFTER_S
+
+RETRY_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+MIB = 1024 * 1024
+
+OnEvent = Callable[[TelemetryEvent], None]
+
+
+@dataclass(frozen=True)
+class TelemetryOptions:
+    """How often and how much. The defaults suit the TUI."""
+
+    interval_s: float = 1.0
+    """Agent sample period."""
+    health_interval_s: float = 2.0
+    """`/health` period until the server is healthy."""
+    metrics_interval_s: float = 5.0
+    """`/health` + `/metrics` period once healthy."""
+    http_timeout_s: float = 5.0
+    log_start: str = "run"
+    """Where the log follower starts: the current run's start (`run`), `end` or `begin`."""
+    log_backlog_bytes: int = 16 * MIB
+    log_max_lines: int = 100_000
+    log_batch_s: float = 0.05
+    stall_after_s: float = STALL_AFTER_S
+    gpu_source: str = "auto"
+    """`auto`, `nvml`, `nvidia-smi` or `none`."""
+
+
+def speculative_of(argv: tuple[str, ...]) -> SpeculativeSettings | None:
+    """The speculative config a serve command line asks for (None: none)."""
+    args = parse_serve_argv(argv)
+    if args.speculative_method is None and args.draft is None:
+        return None
+    return SpeculativeSettings(args.speculative_method, args.draft, args.num_speculative_tokens)
+
+
+def serve_info(settings: ServeSettings, process: ServeProcess | None,
+               running: bool | None) -> ServeInfo:
+    """The serve process as the console uses it: configured values win, discovered ones fill
+    in (`console.discovery.effective_serve`)."""
+    eff = effective_serve(settings, process)
+    argv = process.argv if process is not None else ()
+    return ServeInfo(running=running if process is None else True,
+                     pid=process.pid if process is not None else None, argv=argv,
+                     log=eff.log.value or None, url=eff.url.value or None,
+                     target=eff.target.value or None, draft=eff.draft.value or None,
+                     speculative=speculative_of(argv))
+
+
+def serve_info_from_tree(settings: ServeSettings, tree: ServeTree) -> ServeInfo:
+    """Without discovery (it failed): what the agent's tree says, configured values first."""
+    root = tree.root_proc
+    if root is None:
+        return serve_info(settings, None, False)
+    args = parse_serve_argv(root.argv)
+    stdout = root.stdout or ""
+    log = stdout.removesuffix(" (deleted)") if stdout.startswith("/") and not \
+        stdout.startswith("/dev/") else ""
+    return ServeInfo(True, root.pid, root.argv, settings.log or log or None,
+                     settings.url or args.url, settings.target or args.target,
+                     settings.draft or args.draft, speculative_of(root.argv))
+
+
+class HostTelemetry:
+    """The live telemetry of one host. `run(on_event)` until `stop()`; `snapshot` any time."""
+
+    def __init__(self, host: Host, config: HostConfig,
+                 options: TelemetryOptions | None = None) -> None:
+        self.host = host
+        self.config = config
+        self.options = options or TelemetryOptions()
+        self.clock = LogClock()
+        self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
+        self.scripts = RemoteScripts(host)
+        self.agent = AgentClient(host, interval_s=self.options.interval_s,
+                                 match=config.serve.match, nvidia_smi=config.gpu.nvidia_smi,
+                                 python=config.serve.python,
+                                 gpu_source=self.options.gpu_source, scripts=self.scripts)
+        self.metrics = MetricsReader(host)
+        self._snapshot = HostSnapshot(host.name, link=host.link,
+                                      serve=serve_info(config.serve, None, None))
+        self._on_event: OnEvent | None = None
+        self._follower: LogFollower | None = None
+        self._follow_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop: asyncio.Event | None = None
+        self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
+
+    # -- the picture --------------------------------------------------------------------
+    @property
+    def snapshot(self) -> HostSnapshot:
+        """Everything known now (immutable)."""
+        return self._snapshot
+
+    def _update(self, **changes: object) -> None:
+        self._snapshot = replace(self._snapshot, **changes)  # type: ignore[arg-type]
+
+    def _emit(self, event: TelemetryEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    # -- running ------------------------------------------------------------------------
+    async def run(self, on_event: OnEvent) -> None:
+        """Run until `stop()` (or cancellation), reporting through `on_event` (called from
+        this task; keep it quick: post a message)."""
+        self._on_event = on_event
+        self._stop = asyncio.Event()
+        add_listener = getattr(self.host, "add_listener", None)
+        if add_listener is not None:
+            add_listener(self._link_changed)
+        self._link_changed(self.host.link)
+        self._tasks = [asyncio.create_task(self._agent_loop(), name="telemetry-agent"),
+                       asyncio.create_task(self._server_loop(), name="telemetry-server"),
+                       asyncio.create_task(self._tick_loop(), name="telemetry-tick")]
+        if self.config.serve.log:
+            self._follow(self.config.serve.log)
+        try:
+            await self._stop.wait()
+        finally:
+            tasks = [*self._tasks, *([self._follow_task] if self._follow_task else [])]
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self._on_event = None
+
+    def stop(self) -> None:
+        """End `run()`: the agent and follower streams close, their host processes end."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def _link_changed(self, link: LinkStatus) -> None:
+        if self._on_event is None:
+            return
+        self._update(link=link)
+        self._emit(LinkChanged(self.host.name, link))
+
+    async def _retry(self, attempt: int) -> None:
+        delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
+        wait_connected = getattr(self.host, "wait_connected", None)
+        if wait_connected is not None and self.host.link.state is not ConnectionState.CONNECTED:
+            with contextlib.suppress(TimeoutError):
+                await wait_connected(timeout=60)
+            delay = min(delay, 1.0)
+        await asyncio.sleep(delay)
+
+    # -- the agent ----------------------------------------------------------------------
+    async def _agent_loop(self) -> None:
+        attempt = 0
+        while True:
+            reason = "agent stopped"
+            try:
+                async with contextlib.aclosing(self.agent.stream()) as items:
+                    async for item in items:
+                        if isinstance(item, AgentHello):
+                            attempt = 0
+                            self.clock.tz_offset_s = item.tz_offset_s or 0.0
+                            self._set_agent(AgentStatus(AgentState.RUNNING, item.gpu_reason,
+                                                        item))
+                        else:
+                            await self._sample(item)
+            except HostError as exc:
+                reason = str(exc)
+            self._set_agent(AgentStatus(AgentState.LOST, reason, self._snapshot.agent.hello))
+            await self._retry(attempt)
+            attempt += 1
+
+    def _set_agent(self, status: AgentStatus) -> None:
+        self._update(agent=status)
+        self._emit(AgentChanged(self.host.name, status))
+
+    async def _sample(self, sample: AgentSample) -> None:
+        self.clock.observe_host_time(sample.ts, sample.received)
+        previous = self._snapshot.sample
+        self._update(sample=sample)
+        self._emit(GpuSampled(self.host.name, sample))
+        tree = sample.serve
+        root_changed = tree.root != self._root
+        if root_changed:
+            self._root = tree.root
+            await self._resolve(tree)
+        if root_changed or previous is None or previous.serve.shape != tree.shape:
+            self._emit(ServeTreeChanged(self.host.name, tree, self._snapshot.serve))
+
+    async def _resolve(self, tree: ServeTree) -> None:
+        """A new serve process (or none): where its log is, its URL, what it asked for."""
+        settings = self.config.serve
+        if tree.root is None:
+            info = replace(serve_info(settings, None, False), log=self._snapshot.serve.log
+                           or settings.log or None)
+        else:
+            try:
+                process = await discover_serve(self.host, settings, scripts=self.scripts,
+                                               python=settings.python or "python3")
+                info = (serve_info(settings, process, True) if process is not None
+                        and process.pid == tree.root else serve_info_from_tree(settings, tree))
+            except DiscoveryError:
+                info = serve_info_from_tree(settings, tree)
+            self.metrics.reset()
+            if info.speculative is not None and self.run_log.spec.configure(
+                    info.speculative, authoritative=False):
+                self._spec_changed()
+        self._update(serve=info)
+        if info.log:
+            self._follow(info.log)
+
+    # -- the log ------------------------------------------------------------------------
+    def _follow(self, path: str) -> None:
+        if self._follower is not None and self._follower.path == path:
+            return
+        if self._follow_task is not None:
+            self._follow_task.cancel()
+        if self._follower is not None:
+            # Another file: what the old one said about "the current run" no longer holds.
+            self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
+        opts = self.options
+        self._follower = LogFollower(self.host, path, start=opts.log_start,
+                                     backlog_bytes=opts.log_backlog_bytes,
+                                     max_lines=opts.log_max_lines, batch_s=opts.log_batch_s,
+                                     python=self.config.serve.python, scripts=self.scripts)
+        self._follow_task = asyncio.create_task(self._follower.run(self._batch),
+                                                name=f"telemetry-log {path}")
+        self._update(follow=self._follower.state)
+        self._emit(LogSourceChanged(self.host.name, path, self._follower.state))
+
+    @property
+    def follower(self) -> LogFollower | None:
+        """The log follower (its `recent()` lines fill a freshly mounted log pane)."""
+        return self._follower
+
+    def _batch(self, batch: LogBatch) -> None:
+        follower = self._follower
+        arrival = self.clock.now() if batch.live else None
+        lines, changed = self.run_log.feed_texts(batch.texts, arrival)
+        name = self.host.name
+        if follower is not None and follower.state is not self._snapshot.follow:
+            self._update(follow=follower.state)
+            self._emit(LogSourceChanged(name, follower.path, follower.state))
+        self._emit(LogLinesReceived(name, batch, tuple(lines)))
+        if changed & Changed.NEW_RUN:
+            self.metrics.reset()
+            spec = self._snapshot.serve.speculative
+            if spec is not None:
+                self.run_log.spec.configure(spec, authoritative=False)
+        if changed & (Changed.RUN | Changed.NEW_RUN):
+            self._update(run=self.run_log.info)
+            self._emit(RunUpdated(name, self.run_log.info, bool(changed & Changed.NEW_RUN)))
+        if changed & Changed.SPEC:
+            self._spec_changed()
+        if changed & Changed.STARTUP:
+            self._startup_changed(force=True)
+
+    def _spec_changed(self) -> None:
+        state = self.run_log.spec.state()
+        self._update(spec_decode=state)
+        self._emit(SpecDecodeUpdated(self.host.name, state))
+
+    def _running(self) -> bool | None:
+        sample = self._snapshot.sample
+        return sample.serve.running if sample is not None else None
+
+    def _startup_changed(self, force: bool = False) -> None:
+        status = self.run_log.startup.status(self.clock.now(), self._running())
+        old = self._snapshot.startup
+        if force or status.state is not old.state or status.text != old.text:
+            self._update(startup=status)
+            self._emit(StartupProgress(self.host.name, status))
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self._startup_changed()
+
+    # -- the server's answers -----------------------------------------------------------
+    async def _server_loop(self) -> None:
+        last_metrics = 0.0
+        while True:
+            url = ServeUrl.parse(self._snapshot.serve.url or "")
+            now = self.clock.now()
+            old = self._snapshot.readiness
+            readiness = await probe_readiness(
+                self.host, url, running=self._running(), log_ready=self.run_log.startup.ready,
+                at=now, timeout=self.options.http_timeout_s,
+                want_models=not old.ready or not old.models)
+            if readiness.ready and not readiness.models and old.ready:
+                readiness = replace(readiness, models=old.models)
+            if (readiness.health, readiness.http_status, readiness.models, readiness.url) != (
+                    old.health, old.http_status, old.models, old.url):
+                self._update(readiness=readiness)
+                self._emit(ReadinessChanged(self.host.name, readiness))
+            else:
+                self._update(readiness=readiness)
+            healthy = readiness.health is Health.HEALTHY
+            if url is not None and healthy and now - last_metrics >= \
+                    self.options.metrics_interval_s - 0.5:
+                last_metrics = now
+                await self._scrape(url, now)
+            await asyncio.sleep(self.options.metrics_interval_s if healthy
+                                else self.options.health_interval_s)
+
+    async def _scrape(self, url: ServeUrl, now: float) -> None:
+        snapshot = await self.metrics.scrape(url, timeout=self.options.http_timeout_s)
+        if snapshot is None:
+            return
+        spec = self.run_log.spec
+        changed = spec.set_totals(totals(snapshot))
+        interval = self.metrics.interval(snapshot, now)
+        if interval is not None:
+            changed = spec.feed(interval, now, SpecSource.METRICS) or changed
+        if changed:
+            self._spec_changed()
+        load = load_from_metrics(snapshot, now)
+        if load is not None:
+            self._update(load=load)
+            self._emit(LoadSampled(self.host.name, load))

@@ -1,0 +1,107 @@
+"""One snapshot of a host, without keeping anything running: `vllm-console status`.
+
+The agent runs once (`--once`: one sample, one nvidia-smi call when NVML is missing) while
+discovery finds the serve process; then the current run's log is read in one pass (its head and
+its last `backlog_bytes`) while `/health` and `/metrics` are asked, through the link. The same
+parsers and trackers as the live view make sense of it, so `status` and the TUI agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from console.agent.client import AgentClient
+from console.agent.samples import AgentHello, AgentSample
+from console.discovery import ServeProcess, discover_serve
+from console.follower import LogFollower, NoticeKind
+from console.host import Host, HostError
+from console.parsers.metrics import parse_metrics
+from console.remote_scripts import RemoteScripts
+from console.settings import HostConfig
+from console.telemetry.host_telemetry import serve_info, serve_info_from_tree
+from console.telemetry.http import HttpResult, ServeUrl, http_get
+from console.telemetry.logclock import LogClock
+from console.telemetry.run_log import RunLog
+from console.telemetry.server import Readiness, judge_health, load_from_metrics, totals
+from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
+
+MIB = 1024 * 1024
+
+
+class StatusError(HostError):
+    """The host answered but nothing could be learnt from it (no Python there, say)."""
+
+
+async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int = 4 * MIB,
+                         timeout: float = 60.0) -> HostSnapshot:
+    """Everything `status` prints. Raises HostError when the host cannot be reached."""
+    await host.connect()
+    scripts = RemoteScripts(host)
+    serve = config.serve
+    python = serve.python or "python3"
+    agent = AgentClient(host, match=serve.match, nvidia_smi=config.gpu.nvidia_smi,
+                        python=serve.python, scripts=scripts)
+    agent_result, discovered = await asyncio.gather(
+        agent.once(timeout=timeout),
+        discover_serve(host, serve, scripts=scripts, python=python),
+        return_exceptions=True)
+    for result in (agent_result, discovered):
+        if isinstance(result, BaseException) and not isinstance(result, HostError):
+            raise result
+    notes: list[str] = []
+    hello: AgentHello | None = None
+    sample: AgentSample | None = None
+    if isinstance(agent_result, tuple):
+        hello, sample = agent_result
+    else:
+        notes.append(str(agent_result))
+    process = discovered if isinstance(discovered, ServeProcess) else None
+    if isinstance(discovered, BaseException):
+        if sample is None:
+            raise StatusError(f"{host.name}: {agent_result}; {discovered}")
+        notes.append(str(discovered))
+        info = serve_info_from_tree(serve, sample.serve)
+    else:
+        info = serve_info(serve, process, process is not None)
+
+    clock = LogClock(hello.tz_offset_s if hello is not None else None)
+    if sample is not None:
+        clock.observe_host_time(sample.ts, sample.received)
+    run_log = RunLog(clock)
+    url = ServeUrl.parse(info.url or "")
+
+    async def read_log() -> None:
+        if not info.log:
+            return
+        follower = LogFollower(host, info.log, start="run", backlog_bytes=backlog_bytes,
+                               python=serve.python, scripts=scripts)
+        try:
+            batch = await follower.read_once(timeout=timeout)
+        except HostError as exc:
+            notes.append(str(exc))
+            return
+        run_log.feed_texts(batch.texts)
+        notes.extend(n.text for n in batch.notices if n.kind is NoticeKind.MISSING)
+
+    async def get(path: str) -> HttpResult | None:
+        return await http_get(host, url, path) if url is not None else None
+
+    _, health, metrics = await asyncio.gather(read_log(), get("/health"), get("/metrics"))
+    if info.speculative is not None:
+        run_log.spec.configure(info.speculative, authoritative=False)
+    now = clock.now()
+    state, detail = judge_health(health, running=info.running,
+                                 log_ready=run_log.startup.ready)
+    readiness = Readiness(state, url.base if url else None,
+                          health.status if health else None, detail, (), now)
+    load = None
+    if metrics is not None and metrics.ok:
+        parsed = parse_metrics(metrics.body)
+        run_log.spec.set_totals(totals(parsed))
+        load = load_from_metrics(parsed, now)
+    agent_status = (AgentStatus(AgentState.RUNNING, hello.gpu_reason, hello) if hello
+                    else AgentStatus(AgentState.LOST, notes[0] if notes else ""))
+    return HostSnapshot(host.name, link=host.link, agent=agent_status, sample=sample,
+                        serve=info, run=run_log.info, spec_decode=run_log.spec.state(),
+                        startup=run_log.startup.status(now, info.running),
+                        readiness=readiness, load=load, notes=tuple(notes))

@@ -1,0 +1,163 @@
+"""The current run of `vllm serve`, as its log tells it.
+
+Each line goes through the parsers once (`parse_line`, `classify`); what it says lands in
+`RunInfo` (engine config, version, aux layers, errors, load), the spec-decode tracker and the
+start-up tracker. A run starts at its preamble (version banner, `non-default args`) or engine start
+line; a preamble after an engine start line begins the next run, and everything is reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import Flag, auto
+from typing import Any
+
+from console.parsers.classifier import LineEvent, LineKind, classify
+from console.parsers.engine import EngineConfig, NonDefaultArgs, SpeculativeSettings
+from console.parsers.errors import ErrorEvent, ErrorKind
+from console.parsers.prefix import parse_line
+from console.parsers.spec_decode import SpecDecodeSample
+from console.parsers.startup import StartupEvent, StartupPhase
+from console.parsers.throughput import ThroughputSample
+from console.telemetry.logclock import LogClock
+from console.telemetry.spec_decode import SpecDecodeTracker, SpecSource
+from console.telemetry.startup import STALL_AFTER_S, StartupTracker
+
+MAX_ERRORS = 50
+_NOT_KEPT = frozenset({ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_CHAIN})
+
+
+class Changed(Flag):
+    """What a batch of lines changed."""
+
+    NOTHING = 0
+    RUN = auto()
+    NEW_RUN = auto()
+    SPEC = auto()
+    STARTUP = auto()
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What the log says about the current run. `started_at` is host-clock epoch seconds."""
+
+    started_at: float | None = None
+    version: str | None = None
+    model: str | None = None
+    engine: EngineConfig | None = None
+    args: NonDefaultArgs | None = None
+    aux_layers: tuple[int, ...] | None = None
+    throughput: ThroughputSample | None = None
+    errors: tuple[ErrorEvent, ...] = ()
+
+    @property
+    def speculative(self) -> SpeculativeSettings | None:
+        """The engine's speculative config, else the one the API server was given."""
+        if self.engine is not None:
+            return self.engine.speculative
+        return self.args.speculative if self.args is not None else None
+
+    def engine_json(self) -> dict[str, Any]:
+        """The `engine` object of `status --json`."""
+        spec = self.speculative
+        return {"version": self.version, "model": self.model,
+                "speculative_config": spec.to_json() if spec is not None else None}
+
+
+class RunLog:
+    """Feeds log lines to the parsers and keeps the current run's facts and trackers."""
+
+    def __init__(self, clock: LogClock | None = None, *,
+                 stall_after_s: float = STALL_AFTER_S) -> None:
+        self.clock = clock or LogClock()
+        self.spec = SpecDecodeTracker()
+        self.startup = StartupTracker(stall_after_s)
+        self.info = RunInfo()
+        self._has_engine = False
+        self._last_at: float | None = None
+
+    def feed_texts(self, texts: Iterable[str], arrival: float | None = None
+                   ) -> tuple[list[LineEvent], Changed]:
+        """Parse and classify lines (escapes already stripped or not); `arrival` is the host
+        clock when they came in live (None while replaying: the log's own stamps count)."""
+        events = [classify(parse_line(text)) for text in texts]
+        changed = Changed.NOTHING
+        for event in events:
+            changed |= self.feed(event, arrival)
+        return events, changed
+
+    def feed(self, event: LineEvent, arrival: float | None = None) -> Changed:
+        """One classified line."""
+        kind = event.kind
+        if kind is LineKind.OTHER or kind is LineKind.WARNING:
+            if not self.startup.started or self.startup.ready:
+                return Changed.NOTHING
+            text = event.line.text
+            if "it/s]" in text or "s/it]" in text:  # a progress bar moved
+                self.startup.progress(self._at(event, arrival))
+            return Changed.NOTHING
+        at = self._at(event, arrival)
+        payload = event.payload
+        changed = Changed.NOTHING
+        if kind in (LineKind.NON_DEFAULT_ARGS, LineKind.VERSION, LineKind.ENGINE_START):
+            changed |= self._run_boundary(kind, at)
+        if kind is LineKind.ENGINE_START and isinstance(payload, EngineConfig):
+            self._has_engine = True
+            self.info = replace(self.info, engine=payload,
+                                version=payload.version or self.info.version,
+                                model=payload.model or self.info.model)
+            self.spec.configure(payload.speculative, authoritative=True)
+            return changed | Changed.RUN | Changed.SPEC | self._startup(
+                StartupEvent(StartupPhase.ENGINE_START, detail=payload.version or ""), at)
+        if kind is LineKind.NON_DEFAULT_ARGS and isinstance(payload, NonDefaultArgs):
+            self.info = replace(self.info, args=payload, model=self.info.model or payload.model)
+            self.spec.configure(payload.speculative, authoritative=False)
+            return changed | Changed.RUN | Changed.SPEC
+        if kind is LineKind.VERSION and payload is not None:
+            version = getattr(payload, "version", None)
+            model = getattr(payload, "model", None)
+            self.info = replace(self.info, version=self.info.version or version,
+                                model=self.info.model or model)
+            return changed | Changed.RUN
+        if kind is LineKind.AUX_LAYERS and isinstance(payload, tuple):
+            self.info = replace(self.info, aux_layers=payload)
+            return changed | Changed.RUN
+        if kind is LineKind.SPEC_DECODE and isinstance(payload, SpecDecodeSample):
+            return changed | (Changed.SPEC if self.spec.feed(payload, at, SpecSource.LOG)
+                              else Changed.NOTHING)
+        if kind is LineKind.THROUGHPUT and isinstance(payload, ThroughputSample):
+            self.info = replace(self.info, throughput=payload)
+            return changed | Changed.RUN
+        if kind is LineKind.STARTUP and isinstance(payload, StartupEvent):
+            return changed | self._startup(payload, at)
+        if kind is LineKind.ERROR and isinstance(payload, ErrorEvent):
+            if payload.kind not in _NOT_KEPT:
+                self.info = replace(self.info, errors=(*self.info.errors, payload)[-MAX_ERRORS:])
+                changed |= Changed.RUN
+            if self.startup.fail(payload, at):
+                changed |= Changed.STARTUP
+        return changed
+
+    def _startup(self, event: StartupEvent, at: float) -> Changed:
+        return Changed.STARTUP if self.startup.feed(event, at) else Changed.NOTHING
+
+    def _run_boundary(self, kind: LineKind, at: float) -> Changed:
+        """A preamble after an engine start line, or the first run marker, starts a run."""
+        preamble = kind is not LineKind.ENGINE_START
+        if self.info.started_at is not None and not (preamble and self._has_engine):
+            return Changed.NOTHING
+        self.info = RunInfo(started_at=at)
+        self._has_engine = False
+        self.spec.reset()
+        self.startup.reset(at)
+        return Changed.NEW_RUN | Changed.RUN | Changed.SPEC | Changed.STARTUP
+
+    def _at(self, event: LineEvent, arrival: float | None) -> float:
+        stamped = self.clock.epoch(event.line.timestamp)
+        at = stamped if stamped is not None else (
+            arrival if arrival is not None else self._last_at)
+        if at is None:
+            at = self.clock.now()
+        self._last_at = at
+        return at

@@ -1,0 +1,155 @@
+"""The server's own answers: `/health`, `/v1/models` readiness and `/metrics` load and counters.
+
+Readiness is judged with what else is known: a refused port while the process lives and its log
+has not said "Application startup complete." is `starting`, not `down`; after it has, the same
+refusal is `not-answering`; with no process at all it is `down`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from console.host import Host
+from console.parsers.metrics import (
+    MetricsSnapshot,
+    SpecDecodeCounters,
+    diff_counters,
+    parse_metrics,
+)
+from console.parsers.spec_decode import SpecDecodeSample
+from console.telemetry.http import HttpResult, ServeUrl, http_get
+
+_ZERO = SpecDecodeCounters(0, 0, 0, ())
+
+
+class Health(StrEnum):
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+    STARTING = "starting"
+    NOT_ANSWERING = "not-answering"
+    DOWN = "down"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """`/health` (and `/v1/models` once healthy) at `checked_at` (host clock)."""
+
+    health: Health
+    url: str | None = None
+    http_status: int | None = None
+    detail: str = ""
+    models: tuple[str, ...] = ()
+    checked_at: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.health is Health.HEALTHY
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLoad:
+    """Requests and KV-cache use, from `/metrics` (or the throughput log line)."""
+
+    running: int | None
+    waiting: int | None
+    kv_cache_usage_pct: float | None
+    at: float
+    source: str
+
+
+def judge_health(result: HttpResult | None, *, running: bool | None, log_ready: bool
+                 ) -> tuple[Health, str]:
+    """The health a `/health` answer means, given whether the process runs and whether its
+    log said it is ready."""
+    if result is None:
+        return Health.UNKNOWN, "no server URL"
+    if result.status is not None:
+        if result.status == 200:
+            return Health.HEALTHY, "200 OK"
+        return Health.UNHEALTHY, f"/health answered {result.status}"
+    if running is False:
+        return Health.DOWN, f"no serve process; {result.error}"
+    if log_ready:
+        return Health.NOT_ANSWERING, f"{result.error} (the log says it started)"
+    if running:
+        return Health.STARTING, f"{result.error} while starting"
+    return Health.NOT_ANSWERING, result.error
+
+
+def model_ids(body: bytes) -> tuple[str, ...]:
+    """The `id`s of a `/v1/models` answer (empty when it is not one)."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return ()
+    data = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(data, list):
+        return ()
+    return tuple(m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str))
+
+
+async def probe_readiness(host: Host, url: ServeUrl | None, *, running: bool | None,
+                          log_ready: bool, at: float, timeout: float = 5.0,
+                          want_models: bool = True) -> Readiness:
+    """GET /health (and /v1/models when healthy) and judge them."""
+    if url is None:
+        health, detail = judge_health(None, running=running, log_ready=log_ready)
+        return Readiness(health, None, None, detail, (), at)
+    result = await http_get(host, url, "/health", timeout=timeout)
+    health, detail = judge_health(result, running=running, log_ready=log_ready)
+    models: tuple[str, ...] = ()
+    if health is Health.HEALTHY and want_models:
+        answer = await http_get(host, url, "/v1/models", timeout=timeout)
+        models = model_ids(answer.body) if answer.ok else ()
+    return Readiness(health, url.base, result.status, detail, models, at)
+
+
+class MetricsReader:
+    """Scrapes `/metrics`, keeping the previous counters to difference the next scrape."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self._prev: SpecDecodeCounters | None = None
+        self._prev_at: float | None = None
+        self.last_error = ""
+
+    def reset(self) -> None:
+        """A new server: its counters start again."""
+        self._prev = self._prev_at = None
+
+    async def scrape(self, url: ServeUrl, *, timeout: float = 5.0) -> MetricsSnapshot | None:
+        """One scrape (None: it failed; `last_error` says why)."""
+        result = await http_get(self.host, url, "/metrics", timeout=timeout)
+        if not result.ok:
+            self.last_error = result.error or f"/metrics answered {result.status}"
+            return None
+        self.last_error = ""
+        return parse_metrics(result.body)
+
+    def interval(self, snapshot: MetricsSnapshot, at: float) -> SpecDecodeSample | None:
+        """The spec-decode figures since the previous scrape (None: no drafts in between, a
+        counter reset, or the first scrape)."""
+        cur = snapshot.spec_decode
+        prev, prev_at = self._prev, self._prev_at
+        self._prev, self._prev_at = cur, at
+        if prev is None or cur is None or prev_at is None:
+            return None
+        return diff_counters(prev, cur, at - prev_at)
+
+
+def totals(snapshot: MetricsSnapshot | None) -> SpecDecodeSample | None:
+    """The spec-decode figures since the server started (its cumulative counters)."""
+    if snapshot is None or snapshot.spec_decode is None:
+        return None
+    return diff_counters(_ZERO, snapshot.spec_decode)
+
+
+def load_from_metrics(snapshot: MetricsSnapshot, at: float) -> ServerLoad | None:
+    if snapshot.running is None and snapshot.waiting is None \
+            and snapshot.kv_cache_usage_pct is None:
+        return None
+    return ServerLoad(snapshot.running, snapshot.waiting, snapshot.kv_cache_usage_pct, at,
+                      "metrics")
