@@ -269,6 +269,7 @@ def test_upstream_with_v2_runner_comes_up_right(launcher: Launcher) -> None:
 def test_incident_fixed_config_and_restart_climbs(launcher: Launcher) -> None:
     tree = launcher.tree("incident")
     proc = launcher.start(tree)
+    assert health(tree) is None  # the port is bound only once start-up is complete
     assert wait_ready(tree, proc, timeout=30)
     wait_for(lambda: len(spec_lines(tree)) >= 3)
     before = spec_lines(tree)
@@ -285,13 +286,14 @@ def test_incident_fixed_config_and_restart_climbs(launcher: Launcher) -> None:
     assert "(2, 17, 32, 47, 62)" in "\n".join(log_lines(tree))
 
 
-def test_killed_engine_frees_memory_and_health_turns_503(launcher: Launcher) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killed_engine_frees_memory_and_health_turns_503(launcher: Launcher, sig: int) -> None:
     tree = launcher.tree("healthy")
     proc = launcher.start(tree)
     assert wait_ready(tree, proc, timeout=30)
     assert smi_used(tree) > 120000
     (engine,) = engine_pids(proc.pid)
-    os.kill(engine, signal.SIGKILL)
+    os.kill(engine, sig)
     wait_for(lambda: health(tree) == 503)
     wait_for(lambda: smi_used(tree) == 0)
     assert proc.poll() is None
