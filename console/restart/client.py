@@ -219,7 +219,12 @@ class _Run:
                                        mode=0o600)
             # There before the step starts, so that `tail -F` follows it at once (a missing
             # file is polled for once a second).
-            await self.host.write_file(self.paths["status"], b"", mode=0o600)
+            # (Created with `:>>`: SSHHost.write_file with empty data waits for stdin's EOF.)
+            made = await self.host.run(["sh", "-c", 'umask 077; : >> "$1"', "sh",
+                                        self.paths["status"]], timeout=15)
+            if not made.ok:
+                raise HostError(f"cannot create {self.paths['status']}: "
+                                f"{made.error_text.strip()}")
             await self.host.start_detached(
                 [self.plan.python, self.plan.bundle, "run", self.plan_path],
                 log=self.out_path)
@@ -297,7 +302,8 @@ class _Run:
         await self._stop_log(5.0)
         port = self.plan.port
         if not port:
-            return self._result(Outcome.READY, "ready (no port known: not checked here)")
+            return self._result(Outcome.READY, f"pid {self.new_pid} is up (no port known: not "
+                                "checked through the link)")
         url_host = self.plan.url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
         deadline = time.monotonic() + VERIFY_TRIES_S
         while True:
@@ -310,7 +316,7 @@ class _Run:
                                 f"the link: {said}", errors=True)
         await self.progress.add(Stage.VERIFIED, f"verified through the link: {said}",
                                 pid=self.new_pid)
-        return self._result(Outcome.READY, f"ready: pid {self.new_pid}; {said}")
+        return self._result(Outcome.READY, f"pid {self.new_pid} answers: {said}")
 
     def _span(self, first: str, last: str) -> float | None:
         if first in self.times and last in self.times:

@@ -12,7 +12,6 @@ import hashlib
 import importlib
 import json
 import posixpath
-import shlex
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,7 +108,7 @@ async def _find_root(host: Host, config: HostConfig, python: str, bundle: str,
         if not getattr(serve, "others", ()):
             return int(serve.pid), python, notes
     # Several match (or no discovery module): look at each candidate's tree.
-    words = shlex.split(config.serve.match or "vllm serve")
+    words = (config.serve.match or "vllm serve").split()
     found = await run_bundle(host, python, bundle, "find", *words)
     candidates = [c for c in found.get("candidates", []) if isinstance(c, dict)]
     with_engine = [c for c in candidates if c.get("engine")]
@@ -127,6 +126,18 @@ async def _find_root(host: Host, config: HostConfig, python: str, bundle: str,
         notes.append(f"{len(candidates)} processes match {config.serve.match!r}: restarting "
                      f"pid {pick[0]['pid']} (it has the EngineCore); left alone: {others}")
     return int(pick[0]["pid"]), python, notes
+
+
+def _matches(argv: list[str], words: list[str]) -> bool:
+    """Each word is a substring of a distinct argv element, in order (as discovery matches)."""
+    at = 0
+    for word in words:
+        while at < len(argv) and word not in argv[at]:
+            at += 1
+        if at >= len(argv):
+            return False
+        at += 1
+    return True
 
 
 def _members(described: dict[str, Any]) -> tuple[tuple[int, int, str], ...]:
@@ -164,8 +175,11 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     env = described.get("env")
     log = config.serve.log
     members = _members(described)
+    words = (config.serve.match or "vllm serve").split()
     if pid is None:
         last = described.get("last") or {}
+        if not _matches([str(a) for a in last.get("argv") or []], words):
+            last = {}
         if not last.get("argv") and not unit:
             raise RestartError(
                 f"{host.name}: no serve process found (match {config.serve.match!r}) and no "

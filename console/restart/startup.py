@@ -6,11 +6,20 @@ import time
 from dataclasses import dataclass, field
 
 from checks.trace import parse_trace_line
-from console.parsers import StartupEvent, StartupPhase, parse_error, parse_line, parse_startup
+from console.parsers import (
+    ErrorKind,
+    StartupEvent,
+    StartupPhase,
+    parse_error,
+    parse_line,
+    parse_startup,
+)
 from console.restart.model import PhaseTiming
 
-MAX_ERROR_LINES = 80
+MAX_ERROR_LINES = 40
 TAIL_LINES = 15
+# Lines that only give a traceback its shape: the log keeps them, the report does not.
+_CONTEXT = (ErrorKind.TRACEBACK, ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_CHAIN)
 
 
 @dataclass
@@ -53,8 +62,9 @@ class StartupTracker:
             if event is not None:
                 new = self._phase(event, now) or new
                 continue
-            if parse_error(line.message, line.level) is not None:
-                self._errors = [*self._errors[-(MAX_ERROR_LINES - 1):], line.text]
+            error = parse_error(line.message, line.level)
+            if error is not None and error.kind not in _CONTEXT:
+                self._errors.append(line.text)
         return new
 
     def _phase(self, event: StartupEvent, now: float) -> StartupEvent | None:
@@ -81,6 +91,13 @@ class StartupTracker:
         return tuple(out)
 
     def error_lines(self) -> tuple[str, ...]:
-        """The failure lines seen (tracebacks, refusals, ERROR lines); the last lines of the
-        log when there were none."""
-        return tuple(self._errors) if self._errors else tuple(self._tail)
+        """The failure lines seen: exceptions (the root cause first), DFlash refusals, engine
+        failures, ERROR lines; traceback frames are left to the log. The last lines of the log
+        when there were none."""
+        if not self._errors:
+            return tuple(self._tail)
+        if len(self._errors) <= MAX_ERROR_LINES:
+            return tuple(self._errors)
+        half = MAX_ERROR_LINES // 2
+        return (*self._errors[:half], f"... {len(self._errors) - 2 * half} more ...",
+                *self._errors[-half:])

@@ -101,7 +101,7 @@ def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
             ok_models, models = (http_ok(base_url + "/v1/models") if ok_health
                                  else (False, "not asked"))
             if ok_health and ok_models:
-                return "ready", "ready: /health and /v1/models answer 200", None
+                return "ready", "/health and /v1/models answer 200 on the host", None
         if time.monotonic() >= deadline:
             seen = "the log says ready, but " if watch is not None and watch.ready else ""
             extra = f"{seen}/health: {health or 'not asked'}, /v1/models: {models or 'not asked'}"

@@ -110,15 +110,15 @@ def find(words: list[str]) -> dict[str, Any]:
 
 
 def _holds_in_order(argv: list[str], words: list[str]) -> bool:
-    flat = [w for arg in argv for w in arg.split()]
-    # vllm's console script runs as `python .../bin/vllm serve`: its basename is the word.
-    # `python -m vllm.entrypoints.cli.main serve` holds `vllm` as a module path.
-    flat = [os.path.basename(w) if "/" in w else w for w in flat]
-    i = 0
-    for word in flat:
-        if i < len(words) and (word == words[i] or word.startswith(words[i] + ".")):
-            i += 1
-    return bool(words) and i == len(words)
+    """Each word is a substring of a distinct argv element, in order (as discovery matches)."""
+    at = 0
+    for word in words:
+        while at < len(argv) and word not in argv[at]:
+            at += 1
+        if at >= len(argv):
+            return False
+        at += 1
+    return bool(words)
 
 
 def lock(directory: str) -> dict[str, Any]:

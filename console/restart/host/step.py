@@ -11,6 +11,7 @@ import json
 import os
 import pkgutil
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -116,6 +117,34 @@ def _marker(plan: dict[str, Any]) -> str:
     trace = "on" if plan.get("hook") else "off"
     return f"[vllm-console] restart at {when} by {plan.get('by') or user_name(os.getuid())}; " \
            f"trace={trace}"
+
+
+def _preflight(plan: dict[str, Any]) -> None:
+    """What would make the relaunch fail, checked before anything is stopped: a server must
+    never be taken down for a start that cannot happen."""
+    log = plan.get("log") or ""
+    if log:
+        try:
+            os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise StepFailed(f"nothing was stopped: cannot append to the log {log}: "
+                             f"{exc.strerror}") from None
+    if plan.get("mode") == "unit":
+        return
+    cwd = plan.get("cwd") or ""
+    if cwd and not os.path.isdir(cwd):
+        raise StepFailed(f"nothing was stopped: the working directory {cwd} is gone")
+    argv = plan.get("argv") or []
+    if not argv:
+        raise StepFailed("nothing was stopped: no command line to relaunch")
+    program = argv[0]
+    if "/" in program:
+        found = os.path.join(cwd or "/", program) if not os.path.isabs(program) else program
+        ok = os.path.isfile(found) and os.access(found, os.X_OK)
+    else:
+        ok = shutil.which(program, path=(plan.get("env") or {}).get("PATH")) is not None
+    if not ok:
+        raise StepFailed(f"nothing was stopped: {program} is not an executable file any more")
 
 
 def _stop(plan: dict[str, Any], status: StatusFile) -> list[int]:
@@ -226,6 +255,7 @@ def run(plan_path: str) -> int:
         return 3
     status.write("locked", "restart lock taken", lock=paths["lock"])
     try:
+        _preflight(plan)
         _stop(plan, status)
         _relaunch(plan, status, paths)
         return 0

@@ -120,7 +120,8 @@ def stop_tree(members: list[ProcInfo], term_timeout: float, kill_timeout: float,
         for member in left:
             if send(member, signal.SIGKILL) == "":
                 killed.append(member)
-        report("kill-sent", f"{len(left)} process(es) still running after {term_timeout:g} s: "
+        names = ", ".join(f"{m.comm} {m.pid}" for m in left)
+        report("kill-sent", f"still running {term_timeout:g} s after SIGTERM: {names}; "
                "SIGKILL sent", processes=describe(left))
         left = wait_gone(left, kill_timeout)
     if left:

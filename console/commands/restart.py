@@ -1,0 +1,117 @@
+"""`vllm-console restart HOST [--yes] [--trace]`: the console's `r` key, headless.
+
+Exit 0 once the new server is ready; 1 when it did not come up (the reason and the error lines
+from the log are printed); 2 when it could not run (bad usage, unreachable host, nothing to
+restart, read-only, refused by the person or by another restart holding the host's lock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TextIO
+
+from console.connect import host_config_from_args, make_host
+from console.display import safe_text
+from console.host import HostError
+from console.restart import (
+    Outcome,
+    RestartError,
+    RestartPlan,
+    RestartResult,
+    RestartStep,
+    Stage,
+    plan_restart,
+    restart,
+)
+from console.settings import ConfigError, HostConfig
+
+
+def _say(text: str, out: TextIO | None = None) -> None:
+    print(text, file=out or sys.stdout, flush=True)
+
+
+def _fail(text: str) -> int:
+    _say(f"vllm-console restart: {text}", sys.stderr)
+    return 2
+
+
+def _progress(step: RestartStep) -> None:
+    if step.stage is Stage.PLANNED:
+        return
+    label = step.stage.value
+    _say(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
+
+
+def confirm(answer: str | None) -> bool:
+    """Whether the person said yes. Cancel (no) is the default: only `y`/`yes` go on."""
+    return (answer or "").strip().lower() in ("y", "yes")
+
+
+def _ask(plan: RestartPlan) -> bool:
+    _say(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
+    for line in plan.describe().splitlines():
+        _say(f"  {safe_text(line, 1000)}")
+    try:
+        answer = input("Restart now? [y/N] ")
+    except EOFError:
+        answer = ""
+    return confirm(answer)
+
+
+def report(result: RestartResult) -> None:
+    """The outcome for a person: phase durations when it came up, the error lines when not."""
+    if result.phases:
+        _say("start-up phases:")
+        for p in result.phases:
+            took = f"{p.duration_s:7.2f}s" if p.duration_s is not None else "        "
+            said = f" (vLLM: {p.reported_s:g} s)" if p.reported_s is not None else ""
+            _say(f"  {p.phase.value:<16} {took}{said}  {safe_text(p.detail, 200)}")
+    for note in result.notes:
+        _say(f"note: {safe_text(note, 500)}")
+    timing = f"stop {result.stop_s:.2f}s, " if result.stop_s is not None else ""
+    timing += f"start-up {result.startup_s:.2f}s, " if result.startup_s is not None else ""
+    timing += f"total {result.total_s:.2f}s"
+    if result.ok:
+        _say(f"ready: {safe_text(result.reason, 500)} ({timing})")
+        return
+    err = sys.stderr
+    _say(f"{result.outcome.value}: {safe_text(result.reason, 1000)} ({timing})", err)
+    if result.error_lines:
+        _say(f"from {result.log} after the restart marker:", err)
+        for line in result.error_lines:
+            _say(f"  {safe_text(line, 1000)}", err)
+
+
+async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
+    host = make_host(config)
+    try:
+        await host.connect()
+        plan = await plan_restart(host, config, trace=bool(args.trace))
+        if not args.yes and not await asyncio.to_thread(_ask, plan):
+            return _fail("cancelled: nothing was changed")
+        if args.yes:
+            _say(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
+        result = await restart(host, config, trace=bool(args.trace), plan=plan,
+                               on_progress=_progress)
+    except (RestartError, HostError) as exc:
+        return _fail(str(exc))
+    finally:
+        await host.close()
+    report(result)
+    return result.exit_status
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = host_config_from_args(args)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if config.readonly:
+        return _fail("refused: --readonly forbids restarting (no restart, no writes)")
+    if not args.yes and not (sys.stdin is not None and sys.stdin.isatty()):
+        return _fail("not asking without a terminal: pass --yes to restart without "
+                     "confirmation")
+    code = asyncio.run(_restart(config, args))
+    return code if code in (0, 1, 2) else Outcome.ERROR.exit_status
