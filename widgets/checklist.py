@@ -34,6 +34,12 @@ class ChecklistState:
     error: str = ""
 
 
+def _cut(text: str, width: int) -> str:
+    """One line of at most `width` cells: the rest is one Enter away (the evidence view)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 class Checklist(OptionList):
     """One option per link; the options are rebuilt from each new report."""
 
@@ -51,7 +57,7 @@ class Checklist(OptionList):
     def watch_state(self, state: ChecklistState) -> None:
         highlighted = self.highlighted
         self.clear_options()
-        for line in self._lines(state):
+        for line in self._options_for(state):
             self.add_option(line)
         if highlighted is not None and highlighted < self.option_count:
             self.highlighted = highlighted
@@ -66,7 +72,7 @@ class Checklist(OptionList):
         self.border_title = title
         self.border_subtitle = "c: re-run · enter: evidence"
 
-    def _lines(self, state: ChecklistState) -> list[Option]:
+    def _options_for(self, state: ChecklistState) -> list[Option]:
         v = self.app.theme_variables
         report = state.report
         if report is None:
@@ -76,9 +82,10 @@ class Checklist(OptionList):
                                 style=v.get("status-unknown", "")), id=i)
                     for n, i in enumerate(LINK_IDS)]
         options: list[Option] = []
+        width = max(30, self.size.width - 6)
         for link in report.links:
             colour = v.get(_VAR[link.status], "")
-            text = Text()
+            text = Text(no_wrap=True, overflow="ellipsis")
             text.append(f"{_ICON[link.status]} ", style=f"bold {colour}")
             text.append(f"{TITLES.get(link.id, link.id):<19}", style="bold")
             text.append(f"{link.status.value:<8}", style=f"bold {colour}")
@@ -88,11 +95,11 @@ class Checklist(OptionList):
             if link.id == report.broken_link:
                 marks.append("broken link")
             if marks:
-                text.append(f"[{' · '.join(marks)}] ",
+                text.append(f" {' · '.join(marks)} ",
                             style=f"bold reverse {v.get('status-fail', '')}")
-            text.append(link.summary)
+            text.append(f"\n  {_cut(link.summary, width)}")
             if link.hint and link.status is not Status.PASS:
-                text.append(f"\n   → {link.hint}", style="italic")
+                text.append(f"\n  → {_cut(link.hint, width - 2)}", style="italic")
             options.append(Option(text, id=link.id))
         if state.error:
             options.append(Option(Text(state.error, style=v.get("status-warn", "")),

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -67,7 +66,7 @@ class GpuPane(Widget):
 
     view: reactive[GpuView] = reactive(GpuView, always_update=True)
 
-    def render(self) -> Table | Text:
+    def render(self) -> Text:
         v = self.app.theme_variables
         sample = self.view.sample
         if sample is None:
@@ -75,10 +74,9 @@ class GpuPane(Widget):
         if not sample.gpus:
             reason = sample.gpu_reason or "no GPU source on the host"
             return Text(f"no GPU telemetry: {reason}", style=v.get("status-warn", ""))
-        width = max(10, (self.size.width - 60) // 2)
-        table = Table.grid(padding=(0, 1))
-        for _ in range(7):
-            table.add_column(no_wrap=True)
+        # Fixed columns take 50 cells; the two bars share the rest.
+        bar_width = max(6, (self.size.width - 50) // 2)
+        text = Text(no_wrap=True, overflow="ellipsis")
         for gpu in sample.gpus:
             util = gpu.util_pct
             mem_frac = (gpu.mem_used_mib / gpu.mem_total_mib
@@ -86,31 +84,29 @@ class GpuPane(Widget):
             util_colour = v.get("status-ok" if (util or 0) < 95 else "status-warn", "")
             mem_colour = v.get("status-warn" if (mem_frac or 0) > 0.97 else "primary", "")
             hist = list(self.view.history.get(gpu.index, ()))
-            table.add_row(
-                Text(f"GPU{gpu.index}", style="bold"),
-                bar(None if util is None else util / 100, width, util_colour),
-                Text("  ?%" if util is None else f"{util:3.0f}%"),
-                bar(mem_frac, width, mem_colour),
-                Text(_mem(gpu.mem_used_mib, gpu.mem_total_mib)),
-                Text(("  ?°C" if gpu.temp_c is None else f"{gpu.temp_c:3.0f}°C") + " "
-                     + ("   ?W" if gpu.power_w is None else f"{gpu.power_w:4.0f}W")),
-                Text(sparkline(hist, 16), style=util_colour),
-            )
+            text.append(f"GPU{gpu.index} ", style="bold")
+            text.append_text(bar(None if util is None else util / 100, bar_width, util_colour))
+            text.append("   ?% " if util is None else f" {util:3.0f}% ")
+            text.append_text(bar(mem_frac, bar_width, mem_colour))
+            text.append(f" {_mem(gpu.mem_used_mib, gpu.mem_total_mib)} ")
+            text.append("  ?°C " if gpu.temp_c is None else f"{gpu.temp_c:3.0f}°C ")
+            text.append("   ?W " if gpu.power_w is None else f"{gpu.power_w:4.0f}W ")
+            text.append(sparkline(hist, 12) + "\n", style=util_colour)
         procs = self._processes(sample)
         if procs is not None:
-            table.add_row(procs)
+            text.append_text(procs)
         title = f"GPUs · {sample.gpu_source}"
         if sample.gpu_age_s is not None and sample.gpu_age_s > 5:
             title += f" · stale {sample.gpu_age_s:.0f} s"
         self.border_title = title
-        return table
+        return text
 
     def _processes(self, sample: AgentSample) -> Text | None:
         if not sample.gpu_procs:
             return None
         v = self.app.theme_variables
         by_pid = {p.pid: p for p in sample.serve.procs}
-        text = Text("holding GPU memory: ", style="dim")
+        text = Text("\nholding GPU memory: ", style="dim")
         for gp in sample.gpu_procs:
             proc = by_pid.get(gp.pid)
             name = proc.name if proc else "?"
@@ -120,6 +116,7 @@ class GpuPane(Widget):
                             style=f"bold reverse {v.get('status-fail', '')}")
             else:
                 text.append(f"{name} pid {gp.pid} {mem}  ")
+        text.no_wrap = False
         return text
 
 

@@ -46,6 +46,8 @@ class HostHeader(Widget):
     sources: reactive[Sources] = reactive(Sources())
     readonly: reactive[bool] = reactive(False)
     scenario: reactive[str] = reactive("")
+    activity: reactive[str] = reactive("")
+    """What the server is doing now: "loading weights 2m10s", "restart: stopping", ..."""
 
     def render(self) -> Text:
         v = self.app.theme_variables
@@ -62,6 +64,8 @@ class HostHeader(Widget):
             colour = v.get("status-ok" if good else "status-unknown", "")
             text.append("  ")
             text.append(f" {label}:{value} ", style=f"{colour} reverse" if good else colour)
+        if self.activity:
+            text.append(f"  {self.activity}", style="bold")
         if self.readonly:
             text.append("  READONLY ", style=f"bold reverse {v.get('status-warn', '')}")
         return text

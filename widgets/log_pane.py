@@ -22,11 +22,8 @@ from textual.reactive import reactive
 from textual.widgets import Input, Log, Static
 
 from console.display import safe_text
-from console.parsers.prefix import LogLine
 
 LEVELS = ("all", "info", "warning", "error")
-_LEVEL_RANK = {"DEBUG": 0, "INFO": 1, "WARNING": 2, "WARN": 2, "ERROR": 3, "CRITICAL": 3,
-               "FATAL": 3}
 _MIN_RANK = {"all": -1, "info": 1, "warning": 2, "error": 3}
 ENGINE_START = "Initializing a V1 LLM engine"
 
@@ -39,11 +36,28 @@ class Entry:
     rank: int
 
 
-def to_entry(line: LogLine) -> Entry:
-    rank = _LEVEL_RANK.get(line.level or "", -1)
-    if rank < 0 and (line.message.startswith("Traceback") or "Error:" in line.message[:80]):
-        rank = 3
-    return Entry(safe_text(line.text), rank)
+def level_rank(text: str) -> int:
+    """The vLLM level of a line from its prefix (cheap: no full parse), -1 when none; a
+    traceback line counts as an error."""
+    head = text[:120]
+    best, found = len(head), -1
+    for level, rank in _PREFIX_LEVELS:
+        at = head.find(level)
+        if 0 <= at < best:  # the first level word is the prefix's, not the message's
+            best, found = at, rank
+    if found >= 0:
+        return found
+    if head.startswith("Traceback") or "Error: " in head or "Error:" in head[:60]:
+        return 3
+    return -1
+
+
+_PREFIX_LEVELS = ((" ERROR ", 3), (" CRITICAL ", 3), (" WARNING ", 2), (" INFO ", 1),
+                  (" INFO:", 1), (" DEBUG ", 0))
+
+
+def to_entry(text: str) -> Entry:
+    return Entry(safe_text(text), level_rank(text))
 
 
 class LogHighlighter(Highlighter):
@@ -140,8 +154,8 @@ class LogPane(Vertical, can_focus=False):
             self.log_widget.refresh()
 
     # -- data in ---------------------------------------------------------------------------
-    def add_lines(self, lines: Iterable[LogLine]) -> None:
-        """Append one batch of lines (call once per batch, not per line)."""
+    def add_lines(self, lines: Iterable[str]) -> None:
+        """Append one batch of lines, escapes already stripped (one call per batch)."""
         batch = [to_entry(line) for line in lines]
         if not batch:
             return
@@ -253,10 +267,10 @@ class LogPane(Vertical, can_focus=False):
             self._update_status()
 
     def action_search(self) -> None:
-        self._prompt("search", self._search_text, "search (regex)  enter: find  esc: cancel")
+        self._open_prompt("search", self._search_text, "search (regex)  enter: find  esc: cancel")
 
     def action_filter(self) -> None:
-        self._prompt("filter", self._filter_text,
+        self._open_prompt("filter", self._filter_text,
                      "filter (regex, !regex hides matches)  enter: apply  esc: cancel")
 
     def action_clear(self) -> None:
@@ -265,7 +279,7 @@ class LogPane(Vertical, can_focus=False):
         if self._search is not None:
             self.set_search("")
 
-    def _prompt(self, mode: str, value: str, placeholder: str) -> None:
+    def _open_prompt(self, mode: str, value: str, placeholder: str) -> None:
         prompt = self.query_one("#log-prompt", Input)
         self._prompt_mode = mode
         prompt.placeholder = placeholder

@@ -12,7 +12,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
-from widgets.gpu_pane import SPARK, bar
+from widgets.gpu_pane import SPARK
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ def acceptance_chart(values: list[float], expected: float | None, width: int,
     return out
 
 
+def per_position_rows(positions: tuple[float, ...], colour: str) -> list[Text]:
+    """Acceptance of draft token k, one column per position: bars, then the values."""
+    head = Text("position ", style="dim")
+    bars = Text("accepted ", style="dim")
+    values = Text("         ")
+    for k, rate in enumerate(positions, 1):
+        level = min(len(SPARK) - 1, max(0, int(round(rate * (len(SPARK) - 1)))))
+        head.append(f"{k:>4}")
+        bars.append(f"   {SPARK[level] if rate > 0 else ' '}", style=colour)
+        # ".14" rather than "0.14": fifteen positions fit a half-width pane.
+        values.append(f"{rate:.2f}".lstrip("0").rjust(4) if rate < 0.995 else " 1.0")
+    return [head, bars, values]
+
+
 class SpecPane(Widget):
     """Renders a `SpecView`."""
 
@@ -49,9 +63,10 @@ class SpecPane(Widget):
         conf = state.configured
         head = Text()
         if conf is not None:
-            head.append(f"{conf.method or '?'} · {conf.num_spec_tokens or '?'} tokens · ",
-                        style="bold")
-            head.append(f"{conf.model or ''}\n", style="dim")
+            head.append(f"{conf.method or '?'} · {conf.num_spec_tokens or '?'} speculative "
+                        "tokens · ", style="bold")
+            model = (conf.model or "").rstrip("/").rsplit("/", 1)[-1]
+            head.append(f"{model}", style="dim")
         if state.status is SpecDecodeStatus.NO_EVIDENCE or state.latest is None:
             head.append("configured; no drafts seen yet (idle server, or still starting)",
                         style=v.get("status-unknown", ""))
@@ -78,16 +93,5 @@ class SpecPane(Widget):
         chart.stylize(colour, 13)
         rows = [head, line, chart]
         if latest.per_position:
-            rows.append(Text("per position (acceptance of draft token k)", style="dim"))
-            bar_width = max(8, (self.size.width - 30) // 2)
-            positions = latest.per_position
-            half = (len(positions) + 1) // 2
-            for i in range(half):
-                row = Text()
-                for k in (i, i + half):
-                    if k < len(positions):
-                        row.append(f"{k + 1:>3} ")
-                        row.append_text(bar(positions[k], bar_width, colour))
-                        row.append(f" {positions[k]:.2f}   ")
-                rows.append(row)
+            rows += per_position_rows(latest.per_position, colour)
         return Group(*rows)

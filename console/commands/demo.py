@@ -1,0 +1,68 @@
+"""`vllm-console demo`: the console on a simulated serving host on this machine.
+
+No GPU, no sshd, no network: the simulated host is materialised in a private temporary
+directory, its fake `vllm serve` started in the background, and the console opened on it as a
+local host. Everything it started is stopped and removed on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+from console.commands.common import fail
+from console.commands.sim import list_scenarios
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.sim import SCENARIOS, materialise, start_background, stop
+
+    if args.list:
+        return list_scenarios()
+    if args.scenario not in SCENARIOS:
+        return fail(f"unknown scenario {args.scenario!r}; one of: {', '.join(SCENARIOS)}")
+    root = Path(tempfile.mkdtemp(prefix="vllm-console-demo-"))
+    try:
+        tree = materialise(args.scenario, root / "host", port=free_port(), gpus=2,
+                           startup_s=4.0, metrics_interval_s=2.0)
+        start_background(tree)
+        return open_console(tree, theme=args.theme, readonly=args.readonly)
+    except OSError as exc:
+        return fail(f"cannot start the simulated host: {exc}")
+    finally:
+        try:
+            tree_root = root / "host"
+            if tree_root.exists():
+                from console.sim import SimTree
+
+                stop(SimTree.load(tree_root), timeout=5)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def open_console(tree, *, theme: str | None = None, readonly: bool = False) -> int:  # type: ignore[no-untyped-def]
+    from console.app import ConsoleApp
+    from console.local_host import LocalHost
+    from console.session import HostSession
+    from console.settings import GpuSettings, HostConfig, ServeSettings
+
+    config = HostConfig(
+        name="demo", local=True, readonly=readonly,
+        serve=ServeSettings(python=str(tree.python), log=str(tree.log), target=str(tree.target),
+                            draft=str(tree.draft), url=tree.url,
+                            match=f"{tree.root}/venv serve"),
+        gpu=GpuSettings(nvidia_smi=str(tree.nvidia_smi)),
+    )
+    session = HostSession(config, LocalHost("demo"), scenario=tree.scenario)
+    app = ConsoleApp([session], theme=theme)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,96 @@
+"""One host's screen: header, GPUs, spec decode, checklist, draft diff / engine config, log.
+
+The screen only renders: the app hands it immutable snapshots (`apply`), and its widgets post
+messages up. It never talks to the host.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from widgets.checklist import Checklist, ChecklistState
+from widgets.draft_diff import DraftDiffPane
+from widgets.engine_tree import EngineTree, EngineView
+from widgets.gpu_pane import GpuPane, GpuView
+from widgets.host_header import HostHeader
+from widgets.log_pane import LogPane
+from widgets.spec_pane import SpecPane, SpecView
+
+
+class HostScreen(Screen[None]):
+    """The console for one host."""
+
+    def __init__(self, host_name: str, *, readonly: bool = False, scenario: str = "",
+                 log_lines: int = 20_000) -> None:
+        super().__init__(name=host_name, id=f"host-{abs(hash(host_name))}")
+        self.host_name = host_name
+        self._readonly = readonly
+        self._scenario = scenario
+        self._log_lines = log_lines
+
+    def compose(self) -> ComposeResult:
+        header = HostHeader(id="header")
+        header.host_name = self.host_name
+        header.readonly = self._readonly
+        header.scenario = self._scenario
+        yield header
+        with Horizontal(id="top-row"):
+            gpu = GpuPane(id="gpus", classes="pane")
+            gpu.border_title = "GPUs"
+            yield gpu
+            spec = SpecPane(id="spec", classes="pane")
+            spec.border_title = "Speculative decoding"
+            yield spec
+        with Horizontal(id="middle-row"):
+            checklist = Checklist(id="checklist", classes="pane")
+            checklist.border_title = "Checklist"
+            yield checklist
+            with TabbedContent(id="config-tabs", classes="pane"):
+                with TabPane("Draft config diff", id="tab-diff"):
+                    yield DraftDiffPane(id="diff")
+                with TabPane("Engine config", id="tab-engine"):
+                    yield EngineTree(id="engine")
+        log = LogPane(self._log_lines, id="log-pane")
+        log.add_class("pane")
+        log.border_title = "Serve log"
+        yield log
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#checklist", Checklist).state = ChecklistState()
+        self.query_one("#gpus", GpuPane).view = GpuView()
+        self.query_one("#spec", SpecPane).view = SpecView()
+        self.query_one("#engine", EngineTree).view = EngineView()
+        self.query_one("#log-pane #log").focus()
+
+    # Typed accessors for the app (it sets attributes; widgets never call each other).
+    @property
+    def header(self) -> HostHeader:
+        return self.query_one(HostHeader)
+
+    @property
+    def gpus(self) -> GpuPane:
+        return self.query_one(GpuPane)
+
+    @property
+    def spec(self) -> SpecPane:
+        return self.query_one(SpecPane)
+
+    @property
+    def checklist(self) -> Checklist:
+        return self.query_one(Checklist)
+
+    @property
+    def diff(self) -> DraftDiffPane:
+        return self.query_one(DraftDiffPane)
+
+    @property
+    def engine(self) -> EngineTree:
+        return self.query_one(EngineTree)
+
+    @property
+    def log_pane(self) -> LogPane:
+        return self.query_one(LogPane)
