@@ -25,8 +25,8 @@ from console.host import Host, HostError
 from console.parsers.redact import redact
 from console.restart import RestartPlan, RestartResult, RestartStep, plan_restart, restart
 from console.settings import HostConfig
-from console.telemetry.host_telemetry import HostTelemetry
 from console.telemetry.events import TelemetryEvent
+from console.telemetry.host_telemetry import HostTelemetry
 from console.telemetry.snapshot import HostSnapshot
 
 EXPECTED_ACCEPTANCE = {"dflash": 6.4}
