@@ -7,6 +7,7 @@ client keys, and a known_hosts file that vouches for the host key.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -132,10 +133,8 @@ class Sshd:
             return
         pids = _descendants(self.proc.pid)
         for pid in [self.proc.pid, *pids]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.proc.wait()
         self.proc = None
 
