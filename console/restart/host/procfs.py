@@ -153,28 +153,29 @@ def start_epoch(start_ticks: int) -> float:
 
 
 def service_from_cgroup(pid: int) -> tuple[str, bool]:
-    """The systemd service whose cgroup holds `pid` (`""` when none) and whether it is a user
-    unit (`systemctl --user`). The per-user manager itself (`user@N.service`) is no unit of
-    the serve process."""
+    """The systemd service whose cgroup holds `pid` (see `service_in_cgroup`)."""
     try:
         with open(f"{PROC}/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+            return service_in_cgroup(fh.read())
     except OSError:
         return "", False
-    best = ("", False)
+
+
+def service_in_cgroup(text: str) -> tuple[str, bool]:
+    """The service named by a /proc/PID/cgroup text (`""` when none) and whether it is a user
+    unit (`systemctl --user`). The per-user manager itself (`user@N.service`) is no unit of
+    the serve process; scopes (login sessions) are none either."""
     for line in text.splitlines():
-        _hier, _, path = line.partition(":")
-        controllers, _, path = path.partition(":")
-        if line.startswith("0::") or "name=systemd" in controllers:
-            parts = [p for p in path.split("/") if p]
-            user = any(p.startswith("user@") and p.endswith(".service") for p in parts)
-            for part in reversed(parts):
-                if part.endswith(".service") and not part.startswith("user@"):
-                    best = (part, user)
-                    break
-            if best[0]:
-                return best
-    return best
+        _hier, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if not (line.startswith("0::") or "name=systemd" in controllers):
+            continue
+        parts = [p for p in path.split("/") if p]
+        user = any(p.startswith("user@") and p.endswith(".service") for p in parts)
+        for part in reversed(parts):
+            if part.endswith(".service") and not part.startswith("user@"):
+                return part, user
+    return "", False
 
 
 def listening(port: int) -> bool:

@@ -1,0 +1,447 @@
+"""Restart's pieces on their own: the environment rules, the plan text, start-up reading, the
+trace hook in a real interpreter, and the host-side guards (identity, other users, lock,
+preflight) on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from checks.trace import parse_trace_line
+from console.commands import restart as restart_command
+from console.local_host import LocalHost
+from console.parsers import StartupPhase
+from console.restart import Outcome, RestartPlan, RestartResult, restart
+from console.restart.bundle import bundle_bytes, trace_hook_source
+from console.restart.env import (
+    ENV_HOOK,
+    ENV_ORIG_PYTHONPATH,
+    ENV_WATCH,
+    env_changes,
+    launch_env,
+    original_env,
+)
+from console.restart.host.procfs import read_proc, service_in_cgroup
+from console.restart.host.status import take_lock
+from console.restart.host.stop import send, verified_tree
+from console.restart.plan import server_address
+from console.restart.startup import StartupTracker
+from console.settings import HostConfig
+
+HOOK = "/home/u/.cache/vllm-console/trace-hook-abc"
+WATCH = ("m:f",)
+
+
+# -- environment ------------------------------------------------------------------------------
+def test_traced_env_prepends_the_hook_and_remembers_the_original() -> None:
+    base = {"PATH": "/bin", "PYTHONPATH": "/opt/lib", "HF_TOKEN": "secret"}
+    traced = launch_env(base, hook_dir=HOOK, watch=WATCH)
+    assert traced["PYTHONPATH"] == f"{HOOK}:/opt/lib"
+    assert traced[ENV_HOOK] == HOOK
+    assert json.loads(traced[ENV_WATCH]) == ["m:f"]
+    assert traced[ENV_ORIG_PYTHONPATH] == "/opt/lib"
+    assert original_env(traced) == base
+
+
+def test_hook_dirs_never_pile_up_and_a_plain_restart_drops_the_hook() -> None:
+    for base in ({"PATH": "/bin"}, {"PATH": "/bin", "PYTHONPATH": ""},
+                 {"PATH": "/bin", "PYTHONPATH": "/a:/b"}):
+        env = dict(base)
+        for _ in range(3):  # traced, traced again, traced again
+            env = launch_env(original_env(env), hook_dir=HOOK, watch=WATCH)
+        assert env["PYTHONPATH"].count("trace-hook-") == 1
+        plain = launch_env(original_env(env))
+        assert plain == base
+
+
+def test_a_stray_hook_dir_without_our_variables_is_dropped() -> None:
+    env = {"PYTHONPATH": f"{HOOK}:/opt/lib"}
+    assert original_env(env) == {"PYTHONPATH": "/opt/lib"}
+    assert original_env({"PYTHONPATH": HOOK}) == {}
+
+
+def test_env_changes_name_only_what_differs() -> None:
+    current = {"A": "1", "SECRET": "s", ENV_HOOK: HOOK, "PYTHONPATH": HOOK}
+    new = {"A": "1", "SECRET": "s"}
+    assert env_changes(current, new) == (("PYTHONPATH", None), (ENV_HOOK, None))
+
+
+@pytest.mark.parametrize(("url", "argv", "expected"), [
+    ("http://127.0.0.1:8000", [], ("http://127.0.0.1:8000", 8000)),
+    ("", ["vllm", "serve", "m", "--port", "9001"], ("http://127.0.0.1:9001", 9001)),
+    ("", ["vllm", "serve", "m", "--port=9002", "--host=0.0.0.0"],
+     ("http://127.0.0.1:9002", 9002)),
+    ("", ["vllm", "serve", "m"], ("http://127.0.0.1:8000", 8000)),
+    ("http://0.0.0.0:8080/", [], ("http://127.0.0.1:8080", 8080)),
+    ("http://[::1]:8000", [], ("http://[::1]:8000", 8000)),
+])
+def test_server_address(url: str, argv: list[str], expected: tuple[str, int]) -> None:
+    assert server_address(url, argv) == expected
+
+
+def test_plan_description_shows_the_command_and_env_changes_but_no_secret() -> None:
+    plan = RestartPlan(
+        host="gpu1", mode="process", command="/v/bin/python -m vllm serve /m", argv=("x",),
+        cwd="/srv", log="/srv/vllm.log", pid=42, members=((42, 1, "python"),
+                                                          (43, 2, "VLLM::EngineCor")),
+        trace=True, watch=WATCH, env_changes=(("PYTHONPATH", HOOK),),
+        original_env={"HF_TOKEN": "hf_secret"}, launch_env={"HF_TOKEN": "hf_secret"})
+    text = plan.describe()
+    assert "start: /v/bin/python -m vllm serve /m" in text
+    assert "stop: python 42, VLLM::EngineCor 43" in text
+    assert f"env: PYTHONPATH={HOOK}" in text
+    assert "hf_secret" not in text
+    assert "hf_secret" not in repr(plan)
+
+
+def test_outcomes_map_to_the_documented_exit_statuses() -> None:
+    assert [o.exit_status for o in Outcome] == [0, 1, 2, 2]
+
+
+# -- reading start-up -------------------------------------------------------------------------
+LOG = [
+    "[vllm-console] restart at 2025-05-14T10:02:03+00:00 by me@laptop; trace=on",
+    "(EngineCore_DP0 pid=7) INFO 05-14 10:02:03 [core.py:1] Initializing a V1 LLM engine "
+    "(v0.1.dev1+gabc) with config: model='/m'",
+    "(EngineCore_DP0 pid=7) INFO 05-14 10:02:04 [gpu_model_runner.py:2] Starting to load "
+    "model /m...",
+    "(EngineCore_DP0 pid=7) Loading safetensors checkpoint shards:  50% 1/2\r"
+    "(EngineCore_DP0 pid=7) Loading safetensors checkpoint shards: 100% 2/2",
+    "(EngineCore_DP0 pid=7) INFO 05-14 10:04:22 [default_loader.py:3] Loading weights took "
+    "138.88 seconds",
+    '[vllm-console-trace] {"v": 1, "event": "call", "fn": "m:f", "result": []}',
+    "(EngineCore_DP0 pid=7) INFO 05-14 10:04:30 [gpu_model_runner.py:4] Model loading took "
+    "21.91 GiB memory and 152.09 seconds",
+    "(APIServer pid=1) INFO:     Application startup complete.",
+]
+
+
+def test_startup_tracker_orders_phases_with_vllm_own_durations() -> None:
+    tracker = StartupTracker(t0=0.0)
+    for i, line in enumerate(LOG):
+        tracker.feed(line, now=float(i))
+    assert tracker.marker_seen
+    assert tracker.ready
+    assert tracker.trace_events == 1
+    phases = tracker.phases(end=10.0)
+    assert [p.phase for p in phases] == [StartupPhase.ENGINE_START,
+                                         StartupPhase.LOADING_WEIGHTS,
+                                         StartupPhase.MODEL_LOADED, StartupPhase.READY]
+    weights = phases[1]
+    assert weights.reported_s == 138.88
+    assert weights.started_s == 2.0
+    assert weights.duration_s == 4.0
+    assert phases[-1].duration_s == 3.0
+
+
+def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:
+    tracker = StartupTracker()
+    for line in [
+        "(EngineCore_DP0 pid=7) ERROR 05-14 10:02:05 [core.py:9] EngineCore failed to start.",
+        "(EngineCore_DP0 pid=7) Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=7)   File "/v/qwen3_dflash.py", line 26, in f',
+        "(EngineCore_DP0 pid=7)     raise ValueError(...)",
+        "(EngineCore_DP0 pid=7) ValueError: DFlash layer_types length 4 does not match "
+        "num_hidden_layers 5.",
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause "
+        "above.",
+    ]:
+        tracker.feed(line)
+    errors = tracker.error_lines()
+    assert len(errors) == 3
+    assert "EngineCore failed to start." in errors[0]
+    assert "DFlash layer_types length 4" in errors[1]
+    assert "File " not in "".join(errors)
+
+
+def test_without_error_lines_the_tail_of_the_log_is_the_evidence() -> None:
+    tracker = StartupTracker()
+    for i in range(40):
+        tracker.feed(f"line {i}")
+    assert tracker.error_lines()[-1] == "line 39"
+    assert len(tracker.error_lines()) == 15
+
+
+# -- the trace hook, in a real interpreter ----------------------------------------------------
+FAKE_MODULE = '''
+class Config:
+    num_hidden_layers = 3
+    layer_types = ["sliding_attention", "sliding_attention", "full_attention"]
+    sliding_window = 2048
+    hidden_size = 5120
+
+def _get_dflash_layer_types(config):
+    return list(config.layer_types)
+
+def _resolve_layer_attention(config, layer_idx):
+    kind = config.layer_types[layer_idx]
+    return (config.sliding_window if kind == "sliding_attention" else None, False)
+
+def broken(config):
+    raise ValueError("DFlash layer_types length 2 does not match num_hidden_layers 3.")
+
+class Model:
+    def build(self, config, layer_idx):
+        return _resolve_layer_attention(config, layer_idx)
+
+def build():
+    # The module calls its own functions through its globals, as vLLM does.
+    c = Config()
+    types = _get_dflash_layer_types(c)
+    return [_resolve_layer_attention(c, i) for i in range(len(types))]
+'''
+PROGRAM = '''
+import sys
+import fakevllm.models.qwen3_dflash as m
+built = m.build()
+m.Model().build(m.Config(), 0)
+try:
+    m.broken(m.Config())
+except ValueError as exc:
+    print("raised through:", exc)
+print("built:", built)
+'''
+
+
+@pytest.fixture
+def traced_tree(tmp_path: Path) -> tuple[Path, Path]:
+    hook = tmp_path / "trace-hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_bytes(trace_hook_source())
+    pkg = tmp_path / "lib" / "fakevllm" / "models"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "qwen3_dflash.py").write_text(FAKE_MODULE)
+    return hook, tmp_path / "lib"
+
+
+def run_traced(hook: Path, lib: Path, watch: object, *, extra_path: str = "",
+               program: str = PROGRAM) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_CONSOLE")}
+    env.update({
+        "PYTHONPATH": ":".join(p for p in (str(hook), str(lib), extra_path) if p),
+        ENV_HOOK: str(hook),
+        ENV_WATCH: watch if isinstance(watch, str) else json.dumps(watch),
+    })
+    return subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_trace_hook_records_calls_in_the_checks_format(traced_tree: tuple[Path, Path]) -> None:
+    hook, lib = traced_tree
+    mod = "fakevllm.models.qwen3_dflash"
+    done = run_traced(hook, lib, [f"{mod}:_get_dflash_layer_types",
+                                  f"{mod}:_resolve_layer_attention", f"{mod}:broken",
+                                  f"{mod}:Model.build", f"{mod}:_not_in_this_build"])
+    assert done.returncode == 0, done.stderr
+    assert "built: [(2048, False), (2048, False), (None, False)]" in done.stdout
+    assert "raised through: DFlash layer_types length 2" in done.stdout
+    events = [parse_trace_line(line) for line in done.stderr.splitlines()]
+    assert None not in events, done.stderr
+    by_kind: dict[str, list] = {}
+    for event in events:
+        assert event is not None
+        by_kind.setdefault(event.event, []).append(event)
+    assert {e.fn.rsplit(":", 1)[1] for e in by_kind["installed"]} == {
+        "_get_dflash_layer_types", "_resolve_layer_attention", "broken", "Model.build"}
+    assert [e.fn for e in by_kind["missing"]] == [f"{mod}:_not_in_this_build"]
+    calls = by_kind["call"]
+    types = next(c for c in calls if c.function == "_get_dflash_layer_types")
+    assert types.result == ["sliding_attention", "sliding_attention", "full_attention"]
+    assert types.args == {"num_hidden_layers": 3, "layer_types": types.result,
+                          "sliding_window": 2048, "use_sliding_window": None}
+    resolved = [c for c in calls if c.function == "_resolve_layer_attention"]
+    assert [c.args["layer_idx"] for c in resolved] == [0, 1, 2, 0]
+    assert [c.result for c in resolved[:3]] == [[2048, False], [2048, False], [None, False]]
+    broken = next(c for c in calls if c.function == "broken")
+    assert broken.raised is not None
+    assert broken.raised.startswith("ValueError: DFlash layer_types length 2")
+    method = next(c for c in calls if c.fn.endswith("Model.build"))
+    assert "self" not in method.args
+
+
+def test_a_broken_hook_setting_never_breaks_the_program(traced_tree: tuple[Path, Path]
+                                                         ) -> None:
+    hook, lib = traced_tree
+    done = run_traced(hook, lib, "{not json")
+    assert done.returncode == 0, done.stderr
+    assert "built:" in done.stdout
+    assert "[vllm-console-trace] hook error: install:" in done.stderr
+    assert all(parse_trace_line(line) is None for line in done.stderr.splitlines())
+
+
+def test_the_hook_runs_the_sitecustomize_it_shadows(traced_tree: tuple[Path, Path],
+                                                    tmp_path: Path) -> None:
+    hook, lib = traced_tree
+    theirs = tmp_path / "their-site"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import builtins\nbuiltins.THEIRS = 'ran'\n")
+    done = run_traced(hook, lib, [], extra_path=str(theirs),
+                      program="import builtins; print(builtins.THEIRS)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ran"
+
+
+# -- host-side guards, on this machine --------------------------------------------------------
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def foreign() -> Iterator[subprocess.Popen[bytes]]:
+    """A process of another user (nobody); needs root to start."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start another user's process")
+    proc = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                             "sleep", "60"], start_new_session=True)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        info = read_proc(proc.pid)
+        if info is not None and info.uid != 0 and info.comm == "sleep":
+            break
+        time.sleep(0.01)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_another_users_process_is_never_signalled(foreign: subprocess.Popen[bytes]) -> None:
+    info = read_proc(foreign.pid)
+    assert info is not None
+    members, notes = verified_tree([{"pid": info.pid, "start": info.start}])
+    assert members == []
+    assert "left alone" in notes[0]
+    # Even handed over directly (as root, kill(2) would work): refused.
+    assert send(info, signal.SIGKILL) == "not ours"
+    time.sleep(0.1)
+    assert foreign.poll() is None
+
+
+def test_a_recycled_pid_is_never_signalled(sleeper: subprocess.Popen[bytes]) -> None:
+    info = read_proc(sleeper.pid)
+    assert info is not None
+    stale = info.__class__(info.pid, info.start - 1, info.ppid, info.state, info.comm, info.uid)
+    assert send(stale, signal.SIGKILL) == "gone"
+    assert verified_tree([{"pid": info.pid, "start": info.start - 1}]) == ([], [])
+    time.sleep(0.1)
+    assert sleeper.poll() is None
+    assert send(info, signal.SIGTERM) == ""
+    assert sleeper.wait(5) == -signal.SIGTERM
+
+
+def test_the_lock_tells_the_second_comer_who_holds_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "restart.lock")
+    fd, _ = take_lock(path, {"pid": 1234, "start": 99, "id": "first", "by": "me@laptop"})
+    assert fd is not None
+    try:
+        again, holder = take_lock(path, {"pid": 5678, "id": "second"})
+        assert again is None
+        assert holder["pid"] == 1234
+        assert holder["id"] == "first"
+    finally:
+        os.close(fd)
+    fd, _ = take_lock(path, {"pid": 5678, "id": "second"})
+    assert fd is not None
+    os.close(fd)
+
+
+def test_nothing_is_stopped_when_the_relaunch_could_not_happen(
+        tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    bundle = tmp_path / "vllm-console-restart.pyz"
+    bundle.write_bytes(bundle_bytes())
+    info = read_proc(sleeper.pid)
+    assert info is not None
+    status = tmp_path / "restart.status"
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({
+        "id": "t", "by": "test", "mode": "process", "members": [
+            {"pid": info.pid, "start": info.start}],
+        "argv": ["sleep", "60"], "cwd": str(tmp_path), "env": {"PATH": "/bin:/usr/bin"},
+        "log": str(tmp_path / "no-such-dir" / "vllm.log"), "url": "", "port": None,
+        "timeouts": {"term": 1, "kill": 1, "free": 1, "startup": 1},
+        "paths": {"status": str(status), "lock": str(tmp_path / "restart.lock"),
+                  "last": str(tmp_path / "last-launch.json")}}))
+    done = subprocess.run([sys.executable, str(bundle), "run", str(plan)], timeout=30,
+                          capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    records = [json.loads(line) for line in status.read_text().splitlines()]
+    assert [r["step"] for r in records] == ["started", "locked", "failed"]
+    assert records[-1]["message"].startswith("nothing was stopped: cannot append to the log")
+    assert not plan.exists(), "the plan holds the environment: it must not stay behind"
+    assert sleeper.poll() is None
+
+
+def test_bundle_is_the_same_bytes_every_time_and_answers_json(tmp_path: Path) -> None:
+    assert bundle_bytes() == bundle_bytes()
+    bundle = tmp_path / "b.pyz"
+    bundle.write_bytes(bundle_bytes())
+    done = subprocess.run([sys.executable, str(bundle), "describe", str(os.getpid()),
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
+    answer = json.loads(done.stdout)
+    assert answer["pid"] == os.getpid()
+    assert answer["lock"] == {}
+    assert answer["last"] == {}
+    assert answer["members"][0]["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("0::/system.slice/vllm.service\n", ("vllm.service", False)),
+    ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/vllm.service\n",
+     ("vllm.service", True)),
+    ("0::/user.slice/user-1000.slice/session-3.scope\n", ("", False)),
+    ("0::/user.slice/user-1000.slice/user@1000.service/init.scope\n", ("", False)),
+    ("12:cpu:/\n1:name=systemd:/system.slice/ssh.service\n0::/\n", ("ssh.service", False)),
+    ("0::/\n", ("", False)),
+])
+def test_service_in_cgroup(text: str, expected: tuple[str, bool]) -> None:
+    assert service_in_cgroup(textwrap.dedent(text)) == expected
+
+
+# -- refusals ---------------------------------------------------------------------------------
+async def test_readonly_refuses_without_touching_the_host() -> None:
+    result = await restart(LocalHost(), HostConfig(name="h", local=True, readonly=True))
+    assert isinstance(result, RestartResult)
+    assert result.outcome is Outcome.REFUSED
+    assert "read-only" in result.reason
+
+
+def _args(**changes: object) -> argparse.Namespace:
+    from console.cli import build_parser
+
+    args = build_parser().parse_args(["restart", "somehost", "--local"])
+    for key, value in changes.items():
+        setattr(args, key, value)
+    return args
+
+
+def test_cli_readonly_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert restart_command.run(_args(readonly=True, yes=True)) == 2
+    assert "--readonly" in capsys.readouterr().err
+
+
+def test_cli_without_a_terminal_asks_for_yes(capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115
+    assert restart_command.run(_args()) == 2
+    assert "pass --yes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("answer", "go"), [("", False), ("n", False), ("no", False),
+                                            ("Y", True), ("yes", True), ("yess", False)])
+def test_confirmation_defaults_to_cancel(answer: str, go: bool) -> None:
+    assert restart_command.confirm(answer) is go
