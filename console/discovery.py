@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from checks.hostscript import run_json_script
 from console.host import Host, HostError
-from console.remote_scripts import RemoteScripts
+from console.remote_scripts import RemoteScripts, script_source
 from console.settings import ServeSettings
 
+MARKER = "@@vllm-console-json@@"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _ANY_ADDRESS = {"", "0.0.0.0", "::", "[::]", "*"}
@@ -242,12 +242,24 @@ async def discover_serve(host: Host, settings: ServeSettings, *,
                          python: str = "python3") -> ServeProcess | None:
     """The serve process on `host` matching `settings.match`, or None when none runs.
     Raises DiscoveryError when discovery itself cannot run (no python3, link lost)."""
-    words = settings.match.split()
-    run = await run_json_script(host, scripts or RemoteScripts(host), "console",
-                                "discovery_probe.py", python, {"match": words}, timeout=30)
-    if run.data is None:
-        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")
-    return serve_from_facts(run.data)
+    scripts = scripts or RemoteScripts(host)
+    try:
+        path = await scripts.path("discovery_probe.py",
+                                  script_source("console", "discovery_probe.py"))
+        result = await host.run([python, path], timeout=30,
+                                input=json.dumps({"match": settings.match.split()}).encode())
+    except HostError as exc:
+        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {exc}") from None
+    text = result.text
+    try:
+        facts = json.loads(text.rsplit(MARKER, 1)[1]) if MARKER in text else None
+    except ValueError:
+        facts = None
+    if not isinstance(facts, dict):
+        why = (result.error_text.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
+        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {python}: "
+                             f"{why}")
+    return serve_from_facts(facts)
 
 
 @dataclass(frozen=True)

@@ -365,9 +365,11 @@ def draft_config(kind: str = "healthy") -> dict[str, Any]:
     if kind == "incident":
         base["layer_types"] = ["full_attention"] * 5
         base["dflash_config"] = {"mask_token_id": 248064, "target_layer_ids": [1, 17, 33, 49, 63]}
-        del base["sliding_window"], base["use_sliding_window"]
+        base["use_sliding_window"] = False
     elif kind == "speculators":
         return {"speculators_model_type": "dflash", "mask_token_id": 248070,
+                "architectures": ["DFlashSpeculator"], "block_size": 16,
+                "num_target_layers": 64,
                 "aux_hidden_state_layer_ids": [1, 16, 31, 46, 61],
                 "layer_types": SWA_TYPES, "sliding_window": 2048, "use_sliding_window": True,
                 "transformer_layer_config": {"model_type": "qwen3", "num_hidden_layers": 5,

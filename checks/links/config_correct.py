@@ -30,6 +30,8 @@ class Finding:
     level: str
     check: str
     message: str
+    short: str = ""
+    """A few words for the one-line summary (the message when empty)."""
 
 
 def compare_reference(draft: Mapping[str, Any], reference: Mapping[str, Any],
@@ -42,10 +44,13 @@ def compare_reference(draft: Mapping[str, Any], reference: Mapping[str, Any],
             continue
         if key not in mine:
             out.append(Finding("fail", f"reference:{key}",
-                               f"{key} missing (reference {show(ref[key], 60)})"))
+                               f"{key} missing (reference {show(ref[key], 60)})",
+                               f"{key} missing"))
         elif mine[key] != ref[key]:
+            mine_s, ref_s = show(mine[key], 200), show(ref[key], 200)
+            short = f"{key} {mine_s} (want {ref_s})" if len(mine_s + ref_s) <= 40 else key
             out.append(Finding("fail", f"reference:{key}",
-                               f"{key} {show(mine[key], 60)} != reference {show(ref[key], 60)}"))
+                               f"{key} {mine_s} != reference {ref_s}", short))
         else:
             out.append(Finding("ok", f"reference:{key}", f"{key} matches"))
     return out
@@ -174,8 +179,9 @@ def evaluate(spec: ConfigCorrectSpec, draft: ConfigRead, target: ConfigRead,
     if fails:
         parts = []
         if ref_fails:
-            parts.append(f"{len(ref_fails)} field(s) differ from {reference.name if reference else 'the reference'}: "  # noqa: E501
-                         + short_list((f.message for f in ref_fails), 3))
+            name = reference.name if reference else "the reference"
+            parts.append(f"{len(ref_fails)} field(s) differ from {name}: "
+                         + short_list((f.short or f.message for f in ref_fails), 4))
         if other:
             parts.append(short_list((f.message for f in other), 2))
         hint = f"fix {draft.path}" + (f" from the reference {reference.name} "

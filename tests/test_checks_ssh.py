@@ -1,0 +1,230 @@
+"""The whole chain through a real OpenSSH sshd on loopback, against every simulated scenario.
+
+Each scenario's tree lives under /tmp, owned by the login user, and its fake `vllm serve` runs
+as that user (as on a real host: the console only ever sees its own user's processes). The
+scenario's own oracle (`Scenario.expected`) says what each link must conclude. Traced runs use
+the restart's real trace hook as `sitecustomize`.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from checks import Status, run_chain
+from checks.models import ChainReport
+from console.restart.bundle import trace_hook_source
+from console.restart.env import launch_env
+from console.settings import ServeSettings
+from console.sim.runner import stop, wait_ready
+from console.sim.scenarios import SCENARIOS
+from console.sim.tree import SimTree, materialise
+from console.ssh_host import SSHHost
+from tests.sshd import Sshd, chown_to
+
+pytestmark = pytest.mark.ssh
+
+WATCH = ["vllm.model_executor.models.qwen3_dflash:_get_dflash_layer_types",
+         "vllm.model_executor.models.qwen3_dflash:_resolve_layer_attention"]
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Running:
+    """A simulated host tree and its server process (None once it has exited)."""
+
+    tree: SimTree
+    proc: subprocess.Popen[bytes]
+    ready: bool
+
+
+def _start(tree: SimTree, user: str, env: dict[str, str] | None = None) -> Running:
+    """Launch the tree's `vllm serve` as `user`, output to the tree's log, like an operator."""
+    home = os.path.expanduser(f"~{user}")
+    base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
+    base.update(tree.serve_env())
+    base.update(env or {})
+    tree.log.parent.mkdir(parents=True, exist_ok=True)
+    tree.log.touch()
+    chown_to(tree.log.parent, user)
+    # Uid *and* gids of the user: a process left in root's group is not the user's to inspect.
+    gid = pwd.getpwnam(user).pw_gid
+    kwargs = {"user": user, "group": gid, "extra_groups": []} if os.geteuid() == 0 else {}
+    with open(tree.log, "ab") as log:
+        proc = subprocess.Popen(tree.serve_argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tree.root, env=base,
+                                start_new_session=True, **kwargs)  # type: ignore[call-overload]
+    return Running(tree, proc, False)
+
+
+@pytest.fixture(scope="module")
+def sims(sshd: Sshd) -> Iterator[dict[str, Running]]:
+    """Every scenario materialised and started (in parallel), plus two traced runs."""
+    base = sshd.user_dir("sims")
+    running: dict[str, Running] = {}
+    try:
+        for name in SCENARIOS:
+            tree = materialise(name, base / name, port=_port(), startup_s=0.3,
+                               metrics_interval_s=0.5, color=True)
+            chown_to(tree.root, sshd.user)
+            running[name] = _start(tree, sshd.user)
+        for name in ("healthy", "incident"):
+            tree = materialise(name, base / f"{name}-traced", port=_port(), startup_s=0.3)
+            hook = tree.root / "hook"
+            hook.mkdir()
+            (hook / "sitecustomize.py").write_bytes(trace_hook_source())
+            chown_to(tree.root, sshd.user)
+            env = launch_env({}, hook_dir=str(hook), watch=WATCH)
+            running[f"{name}-traced"] = _start(tree, sshd.user, env)
+        for item in running.values():
+            item.ready = wait_ready(item.tree, item.proc, timeout=30)
+        yield running
+    finally:
+        for item in running.values():
+            stop(item.proc, timeout=3)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _settings(item: Running, **configured: str) -> ServeSettings:
+    # The tree's root in `match` keeps each test on its own server (and off a colleague's).
+    return ServeSettings(match=f"{item.tree.root}/ vllm serve", **configured)
+
+
+async def _chain(sshd: Sshd, settings: ServeSettings) -> ChainReport:
+    if sshd.proc is None:
+        sshd.start()
+    host = SSHHost(sshd.host_config(name="gpu1"))
+    try:
+        return await run_chain(host, settings, host_label="gpu1")
+    finally:
+        await host.close()
+
+
+def _statuses(report: ChainReport) -> dict[str, str]:
+    return {link.id: link.status.value for link in report.links}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_every_scenario_gets_its_verdict(sshd: Sshd, sims: dict[str, Running],
+                                               name: str) -> None:
+    item = sims[name]
+    expected = item.tree.spec.expected
+    configured: dict[str, str] = {}
+    if expected.acceptance is None:  # the server does not come up: nothing to discover
+        assert not item.ready
+        tree = item.tree
+        configured = {"python": str(tree.python), "log": str(tree.log),
+                      "target": str(tree.target), "draft": str(tree.draft)}
+    else:
+        assert item.ready, f"{name}: the simulated server did not come up"
+    report = await _chain(sshd, _settings(item, **configured))
+    assert _statuses(report) == expected.links, {k.id: k.summary for k in report.links}
+    assert report.broken_link == expected.broken_link
+    assert report.root_cause == expected.root_cause
+    assert report.exit_code == (0 if expected.broken_link is None else 1)
+    for link in report.links:
+        assert link.summary
+        assert link.evidence, link.id
+        assert link.status is Status.PASS or link.hint, link.id
+    discovery = report.link("code-present").evidence[0].excerpt
+    if configured:
+        assert "no process matching" in discovery
+        assert "using the configured settings" in discovery
+    else:
+        assert "python: " + str(item.tree.python) in discovery
+        assert "discovered (pid" in discovery
+
+
+async def test_incident_evidence_names_the_wrong_fields_and_offers_a_trace(
+        sshd: Sshd, sims: dict[str, Running]) -> None:
+    report = await _chain(sshd, _settings(sims["incident"]))
+    config = report.link("config-correct")
+    assert "mask_token_id 248064" in config.summary
+    assert "z-lab/Qwen3.6-27B-DFlash" in config.summary
+    runtime = report.link("runtime-activation")
+    assert "vllm-console restart gpu1 --trace" in runtime.hint
+    assert "aux layers (2, 18, 34, 50, 64) = target_layer_ids + 1" in runtime.summary
+    assert "names no sliding layers" in runtime.summary
+    code = report.link("code-present")
+    assert "commit 3cfc8f8b7d1e" in code.summary
+    probe = code.evidence[1]
+    assert probe.probe == "code-probe"
+    assert probe.exit == 0
+    assert "code_probe" in probe.command
+    assert "RECORD:" in probe.excerpt
+    log_scan = runtime.evidence[1]
+    assert "Initializing a V1 LLM engine" in log_scan.excerpt
+
+
+async def test_traced_runs_turn_unknown_into_pass_or_fail(sshd: Sshd,
+                                                          sims: dict[str, Running]) -> None:
+    healthy = await _chain(sshd, _settings(sims["healthy-traced"]))
+    runtime = healthy.link("runtime-activation")
+    assert runtime.status is Status.PASS, runtime.summary
+    assert "layers [0, 1, 2, 3] as sliding (window 2048)" in runtime.summary
+    assert healthy.broken_link is None
+    assert healthy.root_cause is None
+    assert healthy.exit_code == 0
+    incident = await _chain(sshd, _settings(sims["incident-traced"]))
+    runtime = incident.link("runtime-activation")
+    assert runtime.status is Status.FAIL
+    assert "every drafter layer as full attention" in runtime.summary
+    assert incident.broken_link == "runtime-activation"
+    assert incident.root_cause == "config-correct"
+
+
+async def test_bad_inputs_are_error_links_naming_the_file(sshd: Sshd,
+                                                          sims: dict[str, Running]) -> None:
+    item = sims["healthy"]
+    empty = sshd.user_dir("nodraftcfg")
+    bad = sshd.user_dir("badjson")
+    (bad / "config.json").write_text('{"dflash_config": {"mask_token_id": 248070,}')
+    chown_to(bad, sshd.user)
+    report = await _chain(sshd, _settings(item, draft=str(empty)))
+    config = report.link("config-correct")
+    assert config.status is Status.ERROR
+    assert f"draft directory {empty} has no config.json" in config.summary
+    assert report.link("fields-extracted").status is Status.ERROR
+    report = await _chain(sshd, _settings(item, draft=str(bad),
+                                          log=str(item.tree.root / "rotated.log")))
+    config = report.link("config-correct")
+    assert config.status is Status.ERROR
+    assert "is not valid JSON: line 1 column" in config.summary
+    runtime = report.link("runtime-activation")
+    assert runtime.status is Status.ERROR
+    assert "rotated away or deleted" in runtime.summary
+    assert "--log" in runtime.hint
+    report = await _chain(sshd, _settings(item, python="/nonexistent/bin/python"))
+    code = report.link("code-present")
+    assert code.status is Status.ERROR
+    assert "/nonexistent/bin/python" in code.summary
+    assert report.exit_code == 1
+
+
+async def test_a_log_rotated_away_is_read_through_the_running_process(
+        sshd: Sshd, sims: dict[str, Running]) -> None:
+    item = sims["offset-bug"]
+    rotated = item.tree.log.with_suffix(".log.1")
+    os.rename(item.tree.log, rotated)
+    try:
+        os.unlink(rotated)  # deleted: only /proc/PID/fd/1 still reaches the current run
+        report = await _chain(sshd, _settings(item))
+        runtime = report.link("runtime-activation")
+        assert runtime.status is Status.FAIL, runtime.summary
+        assert "the #40727 offset (+1) did not run" in runtime.summary
+        assert "rotated away" in runtime.evidence[1].excerpt
+    finally:
+        Path(item.tree.log).touch()
