@@ -312,7 +312,7 @@ class ConsoleApp(App[int]):
         backup = await self.sessions[host].apply_reference()
         self.notify(f"draft config written; backup {backup}. Restart (r) to load it.",
                     timeout=8)
-        self.post_message(DiffLoaded(host, self.sessions[host].last_diff))  # type: ignore[arg-type]
+        self._run_checks(host)
 
     def action_restart(self, trace: bool = False) -> None:
         session = self.sessions[self.current]

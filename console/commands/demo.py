@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import socket
 import tempfile
 from pathlib import Path
 
 from console.commands.common import fail
 from console.commands.sim import list_scenarios
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def free_port() -> int:
@@ -31,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario not in SCENARIOS:
         return fail(f"unknown scenario {args.scenario!r}; one of: {', '.join(SCENARIOS)}")
     root = Path(tempfile.mkdtemp(prefix="vllm-console-demo-"))
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the simulated server and
+    # remove its tree: turn them into an orderly exit through the `finally` below.
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, _exit_on_signal)
     try:
         tree = materialise(args.scenario, root / "host", port=free_port(), gpus=2,
                            startup_s=4.0, metrics_interval_s=2.0)
@@ -49,20 +58,27 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def open_console(tree, *, theme: str | None = None, readonly: bool = False) -> int:  # type: ignore[no-untyped-def]
-    from console.app import ConsoleApp
-    from console.local_host import LocalHost
-    from console.session import HostSession
+def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def]
+    """The host configuration of a simulated host on this machine: everything pinned to the
+    tree, so that no other `vllm serve` on the machine is ever matched."""
     from console.settings import GpuSettings, HostConfig, ServeSettings
 
-    config = HostConfig(
+    return HostConfig(
         name="demo", local=True, readonly=readonly,
         serve=ServeSettings(python=str(tree.python), log=str(tree.log), target=str(tree.target),
                             draft=str(tree.draft), url=tree.url,
                             match=f"{tree.root}/venv serve"),
         gpu=GpuSettings(nvidia_smi=str(tree.nvidia_smi)),
     )
-    session = HostSession(config, LocalHost("demo"), scenario=tree.scenario)
+
+
+def open_console(tree, *, theme: str | None = None, readonly: bool = False) -> int:  # type: ignore[no-untyped-def]
+    from console.app import ConsoleApp
+    from console.local_host import LocalHost
+    from console.session import HostSession
+
+    session = HostSession(demo_config(tree, readonly=readonly), LocalHost("demo"),
+                          scenario=tree.scenario)
     app = ConsoleApp([session], theme=theme)
     app.run()
     return app.return_code or 0
