@@ -201,19 +201,19 @@ class _CtypesCalls:
     detail = "libnvidia-ml via ctypes"
     NOT_AVAILABLE = 0xFFFFFFFFFFFFFFFF
 
-    def __init__(self):
+    def __init__(self, names=("libnvidia-ml.so.1", "libnvidia-ml.so")):
         import ctypes
 
         self.ct = ctypes
         lib = None
-        for name in ("libnvidia-ml.so.1", "libnvidia-ml.so"):
+        for name in names:
             try:
                 lib = ctypes.CDLL(name)
                 break
             except OSError:
                 continue
         if lib is None:
-            raise GpuUnavailable("libnvidia-ml.so.1 not found")
+            raise GpuUnavailable(f"{names[0]} not found")
         self.lib = lib
         lib.nvmlErrorString.restype = ctypes.c_char_p
 
@@ -594,19 +594,22 @@ class NoGpuSource:
         pass
 
 
-def open_gpu_source(choice, smi, interval, once=False):
+def open_gpu_source(choice, smi, interval, once=False, nvml_lib=None):
     """The best GPU source available (or the one asked for), with why better ones were not."""
     reasons = []
     if choice in ("auto", "nvml"):
-        for calls in (_PynvmlCalls, _CtypesCalls):
+        makers = [(_PynvmlCalls.detail, _PynvmlCalls),
+                  (_CtypesCalls.detail,
+                   lambda: _CtypesCalls((nvml_lib,)) if nvml_lib else _CtypesCalls())]
+        for detail, make in makers:
             try:
-                source = NvmlSource(calls())
+                source = NvmlSource(make())
                 source.read()
                 return source
             except GpuUnavailable as exc:
                 reasons.append(str(exc))
             except Exception as exc:
-                reasons.append(f"NVML ({calls.detail}): {exc}")
+                reasons.append(f"NVML ({detail}): {exc}")
     if choice in ("auto", "nvidia-smi"):
         try:
             if once:
@@ -884,6 +887,7 @@ def parse_args(argv=None):
     p.add_argument("--match", default="vllm serve", help="words that find the serve process")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="fallback GPU source")
     p.add_argument("--gpu-source", default="auto", choices=("auto", "nvml", "nvidia-smi", "none"))
+    p.add_argument("--nvml-lib", default="", help="NVML library (default libnvidia-ml.so.1)")
     p.add_argument("--once", action="store_true", help="one sample, then exit")
     p.add_argument("--count", type=int, default=0, help="stop after this many samples")
     return p.parse_args(argv)
@@ -897,7 +901,8 @@ def main(argv=None):
     _watch_stdin()
     parent = os.getppid()
     clk = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    gpu = open_gpu_source(args.gpu_source, args.nvidia_smi, interval, once=args.once)
+    gpu = open_gpu_source(args.gpu_source, args.nvidia_smi, interval, once=args.once,
+                          nvml_lib=args.nvml_lib)
     words = args.match.split()
     tracker = ServeTracker(words, os.getuid(), _ancestors())
     hoststats = HostStatsReader()

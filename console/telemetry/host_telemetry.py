@@ -54,7 +54,9 @@ from console.telemetry.run_log import Changed, RunLog
 from console.telemetry.server import (
     Health,
     MetricsReader,
+    ServerLoad,
     load_from_metrics,
+    load_from_throughput,
     probe_readiness,
     totals,
 )
@@ -311,6 +313,9 @@ class HostTelemetry:
             self._emit(RunUpdated(name, self.run_log.info, bool(changed & Changed.NEW_RUN)))
         if changed & Changed.SPEC:
             self._spec_changed()
+        throughput = self.run_log.info.throughput
+        if changed & Changed.LOAD and throughput is not None:
+            self._load(load_from_throughput(throughput, self.run_log.throughput_at or 0.0))
         if changed & Changed.STARTUP:
             self._startup_changed(force=True)
 
@@ -375,5 +380,10 @@ class HostTelemetry:
             self._spec_changed()
         load = load_from_metrics(snapshot, now)
         if load is not None:
-            self._update(load=load)
-            self._emit(LoadSampled(self.host.name, load))
+            self._load(load)
+
+    def _load(self, load: ServerLoad) -> None:
+        old = self._snapshot.load
+        load = old.merged(load) if old is not None else load
+        self._update(load=load)
+        self._emit(LoadSampled(self.host.name, load))

@@ -22,7 +22,13 @@ from console.telemetry.host_telemetry import serve_info, serve_info_from_tree
 from console.telemetry.http import HttpResult, ServeUrl, http_get
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import RunLog
-from console.telemetry.server import Readiness, judge_health, load_from_metrics, totals
+from console.telemetry.server import (
+    Readiness,
+    judge_health,
+    load_from_metrics,
+    load_from_throughput,
+    totals,
+)
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
 
 MIB = 1024 * 1024
@@ -94,11 +100,15 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
                                  log_ready=run_log.startup.ready)
     readiness = Readiness(state, url.base if url else None,
                           health.status if health else None, detail, (), now)
-    load = None
+    throughput = run_log.info.throughput
+    load = (load_from_throughput(throughput, run_log.throughput_at or now)
+            if throughput is not None else None)
     if metrics is not None and metrics.ok:
         parsed = parse_metrics(metrics.body)
         run_log.spec.set_totals(totals(parsed))
-        load = load_from_metrics(parsed, now)
+        scraped = load_from_metrics(parsed, now)
+        if scraped is not None:
+            load = load.merged(scraped) if load is not None else scraped
     agent_status = (AgentStatus(AgentState.RUNNING, hello.gpu_reason, hello) if hello
                     else AgentStatus(AgentState.LOST, notes[0] if notes else ""))
     return HostSnapshot(host.name, link=host.link, agent=agent_status, sample=sample,

@@ -36,6 +36,7 @@ class Changed(Flag):
     NEW_RUN = auto()
     SPEC = auto()
     STARTUP = auto()
+    LOAD = auto()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ class RunLog:
         self.info = RunInfo()
         self._has_engine = False
         self._last_at: float | None = None
+        self.throughput_at: float | None = None
 
     def feed_texts(self, texts: Iterable[str], arrival: float | None = None
                    ) -> tuple[list[LineEvent], Changed]:
@@ -128,7 +130,8 @@ class RunLog:
                               else Changed.NOTHING)
         if kind is LineKind.THROUGHPUT and isinstance(payload, ThroughputSample):
             self.info = replace(self.info, throughput=payload)
-            return changed | Changed.RUN
+            self.throughput_at = at
+            return changed | Changed.LOAD
         if kind is LineKind.STARTUP and isinstance(payload, StartupEvent):
             return changed | self._startup(payload, at)
         if kind is LineKind.ERROR and isinstance(payload, ErrorEvent):

@@ -8,7 +8,7 @@ refusal is `not-answering`; with no process at all it is `down`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from console.host import Host
@@ -19,6 +19,7 @@ from console.parsers.metrics import (
     parse_metrics,
 )
 from console.parsers.spec_decode import SpecDecodeSample
+from console.parsers.throughput import ThroughputSample
 from console.telemetry.http import HttpResult, ServeUrl, http_get
 
 _ZERO = SpecDecodeCounters(0, 0, 0, ())
@@ -51,13 +52,34 @@ class Readiness:
 
 @dataclass(frozen=True, slots=True)
 class ServerLoad:
-    """Requests and KV-cache use, from `/metrics` (or the throughput log line)."""
+    """Requests, KV-cache use and throughput (tokens/s), from `/metrics` and the periodic
+    throughput log line; `at` is when the newest figure came (host clock), `source` whence."""
 
-    running: int | None
-    waiting: int | None
-    kv_cache_usage_pct: float | None
-    at: float
-    source: str
+    running: int | None = None
+    waiting: int | None = None
+    kv_cache_usage_pct: float | None = None
+    prompt_tps: float | None = None
+    generation_tps: float | None = None
+    prefix_cache_hit_pct: float | None = None
+    at: float = 0.0
+    source: str = ""
+
+    def merged(self, newer: ServerLoad) -> ServerLoad:
+        """`newer`, with what it lacks kept from this one (the log and `/metrics` each know
+        part of the picture)."""
+        keep = {name: getattr(self, name) for name in ("running", "waiting",
+                                                         "kv_cache_usage_pct", "prompt_tps",
+                                                         "generation_tps",
+                                                         "prefix_cache_hit_pct")
+                if getattr(newer, name) is None}
+        return replace(newer, **keep)
+
+
+def load_from_throughput(sample: ThroughputSample, at: float) -> ServerLoad:
+    """The periodic `Engine 000: Avg prompt throughput ...` line as a load figure."""
+    return ServerLoad(sample.running, sample.waiting, sample.kv_cache_usage_pct,
+                      sample.prompt_throughput, sample.generation_throughput,
+                      sample.prefix_cache_hit_rate_pct, at, "log")
 
 
 def judge_health(result: HttpResult | None, *, running: bool | None, log_ready: bool
@@ -151,5 +173,5 @@ def load_from_metrics(snapshot: MetricsSnapshot, at: float) -> ServerLoad | None
     if snapshot.running is None and snapshot.waiting is None \
             and snapshot.kv_cache_usage_pct is None:
         return None
-    return ServerLoad(snapshot.running, snapshot.waiting, snapshot.kv_cache_usage_pct, at,
-                      "metrics")
+    return ServerLoad(snapshot.running, snapshot.waiting, snapshot.kv_cache_usage_pct, at=at,
+                      source="metrics")
