@@ -445,3 +445,88 @@ def test_cli_without_a_terminal_asks_for_yes(capsys: pytest.CaptureFixture[str],
                                             ("Y", True), ("yes", True), ("yess", False)])
 def test_confirmation_defaults_to_cancel(answer: str, go: bool) -> None:
     assert restart_command.confirm(answer) is go
+
+
+# -- a systemd unit (a stand-in systemctl on PATH) --------------------------------------------
+FAKE_SYSTEMCTL = """\
+#!/usr/bin/python3
+import json, os, signal, subprocess, sys, time
+state = os.environ["FAKE_UNIT_DIR"]
+pidfile = os.path.join(state, "main.pid")
+args = [a for a in sys.argv[1:] if a != "--user"]
+with open(os.path.join(state, "calls"), "a") as fh:
+    fh.write(" ".join(args) + "\\n")
+
+def main_pid():
+    try:
+        return int(open(pidfile).read())
+    except (OSError, ValueError):
+        return 0
+
+if args[0] == "show":
+    print(main_pid())
+elif args[0] == "stop":
+    pid = main_pid()
+    if pid:
+        try:
+            os.kill(pid, signal.SIGTERM)  # KillMode=process: the main process only
+        except ProcessLookupError:
+            pass
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{pid}") or \\
+                    open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+    os.unlink(pidfile)
+elif args[0] == "start":
+    spec = json.load(open(os.path.join(state, "launch.json")))
+    with open(spec["log"], "ab") as log:
+        proc = subprocess.Popen(spec["argv"], cwd=spec["cwd"], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    open(pidfile, "w").write(str(proc.pid))
+"""
+
+
+async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.restart import RestartError, RestartOptions, Stage, plan_restart
+    from console.sim import materialise, stop, wait_ready
+    from tests.sshd import free_port
+
+    tree = materialise("healthy", tmp_path / "host", port=free_port(), startup_s=0.3)
+    state = tmp_path / "unit"
+    bin_dir = tmp_path / "bin"
+    state.mkdir()
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (bin_dir / "systemctl").chmod(0o755)
+    (state / "launch.json").write_text(json.dumps(
+        {"argv": tree.serve_argv(), "cwd": str(tree.root), "log": str(tree.log)}))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_UNIT_DIR", str(state))
+    subprocess.run(["systemctl", "start", "vllm.service"], check=True, timeout=30)
+    try:
+        assert wait_ready(tree, None, 20)
+        first = int((state / "main.pid").read_text())
+        config = HostConfig.model_validate({
+            "name": "local", "local": True,
+            "serve": {"match": f"serve {tree.target}", "unit": "vllm.service"},
+            "gpu": {"nvidia_smi": str(tree.nvidia_smi)}})
+        host = LocalHost()
+        with pytest.raises(RestartError, match="systemd unit"):
+            await plan_restart(host, config, trace=True)
+        plan = await plan_restart(host, config)
+        assert plan.mode == "unit"
+        assert plan.command == "systemctl restart vllm.service"
+        assert plan.pid == first
+        result = await restart(host, config, plan=plan, options=RestartOptions(
+            term_timeout_s=5, kill_timeout_s=5, free_timeout_s=10, startup_timeout_s=30))
+        assert result.outcome is Outcome.READY, (result.reason, result.steps)
+        assert result.new_pid == int((state / "main.pid").read_text()) != first
+        calls = (state / "calls").read_text().splitlines()
+        assert "stop vllm.service" in calls
+        assert calls.index("stop vllm.service") < calls.index("start vllm.service", 1)
+        assert Stage.GPU_RELEASED in [s.stage for s in result.steps]
+        assert tree.log.read_text().count("[vllm-console] restart at ") == 1
+    finally:
+        stop(tree, timeout=1.0)

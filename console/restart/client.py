@@ -129,6 +129,7 @@ class _Run:
         self.log_task: asyncio.Task[None] | None = None
         self.log_stopped = False
         self.log_ready = asyncio.Event()
+        self.start_error = ""
 
     # -- following -----------------------------------------------------------------------
     def _on_link(self, up: bool, why: str) -> None:
@@ -197,6 +198,15 @@ class _Run:
             for line in rest.text.split("\n")[:-1] if rest.ok else []:
                 self.tracker.feed(line.rstrip("\r"))
 
+    async def _out_tail(self) -> str:
+        """The last words of the step's own output (a Python too old, a crash)."""
+        try:
+            out = await self.host.run(["tail", "-c", "2000", "--", self.out_path], timeout=15)
+        except HostError as exc:
+            return f"its output {self.out_path} cannot be read: {exc}"
+        lines = [line for line in out.text.splitlines() if line.strip()]
+        return lines[-1] if lines else f"no output in {self.out_path}"
+
     async def _step_alive(self) -> bool:
         if self.step_pid is None:
             return True
@@ -225,11 +235,15 @@ class _Run:
             if not made.ok:
                 raise HostError(f"cannot create {self.paths['status']}: "
                                 f"{made.error_text.strip()}")
+        except HostError as exc:
+            return self._result(Outcome.ERROR, f"could not start the restart on the host: {exc}")
+        try:
             await self.host.start_detached(
                 [self.plan.python, self.plan.bundle, "run", self.plan_path],
                 log=self.out_path)
         except HostError as exc:
-            return self._result(Outcome.ERROR, f"could not start the restart on the host: {exc}")
+            # The answer may be what was lost, not the start: the status file tells.
+            self.start_error = str(exc)
         status = FileFollower(self.host, self.paths["status"],
                               link_timeout=self.options.link_timeout_s, on_link=self._on_link)
         reader = asyncio.create_task(self._read_status(status), name="restart-status")
@@ -247,10 +261,13 @@ class _Run:
             try:
                 record = await asyncio.wait_for(self.events.get(), SILENCE_CHECK_S)
             except TimeoutError:
+                if self.step_pid is None:
+                    return self._result(Outcome.ERROR, "the restart step did not start on "
+                                        f"the host: {self.start_error or await self._out_tail()}")
                 if not await self._step_alive():
                     await self._stop_log(0)
                     return self._result(Outcome.ERROR, "the host-side restart step died "
-                                        f"without a word; see {self.out_path} on the host")
+                                        f"without a word: {await self._out_tail()}")
                 continue
             if "_link" in record:
                 await self.progress.add(record["_link"], record["message"])

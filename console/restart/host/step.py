@@ -231,6 +231,26 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
                      ok=False)
 
 
+def _sweep(directory: str) -> None:
+    """Forget old restarts: status and output files after a week, plans never read after an
+    hour (they hold a server's environment)."""
+    now = time.time()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        age = {"restart-": 7 * 86400, "plan-": 3600}.get(name.split("-", 1)[0] + "-")
+        if age is None or not name.endswith((".status", ".out", ".json")):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if now - os.stat(path).st_mtime > age:
+                os.unlink(path)
+        except OSError:
+            continue
+
+
 def run(plan_path: str) -> int:
     """Carry out the plan in `plan_path` (deleted once read: it holds the environment)."""
     with open(plan_path, encoding="utf-8") as fh:
@@ -254,6 +274,7 @@ def run(plan_path: str) -> int:
             f"(restart {other.get('id') or '?'})", final=True, holder=other, ok=False)
         return 3
     status.write("locked", "restart lock taken", lock=paths["lock"])
+    _sweep(os.path.dirname(paths["status"]))
     try:
         _preflight(plan)
         _stop(plan, status)
