@@ -86,7 +86,8 @@ def test_match_rule(argv: list[str], words: list[str], expected: bool) -> None:
 
 
 def test_nvidia_smi_rows_with_missing_values() -> None:
-    row = agent_main.parse_gpu_row("3, GPU-ab, NVIDIA H200, [N/A], 100, 143771, 41, [Not Supported]")
+    row = agent_main.parse_gpu_row(
+        "3, GPU-ab, NVIDIA H200, [N/A], 100, 143771, 41, [Not Supported]")
     assert row == {"index": 3, "uuid": "GPU-ab", "name": "NVIDIA H200", "util_pct": None,
                    "mem_used_mib": 100.0, "mem_total_mib": 143771.0, "temp_c": 41.0,
                    "power_w": None}
@@ -99,7 +100,8 @@ def test_nvidia_smi_rows_with_missing_values() -> None:
 def test_nvml_through_pynvml_when_importable(tmp_path: Path) -> None:
     (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
     hello, sample = agent_lines("--once", env={"PYTHONPATH": str(tmp_path)})
-    assert hello["t"] == "hello" and hello["gpu_source"] == "nvml"
+    assert hello["t"] == "hello"
+    assert hello["gpu_source"] == "nvml"
     assert hello["gpu_detail"] == "pynvml"
     parsed = AgentSample.from_json(sample, time.time())
     assert [g.index for g in parsed.gpus] == [0, 1]
@@ -140,7 +142,8 @@ def test_no_gpu_source_says_why(tmp_path: Path) -> None:
     hello, sample = agent_lines("--once", "--nvidia-smi", str(failing), *NO_NVML)
     assert hello["gpu_source"] == sample["gpu_source"] == "none"
     assert "couldn't communicate with the NVIDIA driver" in hello["gpu_reason"]
-    assert sample["gpus"] == [] and sample["gpu_age_s"] is None
+    assert sample["gpus"] == []
+    assert sample["gpu_age_s"] is None
     hello = agent_lines("--once", "--nvidia-smi", str(tmp_path / "absent"), *NO_NVML)[0]
     assert hello["gpu_source"] == "none"
     assert "nvidia-smi not found" in hello["gpu_reason"]
@@ -172,7 +175,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture
 def mark() -> Iterator[str]:
-    yield f"vc-agent-test-{uuid.uuid4().hex[:8]}"
+    return f"vc-agent-test-{uuid.uuid4().hex[:8]}"
 
 
 def _tree_after(mark: str, predicate, *, timeout: float = 10.0) -> dict:
@@ -196,7 +199,8 @@ def test_serve_tree_top_most_match_and_descendants(mark: str) -> None:
         assert serve["root"] == first.pid
         root, engine = serve["procs"]
         assert (root["pid"], root["depth"]) == (first.pid, 0)
-        assert engine["ppid"] == first.pid and engine["depth"] == 1
+        assert engine["ppid"] == first.pid
+        assert engine["depth"] == 1
         assert engine["comm"] == "VLLM::EngineCor"
         assert engine["argv"][0] == "VLLM::EngineCore"
         assert root["start_time"] == pytest.approx(time.time(), abs=30)
@@ -224,7 +228,8 @@ def test_another_users_server_is_never_the_serve_process(sshd, mark: str) -> Non
         assert Path(f"/proc/{theirs.pid}").stat().st_uid == user.pw_uid
         serve = agent_lines("--once", "--gpu-source", "none", "--match",
                             f"vllm serve {mark}")[1]["serve"]
-        assert serve["root"] is None and serve["procs"] == []
+        assert serve["root"] is None
+        assert serve["procs"] == []
     finally:
         _kill(theirs)
 
@@ -259,7 +264,8 @@ def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> 
                              str(sim.nvidia_smi), *NO_NVML], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout is not None
+        assert proc.stdin is not None
         assert json.loads(proc.stdout.readline())["gpu_source"] == "nvidia-smi"
         smi = _children(proc.pid)
         assert len(smi) == 2  # one GPU loop, one compute-apps loop: never one per tick

@@ -86,12 +86,14 @@ def test_resume_detects_a_rewrite_and_finds_a_rotated_file(tmp_path: Path) -> No
     ino = log.stat().st_ino
     sig = b"one\ntwo\n".hex()
     frames = run_script(log, "--ino", str(ino), "--offset", "8", "--sig", sig)
-    assert frames[0][0]["why"] == "resume" and data_of(frames) == b""
+    assert frames[0][0]["why"] == "resume"
+    assert data_of(frames) == b""
     # Rewritten past the old offset: the bytes before it changed, so it restarts at 0.
     with open(log, "r+b") as fh:
         fh.write(b"ONE\nTWO\nthree\n")
     frames = run_script(log, "--ino", str(ino), "--offset", "8", "--sig", sig)
-    assert frames[0][0]["why"] == "truncated" and data_of(frames) == b"ONE\nTWO\nthree\n"
+    assert frames[0][0]["why"] == "truncated"
+    assert data_of(frames) == b"ONE\nTWO\nthree\n"
     # Rotated while away: the old file's rest first, then the new file from its start.
     log.write_bytes(b"a\nb\n")
     ino = log.stat().st_ino
@@ -171,7 +173,8 @@ async def test_lines_split_stripped_and_never_a_crash(tmp_path: Path, follow) ->
     assert texts[4] == " nulbyte"
     assert all("\x00" not in t and "\x1b" not in t for t in texts)
     assert texts[-1] == "caf\u00e9 split after"
-    assert follower.position is not None and follower.position.offset == log.stat().st_size
+    assert follower.position is not None
+    assert follower.position.offset == log.stat().st_size
 
 
 async def test_truncation_rotation_and_recreation(tmp_path: Path, follow) -> None:
@@ -205,7 +208,8 @@ async def test_a_1mb_line_is_kept_whole_and_cut_for_display(tmp_path: Path, foll
     entry = next(e for b in got.batches for e in b.entries if e.text.startswith("Spec"))
     assert entry.text == big
     shown = entry.display(200)
-    assert len(shown) < 250 and shown.endswith(f"[+{len(big) - 200} chars]")
+    assert len(shown) < 250
+    assert shown.endswith(f"[+{len(big) - 200} chars]")
 
 
 async def test_memory_stays_bounded(tmp_path: Path, follow) -> None:
@@ -214,7 +218,8 @@ async def test_memory_stays_bounded(tmp_path: Path, follow) -> None:
     follower, got = follow(log, start="begin", max_lines=1000)
     await got.wait(lambda c: len(c.texts) == 5000)
     recent = follower.recent()
-    assert len(recent) == 1000 and recent[-1].text == "line 4999"
+    assert len(recent) == 1000
+    assert recent[-1].text == "line 4999"
     assert recent[0].seq == 4000
     # A line with no end in sight is cut at max_line_bytes, and it says so.
     cut, cut_got = follow(tmp_path / "endless.log", start="begin", max_line_bytes=64 * 1024)
@@ -246,7 +251,8 @@ async def test_one_pass_read_for_status(tmp_path: Path) -> None:
     batch = await LogFollower(host, str(log), start="run").read_once()
     assert batch.texts == [PREAMBLE, ENGINE, "now"]  # the unfinished last line too
     missing = await LogFollower(host, str(tmp_path / "nope.log")).read_once()
-    assert missing.entries == () and missing.notices[0].kind is NoticeKind.MISSING
+    assert missing.entries == ()
+    assert missing.notices[0].kind is NoticeKind.MISSING
     await host.close()
 
 
