@@ -139,7 +139,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         configs = await probes.configs()
         return config_correct.evaluate(links.config_correct, configs["draft"],
                                        configs["target"], _reference(ctx, configs["draft"]),
-                                       settings_evidence(ctx, "draft", "target"))
+                                       settings_evidence(ctx, "draft", "target"), host=host)
     configs = await probes.configs()
     return runtime_activation.evaluate(
         links.runtime_activation, serve.log.value, await probes.log(), configs["draft"],

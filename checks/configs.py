@@ -36,6 +36,8 @@ class ConfigRead:
     """Why there is no data (empty when there is)."""
     command: str = ""
     exit: int | None = None
+    link_failed: bool = False
+    """The read failed because the link to the host did (not because of the file)."""
 
     @property
     def ok(self) -> bool:
@@ -100,7 +102,8 @@ async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, 
         if run.data is None or not isinstance(run.data.get(name), Mapping):
             out[name] = ConfigRead(name, model, problem=f"cannot read the {name} config: "
                                                         f"{run.error}",
-                                   command=run.command, exit=run.exit)
+                                   command=run.command, exit=run.exit,
+                                   link_failed=run.link_failed)
         else:
             out[name] = parse_read(name, run.data[name], run, host.name)
     return out

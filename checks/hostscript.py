@@ -30,6 +30,17 @@ class ScriptRun:
     data: Mapping[str, Any] | None = field(default=None, repr=False)
     error: str | None = None
     stderr: str = field(default="", repr=False)
+    link_failed: bool = False
+    """The host could not be reached or the link dropped (not a problem of the probe)."""
+
+
+LINK_HINT = "the link to {host} failed during the check: check the connection, then run it again"
+
+
+def _reason(exc: HostError) -> str:
+    """A HostError's reason without the (long) command line it quotes."""
+    text = str(exc)
+    return text.rsplit(": ", 1)[-1] if len(text) > 200 else text
 
 
 def parse_answer(stdout: str) -> dict[str, Any] | None:
@@ -64,13 +75,15 @@ async def run_json_script(host: Host, scripts: RemoteScripts, package: str, name
     try:
         path = await scripts.path(name, script_source(package, name))
     except HostError as exc:
-        return ScriptRun(f"{interpreter} {name}", None, error=str(exc))
+        return ScriptRun(f"{interpreter} {name}", None, link_failed=True,
+                         error=f"{name} did not run on {host.name}: {_reason(exc)}")
     command = shown_command(interpreter, path, payload)
     try:
         result = await host.run([interpreter, path], input=json.dumps(payload).encode(),
                                 timeout=timeout, env=env)
     except HostError as exc:
-        return ScriptRun(command, None, error=str(exc))
+        return ScriptRun(command, None, link_failed=True,
+                         error=f"{name} did not run on {host.name}: {_reason(exc)}")
     stderr = result.error_text
     if result.exit_status == 127:
         return ScriptRun(command, 127, error=f"{interpreter}: not found on {host.name}",
@@ -81,9 +94,10 @@ async def run_json_script(host: Host, scripts: RemoteScripts, package: str, name
     data = parse_answer(result.text)
     if data is None:
         why = _last_line(stderr) or _last_line(result.text) or "no output"
-        if result.exit_status in (255, 137) and not stderr.strip():
+        lost = result.exit_status in (255, 137) and not stderr.strip()
+        if lost:
             why = "the command ended without an answer (the link to the host may have dropped)"
         return ScriptRun(command, result.exit_status,
                          error=f"{name} failed (exit {result.exit_status}): {why}",
-                         stderr=stderr)
+                         stderr=stderr, link_failed=lost)
     return ScriptRun(command, result.exit_status, data=data, stderr=stderr)

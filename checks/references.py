@@ -47,8 +47,8 @@ def load_reference_file(path: str) -> Reference:
         raise ReferenceError(f"reference {p}: not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ReferenceError(f"reference {p}: not a JSON object")
-    name = str(data.get("_name_or_path") or p.parent.name)
-    return Reference(name, f"--reference {p}", data)
+    drafter = data.get("_name_or_path")
+    return Reference(p.name, f"--reference {p}" + (f" (for {drafter})" if drafter else ""), data)
 
 
 def _key(name: str) -> str:

@@ -8,6 +8,9 @@ the restart's real trace hook as `sitecustomize`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import pwd
 import shutil
@@ -16,11 +19,12 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from checks import Status, run_chain
-from checks.models import ChainReport
+from checks.models import LINK_IDS, ChainReport
 from console.restart.bundle import trace_hook_source
 from console.restart.env import launch_env
 from console.settings import ServeSettings
@@ -228,3 +232,156 @@ async def test_a_log_rotated_away_is_read_through_the_running_process(
         assert "rotated away" in runtime.evidence[1].excerpt
     finally:
         Path(item.tree.log).touch()
+
+
+# -- the command line through sshd ---------------------------------------------------------------
+
+def _cli(sshd: Sshd, item: Running, *extra: str) -> list[str]:
+    return ["check", f"{sshd.user}@127.0.0.1:{sshd.port}", "--identity", str(sshd.client_key),
+            "--known-hosts", str(sshd.known_hosts), "--match",
+            f"{item.tree.root}/ vllm serve", *extra]
+
+
+def test_check_json_is_the_documented_object(sshd: Sshd, sims: dict[str, Running],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    if sshd.proc is None:
+        sshd.start()
+    assert main(_cli(sshd, sims["incident"], "--json")) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["host", "profile", "links", "broken_link", "root_cause"]
+    assert out["profile"] == "dflash-swa"
+    assert [link["id"] for link in out["links"]] == list(LINK_IDS)
+    for link in out["links"]:
+        assert list(link) == ["id", "title", "status", "summary", "hint", "evidence"]
+        for evidence in link["evidence"]:
+            assert list(evidence) == ["probe", "command", "exit", "excerpt"]
+    assert out["broken_link"] == "runtime-activation"
+    assert out["root_cause"] == "config-correct"
+    assert main(_cli(sshd, sims["healthy-traced"], "--json")) == 0
+    assert json.loads(capsys.readouterr().out)["broken_link"] is None
+
+
+def test_check_human_output_and_an_explicit_reference(
+        sshd: Sshd, sims: dict[str, Running], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    if sshd.proc is None:
+        sshd.start()
+    assert main(_cli(sshd, sims["incident"])) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].split()[:2] == ["PASS", "code-present"]
+    assert lines[3].split()[:2] == ["UNKNOWN", "runtime-activation"]
+    assert lines[4].split()[:2] == ["FAIL", "config-correct"]
+    assert "broken link: runtime-activation    root cause: config-correct" in out
+    assert "hints:" in out
+    assert "\x1b[" not in out  # no colour off a terminal
+    # The incident's own config as the reference: it matches itself field by field.
+    reference = tmp_path / "reference.json"
+    reference.write_bytes((sims["incident"].tree.draft / "config.json").read_bytes())
+    assert main(_cli(sshd, sims["incident"], "--reference", str(reference))) == 1
+    out = capsys.readouterr().out
+    assert "root cause: none proven" in out
+    assert "matches reference.json" in out
+
+
+def test_could_not_run_is_exit_2_with_one_line(sshd: Sshd, sims: dict[str, Running],
+                                               tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    item = sims["healthy"]
+    assert main(_cli(sshd, item, "--profile", "no-such-profile")) == 2
+    assert "no profile named 'no-such-profile'" in capsys.readouterr().err
+    assert main(_cli(sshd, item, "--reference", str(tmp_path / "none.json"))) == 2
+    assert "reference" in capsys.readouterr().err
+    bad_profile = tmp_path / "p.toml"
+    bad_profile.write_text('name = "x"\nbogus = 1\n')
+    assert main(_cli(sshd, item, "--profile", str(bad_profile))) == 2
+    assert "unknown key 'bogus'" in capsys.readouterr().err
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.gpu1]\nssh = 'x'\nsurprise = 1\n")
+    assert main(["check", "gpu1", "--config", str(hosts)]) == 2
+    assert "unknown key" in capsys.readouterr().err
+    closed = _port()
+    assert main(["check", f"127.0.0.1:{closed}", "--known-hosts", str(sshd.known_hosts)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect" in err
+    assert "Traceback" not in err
+    empty_known = tmp_path / "known_hosts"
+    empty_known.write_text("")
+    assert main(["check", f"{sshd.user}@127.0.0.1:{sshd.port}", "--identity",
+                 str(sshd.client_key), "--known-hosts", str(empty_known)]) == 2
+    assert "unknown host key" in capsys.readouterr().err
+
+
+# -- a host that drops mid-check -----------------------------------------------------------------
+
+class _Proxy:
+    """A TCP proxy to sshd that can cut every connection and stop listening (a dead link)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(Exception):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def cut(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for writer in self.writers:
+            writer.transport.abort()
+
+
+async def test_a_host_that_drops_mid_check_gives_error_links(
+        sshd: Sshd, sims: dict[str, Running], tmp_path: Path) -> None:
+    if sshd.proc is None:
+        sshd.start()
+    proxy = _Proxy(sshd.port)
+    port = await proxy.start()
+    known = tmp_path / "known_hosts"
+    key_type, key_b64 = sshd.host_key_pub.split()[:2]
+    known.write_text(f"[127.0.0.1]:{port} {key_type} {key_b64}\n")
+
+    class Dropping(SSHHost):
+        async def run(self, argv: Any, **kwargs: Any) -> Any:
+            if "code_probe" in str(argv):
+                proxy.cut()  # the link dies as the probes start
+            return await super().run(argv, **kwargs)
+
+    host = Dropping(sshd.host_config(name="gpu1", port=port, known_hosts=str(known)),
+                    connect_timeout=2)
+    try:
+        report = await asyncio.wait_for(
+            run_chain(host, _settings(sims["healthy"]), host_label="gpu1"), 60)
+    finally:
+        proxy.cut()
+        await host.close()
+    code = report.link("code-present")
+    assert code.status is Status.ERROR
+    assert "gpu1" in code.summary
+    assert report.exit_code == 1
+    assert report.root_cause is None
+    assert "the link to gpu1 failed during the check" in code.hint
+    assert "did not run on gpu1" in code.summary
+    assert all(link.status is not Status.PASS for link in report.links
+               if link.id in ("code-present", "fields-extracted", "runtime-activation"))

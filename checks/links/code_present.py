@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.hostscript import ScriptRun
+from checks.hostscript import LINK_HINT, ScriptRun
 from checks.links.common import result, run_evidence, short_list
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import CodePresentSpec
@@ -91,10 +91,11 @@ def evaluate(spec: CodePresentSpec, python: str, run: ScriptRun | None,
                       [context])
     if run is None or run.data is None:
         why = run.error if run else "the probe did not run"
+        hint = LINK_HINT.format(host=host) if run and run.link_failed else \
+            f"check that {python} exists on {host} and runs vllm serve (--python)"
         return result(LINK, title, Status.ERROR, f"cannot run the code probe with {python}: "
-                      f"{why}", f"check that {python} exists on {host} and runs vllm serve "
-                      "(--python)", [context] + ([run_evidence("code-probe", run, run.stderr)]
-                                                 if run else []))
+                      f"{why}", hint, [context] + ([run_evidence("code-probe", run, run.stderr)]
+                                                   if run else []))
     data = run.data
     evidence = [context, run_evidence("code-probe", run, _excerpt(data))]
     if not data.get("found"):

@@ -15,6 +15,7 @@ from typing import Any
 
 from checks import draftconfig as dc
 from checks.configs import ConfigRead
+from checks.hostscript import LINK_HINT
 from checks.links.common import result, short_list, show
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import ConfigCorrectSpec
@@ -150,13 +151,15 @@ def check_invariants(draft: Mapping[str, Any], target: Mapping[str, Any] | None,
 
 
 def evaluate(spec: ConfigCorrectSpec, draft: ConfigRead, target: ConfigRead,
-             reference: Reference | None, context: Evidence) -> LinkResult:
+             reference: Reference | None, context: Evidence, *, host: str = "the host"
+             ) -> LinkResult:
     """The verdict for the draft config."""
     title = spec.title
     evidence = [context, draft.evidence()]
     if draft.data is None:
-        return result(LINK, title, Status.ERROR, draft.problem,
-                      "fix the draft path (--draft) or the file, then check again", evidence)
+        hint = LINK_HINT.format(host=host) if draft.link_failed else \
+            "fix the draft path (--draft) or the file, then check again"
+        return result(LINK, title, Status.ERROR, draft.problem, hint, evidence)
     evidence.append(target.evidence())
     findings = check_invariants(draft.data, target.data, spec)
     if reference is not None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from checks.configs import ConfigRead
-from checks.hostscript import ScriptRun
+from checks.hostscript import LINK_HINT, ScriptRun
 from checks.links.common import result, run_evidence, short_list, show
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import FieldsExtractedSpec
@@ -91,13 +91,16 @@ def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
                       "no serving interpreter to run the host's extraction with",
                       "start vllm serve, or pass --python /path/to/venv/bin/python", [context])
     if draft.data is None:
-        return result(LINK, title, Status.ERROR, draft.problem,
-                      "fix the draft path (--draft) or its config.json", [context,
-                                                                          draft.evidence()])
+        hint = LINK_HINT.format(host=host) if draft.link_failed else \
+            "fix the draft path (--draft) or its config.json"
+        return result(LINK, title, Status.ERROR, draft.problem, hint,
+                      [context, draft.evidence()])
     if run is None or run.data is None:
         why = run.error if run else "the probe did not run"
+        hint = LINK_HINT.format(host=host) if run and run.link_failed else \
+            f"check that {python} exists on {host} (--python)"
         return result(LINK, title, Status.ERROR, f"cannot run the extraction with {python}: "
-                      f"{why}", f"check that {python} exists on {host} (--python)",
+                      f"{why}", hint,
                       [context] + ([run_evidence("fields-probe", run, run.stderr)] if run else []))
     data = run.data
     state = data.get("config") or {}

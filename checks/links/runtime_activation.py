@@ -21,7 +21,7 @@ from typing import Any
 
 from checks import draftconfig as dc
 from checks.configs import ConfigRead
-from checks.hostscript import ScriptRun
+from checks.hostscript import LINK_HINT, ScriptRun
 from checks.links.common import result, run_evidence, short_list
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import Refusal, RuntimeActivationSpec
@@ -233,8 +233,9 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                       "pass --log with the file vllm serve writes to", [context])
     if run is None or run.data is None:
         why = run.error if run else "the probe did not run"
-        return result(LINK, title, Status.ERROR, f"cannot read the log {log_path}: {why}",
-                      f"check that python3 runs on {host}",
+        hint = LINK_HINT.format(host=host) if run and run.link_failed else \
+            f"check that python3 runs on {host}"
+        return result(LINK, title, Status.ERROR, f"cannot read the log {log_path}: {why}", hint,
                       [context] + ([run_evidence("log-scan", run, run.stderr)] if run else []))
     data = run.data
     state = data.get("log") or {}

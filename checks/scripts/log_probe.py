@@ -57,6 +57,9 @@ def open_log(path: str, pid: int | None) -> tuple[Any, dict[str, Any]]:
     except PermissionError:
         state["state"] = "denied"
         return None, state
+    except IsADirectoryError:
+        state["state"] = "is-a-directory"
+        return None, state
     except OSError as exc:
         state.update({"state": "unreadable", "error": str(exc)})
         return None, state

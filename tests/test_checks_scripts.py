@@ -1,0 +1,249 @@
+"""The host-side log, configs and fields probes on crafted files: the current run only (however
+the log is cut into chunks), a log rotated away under a running process, hub-cache models, and
+the host's own extraction with an interpreter that can or cannot import vLLM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks.links import fields_extracted, runtime_activation
+from checks.profile import load_profile
+from checks.scripts import configs_probe, fields_probe, log_probe
+from tests.test_checks_crafted import (
+    HOST_PYTHON,
+    draft_config,
+    engine_lines,
+    make_install,
+    run_script,
+)
+
+PROFILE = load_profile()
+RUNTIME = PROFILE.links.runtime_activation
+
+
+def _params(path: Path, pid: int | None = None, **extra: Any) -> dict[str, Any]:
+    return {**runtime_activation.payload(RUNTIME, str(path), pid), **extra}
+
+
+def _texts(facts: dict[str, Any]) -> list[str]:
+    return [text for _offset, text in facts["lines"]]
+
+
+def _write_runs(path: Path, runs: list[list[str]], noise: int = 0) -> None:
+    with open(path, "w") as fh:
+        for i, run in enumerate(runs):
+            for line in run:
+                fh.write(line + "\n")
+            for n in range(noise):
+                fh.write(f"(APIServer pid=1) INFO 05-14 10:0{i}:00 [loggers.py:1] Engine 000: "
+                         f"Avg prompt throughput: {n}.0 tokens/s, Running: 1 reqs\n")
+
+
+def test_only_the_current_run_comes_back(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    old = engine_lines("/m/t", "/m/old", aux=(1, 2, 3, 4, 5), pid=1)
+    new = engine_lines("/m/t", "/m/new", extra=["(EngineCore pid=2) ERROR x ValueError: boom"])
+    _write_runs(log, [old, new], noise=50)
+    facts = log_probe.probe(_params(log))
+    texts = _texts(facts)
+    assert "model='/m/new'" in texts[0]
+    assert not any("/m/old" in t or "(1, 2, 3, 4, 5)" in t for t in texts)
+    assert any("(2, 17, 32, 47, 62)" in t for t in texts)
+    assert facts["ready_at"] is not None
+    assert facts["run_start"] == log.read_bytes().rfind(b"(EngineCore_DP0 pid=4242) INFO 05-14 "
+                                                          b"10:00:01")
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000, 8 * 1024 * 1024])
+def test_chunk_boundaries_never_lose_a_marker_or_a_line(tmp_path: Path, chunk: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_probe, "CHUNK", chunk)
+    log = tmp_path / "serve.log"
+    _write_runs(log, [engine_lines("/m/t", "/m/a", pid=1), engine_lines("/m/t", "/m/b")],
+                noise=20)
+    facts = log_probe.probe(_params(log))
+    texts = _texts(facts)
+    assert "model='/m/b'" in texts[0]
+    assert texts[-1].endswith("Application startup complete.")
+    assert len(texts) == 3  # engine start, aux layers, ready
+
+
+def test_scanning_stops_at_the_end_of_start_up_and_is_bounded(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    after = ["(EngineCore pid=2) ERROR later ValueError: after start-up"] * 5
+    _write_runs(log, [engine_lines("/m/t", "/m/d") + after])
+    facts = log_probe.probe(_params(log))
+    assert not any("after start-up" in t for t in _texts(facts))
+    crowded = tmp_path / "crowded.log"
+    noise = [f"(EngineCore pid=2) WARNING DFlash note {i}" for i in range(50)]
+    _write_runs(crowded, [engine_lines("/m/t", "/m/d", extra=noise)])
+    facts = log_probe.probe(_params(crowded, max_lines=10))
+    assert len(facts["lines"]) == 10
+    assert facts["dropped"] > 0
+    assert facts["ready_at"] is not None
+    huge = tmp_path / "huge.log"
+    _write_runs(huge, [engine_lines("/m/t", "/m/d", extra=["DFlash " + "x" * 200_000])])
+    facts = log_probe.probe(_params(huge, max_line=1000))
+    assert max(len(t) for t in _texts(facts)) <= 1000
+
+
+def test_no_start_marker_brings_back_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("usage: vllm serve [-h]\nvllm: error: unrecognized arguments\n"
+                   "ValueError: bad flag\n")
+    facts = log_probe.probe(_params(log))
+    assert facts["run_start"] is None
+    assert facts["tail_only"] is True
+    assert _texts(facts) == ["ValueError: bad flag"]
+
+
+def test_missing_directory_and_empty_logs(tmp_path: Path) -> None:
+    assert log_probe.probe(_params(tmp_path / "nope.log"))["log"]["state"] == "missing"
+    assert log_probe.probe(_params(tmp_path))["log"]["state"] == "is-a-directory"
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    facts = log_probe.probe(_params(empty))
+    assert facts["run_start"] is None
+    assert facts["lines"] == []
+
+
+def test_a_log_rotated_away_is_read_through_the_process(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    lines = tmp_path / "lines.txt"
+    lines.write_text("\n".join(engine_lines("/m/t", "/m/current")) + "\n")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([HOST_PYTHON, "-c", "import sys, time; "
+                                 f"sys.stdout.write(open({str(lines)!r}).read()); "
+                                 "sys.stdout.flush(); time.sleep(60)"], stdout=out)
+    try:
+        deadline = time.monotonic() + 10
+        while b"startup complete" not in log.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        log.unlink()
+        log.write_text("a new, empty file took the name\n")  # logrotate's `create`
+        facts = log_probe.probe(_params(log, pid=proc.pid))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert facts["log"]["via"] == f"/proc/{proc.pid}/fd/1"
+    assert "model='/m/current'" in _texts(facts)[0]
+
+
+# -- configs probe -------------------------------------------------------------------------------
+
+def test_configs_from_dirs_files_the_hub_cache_and_the_serve_cwd(tmp_path: Path) -> None:
+    model = tmp_path / "models" / "draft"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"a": 1}')
+    hub = tmp_path / "hf" / "hub" / "models--z-lab--Qwen3.6-27B-DFlash"
+    (hub / "refs").mkdir(parents=True)
+    (hub / "refs" / "main").write_text("abc123")
+    (hub / "snapshots" / "abc123").mkdir(parents=True)
+    (hub / "snapshots" / "abc123" / "config.json").write_text('{"hub": true}')
+    (tmp_path / "emptydir").mkdir()
+    env = {"HF_HOME": str(tmp_path / "hf")}
+    answer = configs_probe.probe({"items": {
+        "dir": {"model": str(model)},
+        "file": {"model": str(model / "config.json")},
+        "hub": {"model": "z-lab/Qwen3.6-27B-DFlash", "env": env},
+        "relative": {"model": "models/draft", "cwd": str(tmp_path)},
+        "noconfig": {"model": str(tmp_path / "emptydir")},
+        "absent": {"model": str(tmp_path / "absent")},
+        "nohub": {"model": "z-lab/Unknown", "env": env},
+    }})
+    assert answer["dir"]["state"] == "ok"
+    assert answer["dir"]["text"] == '{"a": 1}'
+    assert answer["file"]["source"] == "file"
+    assert answer["hub"]["source"] == "hub cache"
+    assert json.loads(answer["hub"]["text"]) == {"hub": True}
+    assert answer["relative"]["path"] == str(model / "config.json")
+    assert answer["noconfig"]["state"] == "no-config"
+    assert answer["absent"]["state"] == "not-found"
+    assert answer["nohub"]["state"] == "not-found"
+    assert answer["nohub"]["looked"].endswith("models--z-lab--Unknown")
+    big = configs_probe.read_model_config(str(model), {}, max_bytes=3)
+    assert big["state"] == "too-big"
+
+
+# -- fields probe --------------------------------------------------------------------------------
+
+def _fields(python: Path | str, config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "draft" / "config.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(config))
+    spec = PROFILE.links.fields_extracted
+    return run_script(fields_probe, python,
+                      fields_extracted.payload(spec, str(path), "vllm"))
+
+
+def test_speculators_extraction_that_keeps_or_drops_the_fields(tmp_path: Path) -> None:
+    keeps = make_install(tmp_path / "keeps")
+    facts = _fields(keeps.python, draft_config("speculators"), tmp_path)
+    assert facts["format"] == "speculators"
+    assert facts["extraction"]["values"]["sliding_window"] == 2048
+    assert facts["extraction"]["absent"] == ["max_window_layers"]
+    assert facts["static"]["mentions"]["layer_types"] is True
+    drops = make_install(tmp_path / "drops", algos_keeps=False)
+    facts = _fields(drops.python, draft_config("speculators"), tmp_path)
+    assert facts["extraction"]["values"] == {}
+    assert set(facts["source"]) == {"layer_types", "use_sliding_window", "sliding_window"}
+
+
+def test_an_interpreter_that_cannot_import_vllm(tmp_path: Path) -> None:
+    broken = make_install(tmp_path, import_breaks=True)
+    facts = _fields(broken.python, draft_config("speculators"), tmp_path)
+    error = facts["extraction"]["error"]
+    assert error["kind"] == "import"
+    assert error["type"] == "ImportError"
+    assert "torch" in error["message"]
+    facts = _fields(HOST_PYTHON, draft_config("speculators"), tmp_path)
+    assert facts["extraction"]["error"]["type"] == "ModuleNotFoundError"
+
+
+def test_native_configs_are_rebuilt_with_the_hosts_transformers(tmp_path: Path) -> None:
+    install = make_install(tmp_path)
+    fake = install.site / "transformers"
+    fake.mkdir()
+    # An HF-like AutoConfig that drops sliding_window unless use_sliding_window, as
+    # Qwen3Config does.
+    (fake / "__init__.py").write_text(
+        "import json, os\n__version__ = '4.57.1'\n"
+        "class _Config:\n"
+        "    def __init__(self, d): self.d = d\n"
+        "    def to_dict(self): return dict(self.d)\n"
+        "class AutoConfig:\n"
+        "    @staticmethod\n"
+        "    def from_pretrained(path):\n"
+        "        d = json.load(open(os.path.join(path, 'config.json')))\n"
+        "        if not d.get('use_sliding_window'): d['sliding_window'] = None\n"
+        "        return _Config(d)\n")
+    keeps = _fields(install.python, draft_config("healthy"), tmp_path)
+    assert keeps["extraction"]["transformers"] == "4.57.1"
+    assert keeps["extraction"]["values"]["sliding_window"] == 2048
+    no_flag = {**draft_config("healthy"), "use_sliding_window": False}
+    drops = _fields(install.python, no_flag, tmp_path)
+    assert drops["extraction"]["values"]["sliding_window"] is None
+
+
+def test_the_fields_probe_reports_a_bad_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    assert fields_probe.read_config(str(path))[1]["state"] == "invalid"
+    assert fields_probe.read_config(str(tmp_path / "no.json"))[1]["state"] == "missing"
+    path.write_text("[1, 2]")
+    assert fields_probe.read_config(str(path))[1]["state"] == "not-an-object"
+
+
+def test_output_printed_by_imports_does_not_corrupt_the_answer(tmp_path: Path) -> None:
+    install = make_install(tmp_path)
+    base = install.pkg / "transformers_utils/configs/speculators/base.py"
+    base.write_text("import os\nos.write(1, b'INFO vllm says hello\\n')\nprint('{\"x\": 1}')\n"
+                    + base.read_text())
+    facts = _fields(install.python, draft_config("speculators"), tmp_path)
+    assert facts["extraction"]["values"]["sliding_window"] == 2048  # parsed despite the noise
