@@ -530,3 +530,43 @@ async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
         assert tree.log.read_text().count("[vllm-console] restart at ") == 1
     finally:
         stop(tree, timeout=1.0)
+
+
+def test_the_status_file_beats_while_the_step_waits(tmp_path: Path) -> None:
+    from console.restart.host.status import StatusFile
+
+    path = tmp_path / "s.status"
+    status = StatusFile(str(path), heartbeat_s=0.2)
+    status.write("term-sent", "waiting")
+    time.sleep(1.3)
+    status.write("stopped", "gone", final=True)
+    status.close()
+    steps = [json.loads(line)["step"] for line in path.read_text().splitlines()]
+    assert steps[0] == "term-sent"
+    assert steps[-1] == "stopped"
+    assert 2 <= steps.count("heartbeat") <= 7
+
+
+async def test_a_step_that_cannot_start_is_reported_with_its_own_words(tmp_path: Path) -> None:
+    from console.restart import RestartOptions, plan_restart
+    from console.sim import materialise, start_background, stop, wait_ready
+    from tests.sshd import free_port
+
+    tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=0.3)
+    proc = start_background(tree)
+    try:
+        assert wait_ready(tree, proc, 20)
+        config = HostConfig.model_validate({"name": "local", "local": True,
+                                            "serve": {"match": f"serve {tree.target}"}})
+        host = LocalHost()
+        plan = await plan_restart(host, config)
+        broken = plan.model_copy(update={"python": str(tmp_path / "no-such-python")})
+        result = await restart(host, config, plan=broken,
+                               options=RestartOptions(step_start_timeout_s=1.0))
+        assert result.outcome is Outcome.ERROR
+        assert result.reason.startswith("the restart step did not start on the host")
+        assert "no-such-python" in result.reason
+        assert proc.poll() is None, "nothing may have been stopped"
+    finally:
+        stop(tree, timeout=1.0)
+        proc.wait()

@@ -105,6 +105,9 @@ class RestartOptions(_Frozen):
     """How long GPU memory and the port get to be released after the tree exited."""
     startup_timeout_s: float = Field(default=1800.0, gt=0)
     """How long the new server gets to answer (large models load for many minutes)."""
+    step_start_timeout_s: float = Field(default=15.0, gt=0)
+    """How long the host-side step gets to say its first word before the restart is reported
+    as not started."""
     link_timeout_s: float = Field(default=120.0, gt=0)
     """How long the client waits for a lost SSH link to come back before it lets the host
     finish on its own."""

@@ -11,28 +11,53 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 from typing import Any
 
 
 class StatusFile:
-    """Appends one JSON object per line: {"t", "step", "message", ...}; `final` on the last."""
+    """Appends one JSON object per line: {"t", "step", "message", ...}; `final` on the last.
 
-    def __init__(self, path: str) -> None:
+    While the step waits (for the tree to exit, for the server to start: minutes), a heartbeat
+    line follows every `heartbeat_s` of silence, so the client can tell a step that died from
+    one that waits without asking the host anything."""
+
+    HEARTBEAT = "heartbeat"
+
+    def __init__(self, path: str, heartbeat_s: float = 10.0) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._fh = os.fdopen(fd, "a", encoding="utf-8")
-        self.t0 = time.time()
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+        self._closed = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, args=(heartbeat_s,), daemon=True)
+        self._beat.start()
 
     def write(self, step: str, message: str, *, final: bool = False, **fields: Any) -> None:
         record: dict[str, Any] = {"t": round(time.time(), 3), "step": step, "message": message}
         record.update(fields)
         if final:
             record["final"] = True
-        self._fh.write(json.dumps(record, sort_keys=True) + "\n")
-        self._fh.flush()
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._fh.write(json.dumps(record, sort_keys=True) + "\n")
+            self._fh.flush()
+            self._last = time.monotonic()
+
+    def _heartbeat(self, every: float) -> None:
+        while not self._closed.wait(min(1.0, every)):
+            if time.monotonic() - self._last >= every:
+                try:
+                    self.write(self.HEARTBEAT, "")
+                except (OSError, ValueError):
+                    return
 
     def close(self) -> None:
-        self._fh.close()
+        with self._lock:
+            self._closed.set()
+            self._fh.close()
 
 
 def take_lock(path: str, holder: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
