@@ -570,3 +570,75 @@ async def test_a_step_that_cannot_start_is_reported_with_its_own_words(tmp_path:
     finally:
         stop(tree, timeout=1.0)
         proc.wait()
+
+
+def _python39() -> str | None:
+    """A Python 3.9 on this machine, if there is one (the oldest the host side supports)."""
+    import glob
+    import shutil
+
+    for candidate in [shutil.which("python3.9"),
+                      *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python")))]:
+        if not candidate:
+            continue
+        try:
+            done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=10)
+        except OSError:
+            continue
+        if done.returncode == 0 and done.stdout.strip() == "(3, 9)":
+            return candidate
+    return None
+
+
+def test_the_host_side_runs_on_python_3_9(traced_tree: tuple[Path, Path],
+                                          tmp_path: Path) -> None:
+    python = _python39()
+    if python is None:
+        pytest.skip("no Python 3.9 here")
+    bundle = tmp_path / "b.pyz"
+    bundle.write_bytes(bundle_bytes())
+    done = subprocess.run([python, str(bundle), "describe", str(os.getpid()), "--dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert json.loads(done.stdout)["pid"] == os.getpid(), done.stderr
+    hook, lib = traced_tree
+    env = {**os.environ, "PYTHONPATH": f"{hook}:{lib}", ENV_HOOK: str(hook),
+           ENV_WATCH: json.dumps(["fakevllm.models.qwen3_dflash:_get_dflash_layer_types"])}
+    ran = subprocess.run([python, "-c", PROGRAM], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    events = [parse_trace_line(line) for line in ran.stderr.splitlines()]
+    assert [e.event for e in events if e is not None] == ["installed", "call"]
+
+
+def _run_step(tmp_path: Path, **plan: object) -> list[dict]:
+    bundle = tmp_path / "vllm-console-restart.pyz"
+    bundle.write_bytes(bundle_bytes())
+    status = tmp_path / "restart.status"
+    document: dict[str, object] = {
+        "id": "t", "by": "test", "mode": "process", "members": [], "argv": ["sleep", "60"],
+        "cwd": str(tmp_path), "env": {"PATH": "/bin:/usr/bin"}, "log": str(tmp_path / "log"),
+        "url": "", "port": None, "timeouts": {"term": 1, "kill": 1, "free": 1, "startup": 1},
+        "paths": {"status": str(status), "lock": str(tmp_path / "restart.lock"),
+                  "last": str(tmp_path / "last-launch.json")}}
+    document.update(plan)
+    (tmp_path / "plan.json").write_text(json.dumps(document))
+    subprocess.run([sys.executable, str(bundle), "run", str(tmp_path / "plan.json")],
+                   timeout=30, capture_output=True)
+    return [json.loads(line) for line in status.read_text().splitlines()
+            if json.loads(line)["step"] != "heartbeat"]
+
+
+def test_a_port_taken_by_someone_else_is_never_restarted_over(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        records = _run_step(tmp_path, port=port, url=f"http://127.0.0.1:{port}")
+    last = records[-1]
+    assert last["step"] == "failed"
+    assert f"port {port} is still taken" in last["message"]
+    assert f"pid {os.getpid()}" in last["message"]
+    assert "launching" not in [r["step"] for r in records]

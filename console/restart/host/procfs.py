@@ -180,16 +180,37 @@ def service_in_cgroup(text: str) -> tuple[str, bool]:
 
 def listening(port: int) -> bool:
     """Whether anything on this host listens on TCP `port` (any address, v4 or v6)."""
+    return bool(listen_inodes(port))
+
+
+def listen_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port`."""
+    found: set[str] = set()
     for table in ("tcp", "tcp6"):
         try:
             with open(f"{PROC}/net/{table}", encoding="ascii", errors="replace") as fh:
                 next(fh, None)
                 for line in fh:
                     parts = line.split()
-                    if len(parts) > 3 and parts[3] == "0A":
-                        local_port = parts[1].rsplit(":", 1)[-1]
-                        if int(local_port, 16) == port:
-                            return True
+                    if len(parts) > 9 and parts[3] == "0A" and \
+                            int(parts[1].rsplit(":", 1)[-1], 16) == port:
+                        found.add(parts[9])
         except (OSError, ValueError):
             continue
-    return False
+    return found
+
+
+def port_holders(port: int) -> list[ProcInfo]:
+    """The processes (that this user may look into) holding a listening socket on `port`."""
+    inodes = {f"socket:[{inode}]" for inode in listen_inodes(port)}
+    holders = []
+    for pid in all_pids() if inodes else []:
+        try:
+            fds = os.listdir(f"{PROC}/{pid}/fd")
+        except OSError:
+            continue
+        if any(readlink(f"{PROC}/{pid}/fd/{fd}") in inodes for fd in fds):
+            info = read_proc(pid)
+            if info is not None:
+                holders.append(info)
+    return holders

@@ -22,7 +22,7 @@ from typing import Any
 
 from .gpu import gpu_holders
 from .launch import LogWatch, append_marker, launch, wait_ready
-from .procfs import ProcInfo, listening, read_proc, same_process, user_name
+from .procfs import ProcInfo, listening, port_holders, read_proc, same_process, user_name
 from .status import StatusFile, take_lock, write_private
 from .stop import StopFailed, describe, stop_tree, verified_tree
 
@@ -90,8 +90,11 @@ def _wait_port(plan: dict[str, Any], status: StatusFile) -> None:
     deadline = time.monotonic() + float(plan["timeouts"]["free"])
     while listening(int(port)):
         if time.monotonic() >= deadline:
-            raise StepFailed(f"port {port} still has a listener after the tree exited "
-                             "(another process holds it)")
+            holders = port_holders(int(port))
+            who = ", ".join(f"pid {h.pid} ({h.comm}, uid {h.uid})" for h in holders) or \
+                "a process this user cannot see"
+            raise StepFailed(f"port {port} is still taken after the tree exited, by {who}: "
+                             "not restarting over it")
         time.sleep(0.1)
     status.write("port-free", f"port {port} is free", port=port)
 
