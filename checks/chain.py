@@ -45,6 +45,10 @@ async def _run(ctx: ChainContext, name: str, interpreter: str, payload: dict[str
     proc = ctx.serve.process
     if proc is not None and interpreter != "python3":
         env = {k: v for k, v in proc.environ.items() if k in PY_ENV} or None
+        # `python -m ...` puts its working directory first on sys.path: a checkout there
+        # shadows the installed vLLM for the server, so it must for the probe too.
+        if proc.argv[1:2] == ("-m",) and proc.cwd:
+            payload = {**payload, "path_first": proc.cwd}
     return await run_json_script(ctx.host, ctx.scripts, SCRIPTS, name, interpreter, payload,
                                  timeout=timeout, env=env)
 

@@ -316,6 +316,26 @@ def test_an_interpreter_that_cannot_import_vllm_is_an_error() -> None:
         Status.UNKNOWN
 
 
+def test_losing_a_window_no_layer_uses_is_only_a_warning() -> None:
+    # The incident's config with a real transformers: use_sliding_window false, so HF drops the
+    # window, but every layer is full attention.
+    source = {"layer_types": ["full_attention"] * 5, "use_sliding_window": False,
+              "sliding_window": 2048, "max_window_layers": 0}
+    result = _fields("native", {"how": "x", "values": {**source, "sliding_window": None}},
+                     source=source)
+    assert result.status is Status.PASS
+    assert "1 unused field(s) lost" in result.summary
+    assert result.hint.startswith("warning: HF (transformers.AutoConfig) loses sliding_window")
+    only_max = _fields("speculators", {"how": "x", "values": {
+        k: v for k, v in SOURCE.items() if k != "max_window_layers"}})
+    assert only_max.status is Status.PASS
+    no_types = {"use_sliding_window": True, "sliding_window": 2048, "max_window_layers": 4}
+    derived = _fields("native", {"how": "x", "values": {"use_sliding_window": True,
+                                                       "sliding_window": 2048}},
+                      source=no_types)
+    assert derived.status is Status.FAIL
+
+
 def test_no_swa_fields_in_the_config_is_nothing_to_lose() -> None:
     result = _fields("native", {"how": "x", "values": {}}, source={})
     assert result.status is Status.PASS

@@ -29,16 +29,35 @@ def payload(spec: FieldsExtractedSpec, config_path: str, package: str) -> dict[s
 
 
 def compare(source: Mapping[str, Any], built: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Fields of config.json kept, dropped or changed in the built config."""
-    out: dict[str, list[str]] = {"kept": [], "dropped": [], "changed": []}
+    """Fields of config.json kept, dropped or changed in the built config (`lost` holds the
+    names of the dropped and changed ones)."""
+    out: dict[str, list[str]] = {"kept": [], "dropped": [], "changed": [], "lost": []}
     for key, value in source.items():
         if key not in built:
             out["dropped"].append(key)
+            out["lost"].append(key)
         elif built[key] != value:
             out["changed"].append(f"{key} {show(value, 40)} -> {show(built[key], 40)}")
+            out["lost"].append(key)
         else:
             out["kept"].append(key)
     return out
+
+
+def significant(source: Mapping[str, Any]) -> set[str]:
+    """The fields whose loss changes the drafter vLLM builds from this config.
+
+    `layer_types` always; with sliding layers also the window and `use_sliding_window` (HF's
+    Qwen3Config drops the window without it). Without `layer_types`, HF derives the layer
+    types from `use_sliding_window` and `max_window_layers`: then every field counts. A window
+    that no layer uses (the incident's full-attention config) may be lost harmlessly.
+    """
+    types = source.get("layer_types")
+    if not isinstance(types, list):
+        return set(source) if source.get("use_sliding_window") else {"layer_types"}
+    if "sliding_attention" in types:
+        return {"layer_types", "sliding_window", "use_sliding_window"}
+    return {"layer_types"}
 
 
 def _static_line(static: Mapping[str, Any]) -> str:
@@ -141,8 +160,9 @@ def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
     assert cmp is not None
     how = "HF (transformers.AutoConfig)" if native else \
         f"speculators {data.get('algorithm')!r} extraction"
-    if cmp["dropped"] or cmp["changed"]:
-        lost = cmp["dropped"] + cmp["changed"]
+    lost = cmp["dropped"] + cmp["changed"]
+    harmful = [k for k in cmp["lost"] if k in significant(source)]
+    if harmful:
         hint = ("this vLLM's speculators conversion does not carry the SWA fields: install the "
                 "PR #40898 branch or vLLM >= 0.26 (algos.py copies them)") if not native else \
             ("HF rebuilds the config without them: set use_sliding_window: true when the draft "
@@ -156,5 +176,11 @@ def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
                       "", evidence, details)
     absent = [f for f in spec.fields if f not in source]
     note = f" ({short_list(absent, 4)} not in config.json)" if absent else ""
+    hint = ""
+    if lost:
+        note += f" ({len(lost)} unused field(s) lost)"
+        hint = (f"warning: {how} loses {short_list(lost, 4)}; harmless for this config (no "
+                "layer uses them), but the drafter would lose its window if it had sliding "
+                "layers")
     return result(LINK, title, Status.PASS, f"{how} keeps {short_list(cmp['kept'], 4)}{note}",
-                  "", evidence, details)
+                  hint, evidence, details)

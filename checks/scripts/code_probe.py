@@ -303,6 +303,8 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     params = json.load(sys.stdin)
+    if params.get("path_first"):  # the serve process ran `python -m`: its cwd comes first
+        sys.path.insert(0, params["path_first"])
     json.dump(probe(params), sys.stdout)
     sys.stdout.write("\n")
 

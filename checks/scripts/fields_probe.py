@@ -170,6 +170,8 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     params = json.load(sys.stdin)
+    if params.get("path_first"):  # the serve process ran `python -m`: its cwd comes first
+        sys.path.insert(0, params["path_first"])
     sys.stdout.flush()
     real_stdout = os.dup(1)
     os.dup2(2, 1)  # whatever the imports print goes to stderr, not into our JSON
