@@ -307,8 +307,11 @@ class _Run:
         if stage is Stage.REFUSED:
             return self._result(Outcome.REFUSED, message)
         await self._stop_log(0)
-        outcome = Outcome.ERROR if record.get("outcome") == "error" and self.new_pid is None \
-            else Outcome.FAILED
+        # Once a signal went out the server is down or degraded: "did not come up" (exit 1).
+        # Before that nothing changed: "could not run" (exit 2).
+        touched = self.new_pid is not None or "term-sent" in self.times or \
+            (self.plan.mode == "unit" and "stopped" in self.times)
+        outcome = Outcome.FAILED if touched else Outcome.ERROR
         return self._result(outcome, message, errors=self.new_pid is not None)
 
     async def _verify(self) -> RestartResult:
