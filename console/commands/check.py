@@ -92,8 +92,14 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         print(f"vllm-console check: {exc}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False):
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(render(report, colour=_use_colour(sys.stdout)))
+    except Exception as exc:  # never a traceback: say what broke, and that it is ours
+        print(f"vllm-console check: could not run: {type(exc).__name__}: {exc} (please report "
+              "this)", file=sys.stderr)
+        return 2
+    text = json.dumps(report.to_json(), indent=2) if getattr(args, "json", False) else \
+        render(report, colour=_use_colour(sys.stdout))
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `check --json | head`: the reader left; that is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return report.exit_code
