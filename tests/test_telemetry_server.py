@@ -94,6 +94,7 @@ async def test_a_closed_port_is_judged_with_what_else_is_known() -> None:
     assert judge_health(result, running=True, log_ready=True)[0] is Health.NOT_ANSWERING
     assert judge_health(result, running=False, log_ready=True)[0] is Health.DOWN
     assert judge_health(None, running=True, log_ready=False)[0] is Health.UNKNOWN
+    assert judge_health(None, running=False, log_ready=False)[0] is Health.DOWN
 
 
 async def test_metrics_differenced_between_scrapes(server: FakeServer) -> None:

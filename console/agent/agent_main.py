@@ -34,6 +34,7 @@ import threading
 import time
 
 PROTOCOL = 1
+ARGS_ENV = "VLLM_CONSOLE_ARGS"
 GPU_FIELDS = ("index,uuid,name,utilization.gpu,memory.used,memory.total,temperature.gpu,"
               "power.draw")
 APP_FIELDS = "pid,used_memory,gpu_uuid"
@@ -728,6 +729,8 @@ class ServeTracker:
         self.words = words
         self.uid = uid
         self.exclude = set(exclude)
+        self.me = os.getpid()
+        self.helper_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
         self.known = {}
         self.last_rescan = time.monotonic()
         self.clk = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -743,8 +746,14 @@ class ServeTracker:
             return False
         info.ppid, info.start_ticks, info.comm = st["ppid"], st["start_ticks"], st["comm"]
         info.argv = argv
-        info.matched = pid not in self.exclude and matches(argv, self.words)
+        info.matched = (pid not in self.exclude and info.ppid != self.me
+                        and not self._helper(argv) and matches(argv, self.words))
         return True
+
+    def _helper(self, argv):
+        """A console helper (this agent, a log follower, a probe: scripts installed beside
+        this one) is never the serve process, whatever its arguments say."""
+        return len(argv) > 1 and argv[1].startswith(self.helper_dir)
 
     def scan(self):
         now = time.monotonic()
@@ -890,6 +899,10 @@ def parse_args(argv=None):
     p.add_argument("--nvml-lib", default="", help="NVML library (default libnvidia-ml.so.1)")
     p.add_argument("--once", action="store_true", help="one sample, then exit")
     p.add_argument("--count", type=int, default=0, help="stop after this many samples")
+    if argv is None and len(sys.argv) == 1 and ARGS_ENV in os.environ:
+        # The console passes arguments in the environment, off the command line (see
+        # console/agent/client.py: python_line).
+        argv = json.loads(os.environ[ARGS_ENV])
     return p.parse_args(argv)
 
 

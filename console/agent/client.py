@@ -28,17 +28,25 @@ class AgentError(HostError):
     """The agent could not start or stopped; the message says why (its last words included)."""
 
 
+ARGS_ENV = "VLLM_CONSOLE_ARGS"
+
+
 def python_line(script: str, args: Sequence[str], *, python: str = "",
                 merge_stderr: bool = False) -> str:
     """A shell line that runs `script` with the host's python3 (else the serving interpreter),
-    or prints one `{"t": "error"}` JSON line saying there is none."""
+    or prints one `{"t": "error"}` JSON line saying there is none.
+
+    The arguments travel in the environment (`VLLM_CONSOLE_ARGS`, a JSON list), not on the
+    command line: a helper whose argv held the match words or a `vllm-serve.log` path would
+    itself look like `vllm serve` to anything that finds the server by its command line."""
     candidates = ["python3", "/usr/bin/python3"] + ([python] if python else [])
     tried = " ".join(candidates)
-    run = '"$p" ' + quote_argv([script, *args])
+    run = '"$p" ' + quote_argv([script])
     if merge_stderr:
         run += " 2>&1"
     error = json.dumps({"t": "error", "msg": f"no Python 3 on the host (tried {tried})"})
-    return (f"for p in {quote_argv(candidates)}; do\n"
+    return (f"{ARGS_ENV}={quote_argv([json.dumps(list(args))])}; export {ARGS_ENV}\n"
+            f"for p in {quote_argv(candidates)}; do\n"
             f"  if command -v \"$p\" >/dev/null 2>&1; then exec {run}; fi\n"
             f"done\nprintf '%s\\n' {quote_argv([error])}; exit 127")
 

@@ -31,6 +31,7 @@ import sys
 import time
 
 CHUNK = 256 * 1024
+ARGS_ENV = "VLLM_CONSOLE_ARGS"
 SIG_BYTES = 64
 RUN_ENGINE = b"LLM engine ("
 RUN_PREAMBLE = (b"non-default args:", b"server version")
@@ -331,6 +332,10 @@ def parse_args(argv=None):
     p.add_argument("--sig", default="", help="resume: hex of the bytes just before --offset")
     p.add_argument("--poll", type=float, default=0.02, help="seconds between polls when idle")
     p.add_argument("--once", action="store_true", help="exit once caught up with the end")
+    if argv is None and len(sys.argv) == 1 and ARGS_ENV in os.environ:
+        # The console passes arguments in the environment, off the command line (see
+        # console/agent/client.py: python_line).
+        argv = json.loads(os.environ[ARGS_ENV])
     return p.parse_args(argv)
 
 

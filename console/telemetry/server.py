@@ -87,6 +87,8 @@ def judge_health(result: HttpResult | None, *, running: bool | None, log_ready: 
     """The health a `/health` answer means, given whether the process runs and whether its
     log said it is ready."""
     if result is None:
+        if running is False:
+            return Health.DOWN, "no serve process"
         return Health.UNKNOWN, "no server URL"
     if result.status is not None:
         if result.status == 200:
