@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -80,6 +81,7 @@ class Lab:
     trees: list[SimTree] = field(default_factory=list)
     others: list[subprocess.Popen[bytes]] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+    dirs: list[Path] = field(default_factory=list)
 
     async def serve(self, scenario: str = "incident", *, startup_s: float = 0.5,
                     env: dict[str, str] | None = None) -> Served:
@@ -118,6 +120,9 @@ class Lab:
     def cleanup(self) -> None:
         for tree in self.trees:
             stop(tree, timeout=1.0)
+            shutil.rmtree(tree.root, ignore_errors=True)
+        for directory in self.dirs:
+            shutil.rmtree(directory, ignore_errors=True)
         for pid in self.pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -215,6 +220,7 @@ async def test_restart_replaces_the_whole_tree_and_spares_look_alikes(lab: Lab) 
 
 async def test_an_engine_ignoring_sigterm_is_killed_after_the_timeout(lab: Lab) -> None:
     hook = lab.sshd.user_dir("ignore-term")
+    lab.dirs.append(hook)
     (hook / "sitecustomize.py").write_text(IGNORE_TERM_SITECUSTOMIZE)
     chown_to(hook, lab.sshd.user)
     served = await lab.serve("healthy", env={"PYTHONPATH": str(hook)})
@@ -352,4 +358,5 @@ def test_cli_restart_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
     finally:
         stop(tree, timeout=1.0)
         started.wait()
+        shutil.rmtree(root, ignore_errors=True)
 
