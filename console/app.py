@@ -17,6 +17,7 @@ import platformdirs
 from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -177,10 +178,40 @@ class ConsoleApp(App[int]):
     # -- telemetry into the panes ---------------------------------------------------------------
     def screen_for(self, host: str) -> HostScreen | None:
         screen = self._screens.get(host)
-        return screen if screen is not None and screen.is_mounted else None
+        if screen is None or not screen.ready:
+            return None
+        return screen if screen.is_attached else None
+
+    @on(HostScreen.Shown)
+    def _hydrate(self, message: HostScreen.Shown) -> None:
+        """A host screen was just composed: give it everything known so far."""
+        host = message.host
+        screen = self.screen_for(host)
+        if screen is None:
+            return
+        session = self.sessions[host]
+        snap = session.snapshot
+        header = screen.header
+        header.link = snap.link
+        if snap.sample is not None:
+            screen.gpus.view = self._gpu_history[host].add(snap.sample)
+        screen.spec.view = SpecView(snap.spec_decode, session.expected_acceptance())
+        screen.engine.view = EngineView(snap.run.engine, None, snap.run.args)
+        follower = session.telemetry.follower
+        if follower is not None:
+            screen.log_pane.add_lines([e.display() for e in follower.recent()])
+        if session.last_report is not None:
+            screen.checklist.state = ChecklistState(session.last_report)
+        if session.last_diff is not None:
+            screen.diff.diff = session.last_diff
 
     @on(TelemetryArrived)
     def _telemetry(self, message: TelemetryArrived) -> None:
+        # NoMatches: the screen is being torn down (exit) while events still arrive.
+        with contextlib.suppress(NoMatches):
+            self._apply_telemetry(message)
+
+    def _apply_telemetry(self, message: TelemetryArrived) -> None:
         event, host = message.event, message.host
         screen = self.screen_for(host)
         if isinstance(event, ev.GpuSampled):

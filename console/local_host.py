@@ -40,7 +40,7 @@ class LocalHost(Host):
 
     async def close(self) -> None:
         for proc in list(self._streams):
-            _terminate(proc)
+            await _reap(proc)
         self._streams.clear()
 
     async def _spawn(self, argv: Sequence[str] | str, env: Mapping[str, str] | None,
@@ -69,8 +69,14 @@ class LocalHost(Host):
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         except TimeoutError:
-            _terminate(proc)
+            await _reap(proc)
             raise HostError(f"command timed out after {timeout:g} s: {_show(argv)}") from None
+        except asyncio.CancelledError:
+            # The caller went away (a worker cancelled at exit): leave no process behind.
+            _terminate(proc)
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.wait())
+            raise
         return CommandResult(_show(argv), proc.returncode or 0, out, err)
 
     async def stream(self, argv: Sequence[str] | str, *,
@@ -84,11 +90,11 @@ class LocalHost(Host):
                 while data := await proc.stdout.read(CHUNK):
                     yield data
             finally:
-                _terminate(proc)
+                await _reap(proc)
                 self._streams.discard(proc)
 
         async def close() -> None:
-            _terminate(proc)
+            await _reap(proc)
             self._streams.discard(proc)
 
         return StreamHandle(_show(argv), chunks(), close)
@@ -132,6 +138,13 @@ class LocalHost(Host):
 
 def _show(argv: Sequence[str] | str) -> str:
     return argv if isinstance(argv, str) else quote_argv(argv)
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """End the command's group and wait for it, so its pipes close while the loop runs."""
+    _terminate(proc)
+    with contextlib.suppress(TimeoutError, ProcessLookupError):
+        await asyncio.wait_for(proc.wait(), 5)
 
 
 def _terminate(proc: asyncio.subprocess.Process) -> None:

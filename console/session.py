@@ -167,6 +167,7 @@ class HostSession:
         return path
 
     async def close(self) -> None:
+        self.telemetry.stop()
         await self.host.close()
 
 

@@ -265,9 +265,13 @@ class SSHHost(Host):
         shown = argv if isinstance(argv, str) else quote_argv(argv)
         conn = await self._connection()
         async with self._channels:
+            # No input means stdin at EOF: asyncssh leaves it open otherwise (also for b""),
+            # and a command that reads it would wait forever.
+            stdin: dict[str, object] = {} if input else {"stdin": asyncssh.DEVNULL}
             try:
-                result = await conn.run(line, input=input, check=False, timeout=timeout,
-                                        encoding=None)
+                result = await conn.run(line, input=input or None, check=False,
+                                        timeout=timeout, encoding=None,
+                                        **stdin)  # type: ignore[arg-type]
             except asyncssh.TimeoutError:
                 raise HostError(f"{self.name}: command timed out after {timeout:g} s: "
                                 f"{shown}") from None

@@ -255,3 +255,11 @@ async def test_sshd_killed_then_back_reconnects_and_a_stream_resumes(sshd: Sshd)
         if sshd.proc is None:
             sshd.start()
         await host.close()
+
+
+async def test_empty_input_and_no_input_reach_eof(host: SSHHost, sshd: Sshd) -> None:
+    assert (await host.run("cat", timeout=5)).stdout == b""
+    assert (await host.run("cat", input=b"", timeout=5)).stdout == b""
+    d = sshd.user_dir("empty")
+    await host.write_file(str(d / "empty.json"), b"")
+    assert (d / "empty.json").read_bytes() == b""

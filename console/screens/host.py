@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
@@ -23,6 +24,13 @@ from widgets.spec_pane import SpecPane, SpecView
 class HostScreen(Screen[None]):
     """The console for one host."""
 
+    class Shown(Message):
+        """The screen is composed: the app fills it from what it already knows."""
+
+        def __init__(self, host: str) -> None:
+            super().__init__()
+            self.host = host
+
     def __init__(self, host_name: str, *, readonly: bool = False, scenario: str = "",
                  log_lines: int = 20_000) -> None:
         super().__init__(name=host_name, id=f"host-{abs(hash(host_name))}")
@@ -30,6 +38,7 @@ class HostScreen(Screen[None]):
         self._readonly = readonly
         self._scenario = scenario
         self._log_lines = log_lines
+        self.ready = False
 
     def compose(self) -> ComposeResult:
         header = HostHeader(id="header")
@@ -65,6 +74,11 @@ class HostScreen(Screen[None]):
         self.query_one("#spec", SpecPane).view = SpecView()
         self.query_one("#engine", EngineTree).view = EngineView()
         self.query_one("#log-pane #log").focus()
+        self.ready = True
+        self.post_message(self.Shown(self.host_name))
+
+    def on_unmount(self) -> None:
+        self.ready = False
 
     # Typed accessors for the app (it sets attributes; widgets never call each other).
     @property
