@@ -249,6 +249,23 @@ def test_the_log_itself_going_wrong_is_an_error() -> None:
     assert "link lost" in dropped.summary
 
 
+RESTART = "[vllm-console] restart at 2026-05-14T10:05:00+00:00 by me@laptop; trace=on"
+
+
+def test_a_restart_marker_starts_the_run() -> None:
+    crashed = _runtime([RESTART, "(APIServer pid=5) ERROR 05-14 10:05:02 [x.py:1] "
+                                 "ModuleNotFoundError: No module named 'torch'"], ready_at=None)
+    assert crashed.status is Status.FAIL
+    assert "failed before its engine started: ModuleNotFoundError" in crashed.summary
+    assert "run marker: [vllm-console] restart at" in crashed.evidence[1].excerpt
+    starting = _runtime([RESTART], ready_at=None)
+    assert starting.status is Status.UNKNOWN
+    assert "not started its engine yet" in starting.summary
+    restarted = _runtime([RESTART, *engine_lines("/m/t", "/m/d", aux=(1, 16, 31, 46, 61))])
+    assert restarted.status is Status.FAIL
+    assert "offset (+1) did not run" in restarted.summary
+
+
 def test_an_unreadable_draft_leaves_the_aux_line_unverified() -> None:
     result = runtime_activation.evaluate(
         LINKS.runtime_activation, "/l/serve.log", _log(engine_lines("/m/t", "/m/draft")),

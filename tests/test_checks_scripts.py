@@ -93,6 +93,15 @@ def test_scanning_stops_at_the_end_of_start_up_and_is_bounded(tmp_path: Path) ->
     assert max(len(t) for t in _texts(facts)) <= 1000
 
 
+def test_a_restart_marker_after_the_last_engine_start_begins_the_run(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    marker = "[vllm-console] restart at 2026-05-14T10:05:00+00:00 by me@laptop; trace=off"
+    _write_runs(log, [engine_lines("/m/t", "/m/old"),
+                      [marker, "ModuleNotFoundError: No module named 'torch'"]])
+    facts = log_probe.probe(_params(log))
+    assert _texts(facts) == [marker, "ModuleNotFoundError: No module named 'torch'"]
+
+
 def test_no_start_marker_brings_back_the_tail(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_text("usage: vllm serve [-h]\nvllm: error: unrecognized arguments\n"

@@ -59,6 +59,8 @@ class RunLog:
     trace: tuple[TraceEvent, ...] = ()
     trace_lines: tuple[str, ...] = ()
     ready: bool = False
+    marker: str | None = None
+    """A restart's marker line that starts the run, when there is one."""
 
 
 def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
@@ -72,16 +74,19 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
     trace: list[TraceEvent] = []
     trace_lines: list[str] = []
     ready = False
+    marker = None
     for _offset, raw in lines:
         line = parse_line(str(raw))
         text, message = line.text, line.message
-        if engine_line is None and any(m in text for m in spec.start_markers):
-            engine_line = text
+        if any(m in text for m in spec.start_markers):
+            # The engine start line, or another start marker (a restart's marker line).
             engine = parse_engine_start(message)
-            if engine is not None:
-                version = engine.version
+            if engine is not None and engine_line is None:
+                engine_line, version = text, engine.version
                 if engine.speculative is not None:
                     engine_draft = engine.speculative.model
+            elif engine is None and marker is None:
+                marker = text
             continue
         if TRACE_TAG in text:
             event = parse_trace_line(text)
@@ -104,7 +109,8 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
         if any(m in text for m in spec.ready_markers):
             ready = True
     return RunLog(engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
-                  tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready)
+                  tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready,
+                  marker)
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,8 @@ def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
                      f"{data.get('scanned', 0) / 1e6:.2f} MB"
                      + (" to the end of start-up" if data.get("ready_at") is not None else "")
                      + (" (scan cap reached)" if data.get("capped") else ""))
+    if log.marker:
+        lines.append(f"run marker: {log.marker[:300]}")
     if log.engine_line:
         lines.append(f"engine start: {log.engine_line[:300]}")
     if log.aux_line:
@@ -255,6 +263,16 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
     fails: list[str] = []
     hints: list[str] = []
     notes: list[str] = []
+    if log.engine_line is None and not log.refusals and not log.failures:
+        # A restart marker starts the run, and no engine has started since.
+        if log.exceptions:
+            return result(LINK, title, Status.FAIL, f"the server failed before its engine "
+                          f"started: {log.exceptions[-1][:200]}",
+                          "read the traceback in the log (the console's log pane), fix, "
+                          "restart", evidence)
+        return result(LINK, title, Status.UNKNOWN, "the current run has not started its "
+                      "engine yet (no engine start line after the restart)",
+                      "check again once the server is up", evidence)
     if log.refusals:
         refusal, text = log.refusals[0]
         fails.append(f"vLLM refused the drafter: {text[:200]}")
