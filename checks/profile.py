@@ -81,7 +81,7 @@ class CodePresentSpec(LinkSpec):
     compiled: tuple[str, ...] = ()
     """Compiled extensions (package-relative); at least one must be present."""
     requires_modules: tuple[str, ...] = ()
-    """Modules the package needs at import time; missing ones are reported as a warning."""
+    """Modules the package needs at import time; one missing makes the link an error."""
     variants: tuple[CodeVariant, ...] = Field(min_length=1)
     """Accepted variants; the link passes when one has all its symbols."""
     offset: OffsetCheck | None = None

@@ -144,8 +144,9 @@ def make_install(root: Path, *, variant: str = "pr", offset: bool = True,
                  compiled: str | None = "_C.abi3.so", algos_keeps: bool = True,
                  version: str = VERSION, commit: str | None = COMMIT,
                  filler_files: int = 0, filler_bytes: int = 0,
-                 import_breaks: bool = False) -> Install:
-    """Write a vLLM install under root; RECORD lists every file with its hash."""
+                 import_breaks: bool = False, companions: bool = True) -> Install:
+    """Write a vLLM install under root; RECORD lists every file with its hash. `companions`:
+    torch and transformers beside it, as stubs (a vLLM venv always has them)."""
     site = root / "venv" / "lib" / "python3" / "site-packages"
     pkg = site / "vllm"
     files: dict[str, bytes] = {
@@ -185,6 +186,10 @@ def make_install(root: Path, *, variant: str = "pr", offset: bool = True,
         path = site / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+    if companions:
+        for name in ("torch", "transformers"):
+            (site / name).mkdir()
+            (site / name / "__init__.py").write_text(f'"""{name} stand-in."""\n')
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for rel, data in sorted(files.items()):
@@ -316,6 +321,9 @@ def test_code_present_verdicts_on_crafted_installs(tmp_path: Path) -> None:
     incomplete = verdict(broken)
     assert incomplete.status is Status.FAIL
     assert "incomplete install" in incomplete.summary
+    no_torch = verdict(make_install(tmp_path / "notorch", companions=False))
+    assert no_torch.status is Status.ERROR
+    assert "cannot import vllm: torch, transformers not installed" in no_torch.summary
     missing_python = code_present.evaluate(CODE, "", None, ctx)
     assert missing_python.status is Status.ERROR
     assert "--python" in missing_python.hint

@@ -218,7 +218,7 @@ def test_an_interpreter_that_cannot_import_vllm(tmp_path: Path) -> None:
 def test_native_configs_are_rebuilt_with_the_hosts_transformers(tmp_path: Path) -> None:
     install = make_install(tmp_path)
     fake = install.site / "transformers"
-    fake.mkdir()
+    fake.mkdir(exist_ok=True)
     # An HF-like AutoConfig that drops sliding_window unless use_sliding_window, as
     # Qwen3Config does.
     (fake / "__init__.py").write_text(

@@ -1,7 +1,9 @@
 """Link 1, code present: the serving interpreter's vLLM has DFlash SWA support, whole.
 
 Pass: one variant's symbols are all there (PR #40898 branch or upstream), a compiled extension
-is present, and RECORD vouches for every file (present, same size and hash). Fail: no variant,
+is present, and RECORD vouches for every file (present, same size and hash). Error: the
+interpreter cannot find vLLM, or cannot import it (a module it needs, e.g. torch, is not
+installed: looked up without importing, which would take seconds). Fail: no variant,
 no compiled extension, or a RECORD mismatch (an interrupted build leaves Python files new and
 binaries old or absent). The #40727 offset not found in the source is a warning only: its place
 moves between versions, and the runtime link settles it from the aux-layer line.
@@ -138,8 +140,13 @@ def evaluate(spec: CodePresentSpec, python: str, run: ScriptRun | None,
                         f"describes ({dist.get('base')})")
     missing_modules = [k for k, ok in (data.get("modules") or {}).items() if not ok]
     if missing_modules:
-        warnings.append(f"{short_list(missing_modules)} not importable by {python}: "
-                        f"vLLM cannot start from it")
+        # Not a verdict on the code: this interpreter cannot import vLLM at all.
+        return result(LINK, title, Status.ERROR,
+                      f"{python} cannot import {spec.package}: {short_list(missing_modules)} "
+                      "not installed in its environment",
+                      f"install {short_list(missing_modules)} into {python}'s environment "
+                      "(vLLM cannot start from it either), or point --python at the "
+                      "interpreter that runs vllm serve", evidence)
     offset = data.get("offset")
     if spec.offset is not None and offset is not None and not offset.get("found"):
         warnings.append(f"{spec.offset.name} not found in the source (its place moves between "
