@@ -19,7 +19,7 @@ from typing import Any
 
 from checks.configs import ConfigRead, read_configs
 from checks.context import ChainContext, settings_evidence
-from checks.hostscript import ScriptRun, run_json_script
+from checks.hostscript import ScriptRun, run_json_script, shown_command
 from checks.links import code_present, config_correct, fields_extracted, runtime_activation
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile
@@ -27,7 +27,7 @@ from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
 from console.discovery import discover_serve, effective_serve
 from console.host import Host, HostError
-from console.remote_scripts import RemoteScripts
+from console.remote_scripts import RemoteScripts, script_source
 from console.settings import ServeSettings
 
 SCRIPTS = "checks.scripts"
@@ -159,14 +159,19 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     profile = profile or load_profile()
     scripts = RemoteScripts(host)
     discovery_error = None
+    command = ""
     try:
         process = await discover_serve(host, settings, scripts=scripts)
+        # Installed already: the path comes from the cache, no round trip.
+        path = await scripts.path("discovery_probe.py",
+                                  script_source("console", "discovery_probe.py"))
+        command = shown_command("python3", path, {"match": settings.match.split()})
     except HostError as exc:
         process, discovery_error = None, str(exc)
     ctx = ChainContext(host=host, host_label=host_label or host.name, profile=profile,
                        serve=effective_serve(settings, process), scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
-                       match=settings.match)
+                       match=settings.match, discovery_command=command)
     probes = _Probes(ctx)
 
     async def judged(link_id: str) -> LinkResult:

@@ -28,6 +28,8 @@ class ChainContext:
     discovery_error: str | None = None
     match: str = "vllm serve"
     """The words that found (or did not find) the serve process."""
+    discovery_command: str = ""
+    """The discovery probe as run on the host (empty when it could not run)."""
 
 
 def _line(name: str, setting: Resolved) -> str:
@@ -49,5 +51,5 @@ def settings_evidence(ctx: ChainContext, *names: str) -> Evidence:
     if ctx.discovery_error:
         lines.insert(0, f"discovery failed: {ctx.discovery_error}")
     lines.extend(serve.notes)
-    return Evidence.make("discovery", f"/proc scan for the login user's processes matching "
-                                      f"{ctx.match!r}", None, "\n".join(lines))
+    lines.insert(0, f"/proc scan for the login user's processes matching {ctx.match!r}")
+    return Evidence.make("discovery", ctx.discovery_command, None, "\n".join(lines))
