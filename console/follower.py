@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from console.agent.client import FOLLOW_SCRIPT, python_line
 from console.display import DISPLAY_MAX, safe_text
@@ -90,10 +90,10 @@ _NOTICE_TEXT = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     """One log line, terminal escapes stripped, whole. `seq` counts lines since the start."""
 
+    # A NamedTuple (immutable, like the parsers' LogLine): one is built per line, 100k/s.
     seq: int
     text: str
 
@@ -205,7 +205,7 @@ class LogFollower:
                  backlog_bytes: int = 16 * MIB, head_bytes: int = 2 * MIB,
                  max_lines: int = 100_000, max_bytes: int = 64 * MIB,
                  max_line_bytes: int = 16 * MIB, batch_s: float = 0.05,
-                 idle_flush_s: float = 0.005, min_gap_s: float = 0.02, poll_s: float = 0.02,
+                 idle_flush_s: float = 0.005, min_gap_s: float = 0.02, poll_s: float = 0.01,
                  python: str = "", scripts: RemoteScripts | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if start not in ("run", "end", "begin"):
@@ -455,19 +455,15 @@ class LogFollower:
             return
         if not self._pending and not self._notices:
             self._first_pending = self._clock()
+        texts = [strip_ansi(line) for line in lines]
+        entries = list(map(LogEntry, range(self._seq, self._seq + len(texts)), texts))
+        self._seq += len(entries)
+        self._pending.extend(entries)
         ring = self._ring
-        pending = self._pending
-        seq = self._seq
-        size = self._ring_bytes
-        for line in lines:
-            entry = LogEntry(seq, strip_ansi(line))
-            seq += 1
-            pending.append(entry)
-            ring.append(entry)
-            size += len(entry.text)
+        ring.extend(entries)
+        size = self._ring_bytes + sum(map(len, texts))
         while ring and (len(ring) > self.max_lines or size > self.max_bytes):
-            size -= len(ring.popleft().text)
-        self._seq = seq
+            size -= len(ring.popleft()[1])
         self._ring_bytes = size
 
     def _notice(self, kind: NoticeKind, detail: str = "") -> None:

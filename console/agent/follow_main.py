@@ -19,7 +19,8 @@ or rotated; a rotated file still in the same directory is found by its inode and
 sent first, so a rotation while the link was down leaves no gap.
 
 Reads are chunked (`os.pread`, 256 KiB), never line by line; the file is polled (fstat + stat,
-every `--poll` seconds while idle), so a quiet log costs next to nothing. Following is by name
+every `--poll` seconds while it is busy, every `--idle-poll` once quiet), so a quiet log costs
+next to nothing. Following is by name
 (like `tail -F`): a deleted file is read to its end, then the new one from its start.
 """
 
@@ -36,6 +37,7 @@ SIG_BYTES = 64
 RUN_ENGINE = b"LLM engine ("
 RUN_PREAMBLE = (b"non-default args:", b"server version")
 SCAN_BLOCK = 1024 * 1024
+QUIET_S = 2.0
 
 _stopping: list = []
 
@@ -133,10 +135,11 @@ def find_run_start(fd, size, scan_limit):
 
 
 class Follower:
-    def __init__(self, path, out, poll, once):
+    def __init__(self, path, out, poll, once, idle_poll=None):
         self.path = path
         self.out = out
         self.poll = poll
+        self.idle_poll = max(poll, idle_poll if idle_poll is not None else poll)
         self.once = once
         self.fd = None
         self.dev = self.ino = None
@@ -280,12 +283,18 @@ class Follower:
 
     def run(self):
         parent = os.getppid()
+        last_data = time.monotonic()
         while not _stopping and self.fd is not None:
             caught_up = self.step()
-            if caught_up:
-                if self.once or os.getppid() != parent:
-                    return
-                time.sleep(self.poll)
+            if not caught_up:
+                last_data = time.monotonic()
+                continue
+            if self.once or os.getppid() != parent:
+                return
+            # Quick polls while the log is busy; slower ones once it has been quiet a while
+            # (the first line after a quiet spell waits at most `idle_poll`).
+            quiet = time.monotonic() - last_data > QUIET_S
+            time.sleep(self.idle_poll if quiet else self.poll)
 
 
 def _regular(st):
@@ -330,7 +339,10 @@ def parse_args(argv=None):
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--ino", type=int, default=None, help="resume: the inode followed before")
     p.add_argument("--sig", default="", help="resume: hex of the bytes just before --offset")
-    p.add_argument("--poll", type=float, default=0.02, help="seconds between polls when idle")
+    p.add_argument("--poll", type=float, default=0.01,
+                   help="seconds between polls while the log is busy")
+    p.add_argument("--idle-poll", type=float, default=0.1,
+                   help="seconds between polls once it has been quiet for a while")
     p.add_argument("--once", action="store_true", help="exit once caught up with the end")
     if argv is None and len(sys.argv) == 1 and ARGS_ENV in os.environ:
         # The console passes arguments in the environment, off the command line (see
@@ -343,7 +355,8 @@ def main(argv=None):
     args = parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
-    follower = Follower(args.path, Output(), max(0.005, args.poll), args.once)
+    follower = Follower(args.path, Output(), max(0.005, args.poll), args.once,
+                        idle_poll=args.idle_poll)
     try:
         sig = bytes.fromhex(args.sig)
     except ValueError:

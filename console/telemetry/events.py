@@ -66,11 +66,12 @@ class LogSourceChanged(TelemetryEvent):
 
 @dataclass(frozen=True, slots=True)
 class LogLinesReceived(TelemetryEvent):
-    """A batch of log lines: `batch.display_lines()` for one `Log.write_lines`; `lines` the
-    same lines parsed and classified (level, process, kind), index for index."""
+    """A batch of log lines: `batch.display_lines()` for one `Log.write_lines`. `notable`:
+    the lines of the batch that are something (error, warning, engine start, spec decode, ...),
+    each with its index in `batch.entries` and its classification."""
 
     batch: LogBatch
-    lines: tuple[LineEvent, ...]
+    notable: tuple[tuple[int, LineEvent], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

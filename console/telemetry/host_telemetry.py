@@ -297,12 +297,12 @@ class HostTelemetry:
     def _batch(self, batch: LogBatch) -> None:
         follower = self._follower
         arrival = self.clock.now() if batch.live else None
-        lines, changed = self.run_log.feed_texts(batch.texts, arrival)
+        notable, changed = self.run_log.feed_texts(batch.texts, arrival)
         name = self.host.name
         if follower is not None and follower.state is not self._snapshot.follow:
             self._update(follow=follower.state)
             self._emit(LogSourceChanged(name, follower.path, follower.state))
-        self._emit(LogLinesReceived(name, batch, tuple(lines)))
+        self._emit(LogLinesReceived(name, batch, tuple(notable)))
         if changed & Changed.NEW_RUN:
             self.metrics.reset()
             spec = self._snapshot.serve.speculative

@@ -28,6 +28,17 @@ MAX_ERRORS = 50
 _NOT_KEPT = frozenset({ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_CHAIN})
 
 
+# Markers of the lines a busy server writes per request: uvicorn's access log, vLLM's request
+# log. Matched on the raw line, before any parsing.
+_PER_REQUEST = (' HTTP/1.1" ', ' HTTP/1.0" ', ' HTTP/2" ', "] Received request ",
+                "] Added request ", "] Finished request ", "] Aborted request ",
+                "] Generated response ")
+
+
+def _per_request(text: str) -> bool:
+    return any(marker in text for marker in _PER_REQUEST)
+
+
 class Changed(Flag):
     """What a batch of lines changed."""
 
@@ -80,14 +91,24 @@ class RunLog:
         self.throughput_at: float | None = None
 
     def feed_texts(self, texts: Iterable[str], arrival: float | None = None
-                   ) -> tuple[list[LineEvent], Changed]:
+                   ) -> tuple[list[tuple[int, LineEvent]], Changed]:
         """Parse and classify lines (escapes already stripped or not); `arrival` is the host
-        clock when they came in live (None while replaying: the log's own stamps count)."""
-        events = [classify(parse_line(text)) for text in texts]
+        clock when they came in live (None while replaying: the log's own stamps count).
+
+        Returns the notable lines (anything but OTHER: errors, warnings, spec decode, ...)
+        with their index, and what changed. Per-request lines (access log, request log) are
+        skipped unparsed: they are the bulk of a flood, never evidence, and their text is the
+        client's (a prompt could spell a SpecDecoding line)."""
+        notable: list[tuple[int, LineEvent]] = []
         changed = Changed.NOTHING
-        for event in events:
+        for i, text in enumerate(texts):
+            if _per_request(text):
+                continue
+            event = classify(parse_line(text))
+            if event.kind is not LineKind.OTHER:
+                notable.append((i, event))
             changed |= self.feed(event, arrival)
-        return events, changed
+        return notable, changed
 
     def feed(self, event: LineEvent, arrival: float | None = None) -> Changed:
         """One classified line."""
