@@ -228,3 +228,19 @@ def test_log_clock_stamps_on_the_hosts_clock() -> None:
                                                (3725, "1h02m")])
 def test_durations(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_per_request_lines_are_never_evidence() -> None:
+    log = run_log()
+    feed(log, core(0, 5, ENGINE))
+    prompt = api(1, 0, "Received request chatcmpl-1: prompt: '" + SPEC.replace(
+        "2.63", "9.99") + "', params: SamplingParams(n=1)")
+    access = ('(APIServer pid=1) INFO:     127.0.0.1:4242 - "GET /Initializing%20a%20V1%20LLM'
+              '%20engine HTTP/1.1" 404 Not Found')
+    notable, changed = log.feed_texts([prompt, access, api(1, 1, SPEC)])
+    assert [i for i, _ in notable] == [2]
+    assert changed & Changed.SPEC
+    state = log.spec.state()
+    assert state.latest is not None
+    assert state.latest.mean_acceptance_length == 2.63
+    assert len(state.history) == 1

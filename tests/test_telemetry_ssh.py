@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from console.host import ConnectionState
 from console.sim.runner import stop
 from console.sim.tree import materialise
 from console.ssh_host import SSHHost
@@ -20,6 +21,7 @@ from console.telemetry import (
     GpuSampled,
     Health,
     HostTelemetry,
+    LinkChanged,
     LoadSampled,
     LogLinesReceived,
     ReadinessChanged,
@@ -112,11 +114,56 @@ async def test_a_server_coming_up_and_going_away(sshd: Sshd) -> None:
             await task
     # The agent, its nvidia-smi loops and the follower end with the telemetry.
     for _ in range(50):
-        left = await host.run(["pgrep", "-u", sshd.user, "-f", "agent_main|follow_main|"
-                               f"{tree.nvidia_smi}"])
+        left = await host.run(["pgrep", "-u", sshd.user, "-f", "^[^ ]*python[^ ]* [^ ]*"
+                               f"(agent_main|follow_main|{tree.nvidia_smi})"])
         if not left.ok:
             break
         await asyncio.sleep(0.1)
     else:
         pytest.fail(f"left running on the host: {left.text}")
     await host.close()
+
+
+async def test_the_agent_comes_back_after_the_link_does(sshd: Sshd) -> None:
+    if sshd.proc is None:
+        sshd.start()
+    config = sshd.host_config(serve={"match": "vllm serve /nonexistent-vc-reconnect/"})
+    host = SSHHost(config, keepalive_interval=0.5, keepalive_count_max=2)
+    telemetry = HostTelemetry(host, config, TelemetryOptions(interval_s=0.3, gpu_source="none"))
+    events: list[TelemetryEvent] = []
+    task = asyncio.create_task(telemetry.run(events.append))
+
+    async def until(predicate: Callable[[TelemetryEvent], bool], timeout: float = 20) -> int:
+        async with asyncio.timeout(timeout):
+            while True:
+                for i, event in enumerate(events):
+                    if predicate(event):
+                        return i
+                await asyncio.sleep(0.05)
+
+    def agent(state: AgentState) -> Callable[[TelemetryEvent], bool]:
+        return lambda e: isinstance(e, AgentChanged) and e.agent.state is state
+
+    try:
+        await until(agent(AgentState.RUNNING))
+        await until(lambda e: isinstance(e, GpuSampled))
+        assert telemetry.snapshot.gpu_source == "none"
+        sshd.kill()
+        lost = await until(agent(AgentState.LOST))
+        await until(lambda e: isinstance(e, LinkChanged)
+                    and e.link.state is ConnectionState.RECONNECTING)
+        sshd.start()
+        back = await until(lambda e: events.index(e) > lost and agent(AgentState.RUNNING)(e))
+        await until(lambda e: events.index(e) > back and isinstance(e, GpuSampled))
+        # The old agent ended with its session: one Python runs the agent (its shell wrapper
+        # carries the script's name too, hence the pattern).
+        agents = await host.run(["pgrep", "-c", "-u", sshd.user, "-f",
+                                 "^[^ ]*python[^ ]* [^ ]*agent_main"])
+        assert agents.text.strip() == "1"
+    finally:
+        if sshd.proc is None:
+            sshd.start()
+        telemetry.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await host.close()
