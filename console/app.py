@@ -218,8 +218,9 @@ class ConsoleApp(App[int]):
             view = self._gpu_history[host].add(event.sample)
             if screen is not None:
                 screen.gpus.view = view
-        if isinstance(self.screen, FleetScreen):
-            self.screen.update_row(self._fleet_row(host))
+        top = self.screen_stack[-1] if self.screen_stack else None
+        if isinstance(top, FleetScreen):
+            top.update_row(self._fleet_row(host))
         if screen is None:
             return
         session = self.sessions[host]
@@ -430,7 +431,8 @@ class ConsoleApp(App[int]):
         return [self._fleet_row(n) for n in self.sessions]
 
     def action_fleet(self) -> None:
-        if len(self.sessions) > 1 and not isinstance(self.screen, FleetScreen):
+        top = self.screen_stack[-1] if self.screen_stack else None
+        if len(self.sessions) > 1 and not isinstance(top, FleetScreen):
             self.push_screen(FleetScreen(self._fleet_rows()))
 
     @on(FleetScreen.HostChosen)

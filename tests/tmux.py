@@ -30,7 +30,8 @@ class Terminal:
         if shutil.which("tmux") is None:
             raise RuntimeError("tmux is not installed: run `make test` or apt-get install tmux")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        line = f"env {env} {shlex.join(self.command)}" if env else shlex.join(self.command)
+        # env -i: nothing of the test runner leaks in (pytest exports COLUMNS/LINES).
+        line = f"env -i {env} {shlex.join(self.command)}"
         self._tmux("-f", "/dev/null", "new-session", "-d", "-x", str(self.width), "-y",
                    str(self.height), "-s", "main", line)
         self._tmux("set-option", "-g", "remain-on-exit", "on", check=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -15,7 +17,8 @@ more vLLM hosts. Data flows from the host; actions ask before they change anythi
 """
 
 
-def key_table(sections: list[tuple[str, list[Binding]]]) -> str:
+def key_table(sections: list[tuple[str, list[Binding]]],
+              display: Callable[[Binding], str] = lambda b: b.key_display or b.key) -> str:
     lines: list[str] = []
     for title, bindings in sections:
         lines.append(f"\n{title}")
@@ -24,7 +27,7 @@ def key_table(sections: list[tuple[str, list[Binding]]]) -> str:
             if b.key in seen or not b.description:
                 continue
             seen.add(b.key)
-            lines.append(f"  {b.key_display or b.key:<14} {b.description}")
+            lines.append(f"  {display(b):<14} {b.description}")
     return "\n".join(lines)
 
 
@@ -40,7 +43,8 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield Static("Keys", id="help-title")
-            yield Static(INTRO + key_table(self._sections), id="help-body", markup=False)
+            yield Static(INTRO + key_table(self._sections, self.app.get_key_display),
+                         id="help-body", markup=False)
             yield Static("Esc closes · ctrl+p opens the command palette with every action",
                          id="help-footer")
 
