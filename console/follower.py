@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from console.agent.client import FOLLOW_SCRIPT, python_line
 from console.display import DISPLAY_MAX, safe_text
-from console.host import Host, HostError, StreamHandle
+from console.host import ConnectionState, Host, HostError, StreamHandle
 from console.parsers.lines import LineAssembler
 from console.parsers.prefix import strip_ansi
 from console.remote_scripts import RemoteScripts, script_source
@@ -70,6 +70,7 @@ class NoticeKind(StrEnum):
     MISSING = "missing"
     CAUGHT_UP = "caught-up"
     DISCONNECTED = "disconnected"
+    FOLLOWER_ENDED = "follower-ended"
     GAP = "gap"
     LINE_CUT = "line-cut"
 
@@ -85,6 +86,8 @@ _NOTICE_TEXT = {
     NoticeKind.MISSING: "log not readable: {detail}; waiting for it",
     NoticeKind.CAUGHT_UP: "caught up",
     NoticeKind.DISCONNECTED: "link lost ({detail}); will resume where it stopped",
+    NoticeKind.FOLLOWER_ENDED: "log follower ended ({detail}); starting it again where it "
+                               "stopped",
     NoticeKind.GAP: "gap in the log: {detail}",
     NoticeKind.LINE_CUT: "a line longer than {detail} was cut",
 }
@@ -238,6 +241,8 @@ class LogFollower:
         self._live = False
         self._state = FollowState.STARTING
         self._stopping = False
+        self._wake = asyncio.Event()
+        self._queue: asyncio.Queue[bytes | None] | None = None
         self.reconnects = 0
 
     # -- what the UI reads --------------------------------------------------------------
@@ -256,6 +261,10 @@ class LogFollower:
     def stop(self) -> None:
         """End `run()` soon (it also ends when its task is cancelled)."""
         self._stopping = True
+        self._wake.set()
+        if self._queue is not None:
+            with contextlib.suppress(asyncio.QueueFull):
+                self._queue.put_nowait(None)
 
     # -- the host command ---------------------------------------------------------------
     async def _command(self, *, once: bool = False) -> str:
@@ -277,6 +286,7 @@ class LogFollower:
         """Follow until `stop()`: batches go to `on_batch` (sync or async). A lost link or a
         follower that died is retried with backoff and resumed at the exact byte."""
         self._stopping = False
+        self._wake = asyncio.Event()
         attempt = 0
         try:
             while not self._stopping:
@@ -307,7 +317,9 @@ class LogFollower:
     async def _lost(self, reason: str, on_batch: OnBatch) -> None:
         self._state = FollowState.RECONNECTING
         self.reconnects += 1
-        self._notices.append(FollowNotice(NoticeKind.DISCONNECTED, reason))
+        link_up = self.host.link.state is ConnectionState.CONNECTED
+        kind = NoticeKind.FOLLOWER_ENDED if link_up else NoticeKind.DISCONNECTED
+        self._notices.append(FollowNotice(kind, reason))
         await self._flush(on_batch)
 
     async def _wait_retry(self, attempt: int) -> None:
@@ -315,13 +327,15 @@ class LogFollower:
         wait_connected = getattr(self.host, "wait_connected", None)
         if wait_connected is not None:
             # SSHHost reconnects on its own; start again as soon as it is back.
-            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            with contextlib.suppress(TimeoutError):
                 await wait_connected(timeout=30)
-        await asyncio.sleep(delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)  # stop() cuts the wait short
 
     async def _pump(self, handle: StreamHandle, on_batch: OnBatch) -> bool:
         """Read one follower process to its end. True when it delivered anything."""
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=8)
+        self._queue = queue
         failure: list[BaseException] = []
 
         async def read() -> None:
@@ -361,6 +375,7 @@ class LogFollower:
                 if self._flush_due():
                     await self._flush(on_batch)
         finally:
+            self._queue = None
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.agent import follow_main
-from console.follower import FrameDecoder, LogBatch, LogFollower, NoticeKind
+from console.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
 from console.local_host import LocalHost
 
 SCRIPT = Path(follow_main.__file__)
@@ -264,3 +264,19 @@ def test_frame_headers_are_plain_json(tmp_path: Path) -> None:
     header = json.loads(out.split(b"\n", 1)[0])
     assert header == {"t": "open", "dev": os.stat(log).st_dev, "ino": os.stat(log).st_ino,
                       "off": 0, "size": 2, "why": "start"}
+
+
+async def test_stop_ends_a_quiet_follower(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("only line\n")
+    host = LocalHost()
+    follower = LogFollower(host, str(log), start="begin", poll_s=0.01)
+    got = Collector()
+    task = asyncio.create_task(follower.run(got))
+    await got.wait(lambda c: c.texts == ["only line"])
+    follower.stop()
+    async with asyncio.timeout(5):
+        await task  # returns on its own: nothing else was coming
+    assert follower.state is FollowState.STOPPED
+    await host.close()
+    await asyncio.sleep(0.2)  # see the `follow` fixture

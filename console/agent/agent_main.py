@@ -335,6 +335,11 @@ class NvmlSource:
         if not self.handles:
             calls.close()
             raise GpuUnavailable(f"NVML ({calls.detail}): no GPU")
+        try:
+            calls.memory(self.handles[0])  # a source that cannot say this says nothing useful
+        except Exception as exc:
+            calls.close()
+            raise GpuUnavailable(f"NVML ({calls.detail}): {exc}") from None
 
     @staticmethod
     def _try(fn, *args):
