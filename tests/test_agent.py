@@ -282,3 +282,11 @@ def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_once_gives_its_sample_even_with_stdin_closed() -> None:
+    # As `Host.run` runs it: stdin is a pipe that is closed at once.
+    out = subprocess.run([PYTHON, str(AGENT), "--once", "--gpu-source", "none"], input=b"",
+                         capture_output=True, timeout=30)
+    kinds = [json.loads(line)["t"] for line in out.stdout.splitlines()]
+    assert kinds == ["hello", "sample"]

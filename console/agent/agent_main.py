@@ -916,7 +916,8 @@ def main(argv=None):
     interval = max(0.05, args.interval)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: _stop.set())
-    _watch_stdin()
+    if not args.once:  # a one-shot run is over in a moment, whatever its stdin does
+        _watch_stdin()
     parent = os.getppid()
     clk = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     gpu = open_gpu_source(args.gpu_source, args.nvidia_smi, interval, once=args.once,
