@@ -23,6 +23,8 @@ _VALUE_OPTIONS = {
     "--port", "--theme",
 }
 
+HOST_HELP = "a hosts-file name, an ssh_config alias, or [user@]host[:port]"
+
 SERVE_OVERRIDES = ("python", "log", "target", "draft", "match", "url", "nvidia_smi", "reference")
 
 
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="the console on HOST (the default command)",
                          description="Open the console on HOST, or on every host of the hosts "
                                      "file when HOST is omitted.")
-    tui.add_argument("host", nargs="?", metavar="HOST")
+    tui.add_argument("host", nargs="?", metavar="HOST", help=HOST_HELP)
     tui.add_argument("--theme", help="colour theme (default: the last one used)")
     _common(tui)
 
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "runtime-activation -> config-correct on HOST. Exit 0: "
                                        "every link passed; 1: a link failed or has no "
                                        "evidence; 2: could not run.")
-    check.add_argument("host", metavar="HOST")
+    check.add_argument("host", metavar="HOST", help=HOST_HELP)
     check.add_argument("--json", action="store_true", help="print one JSON object")
     _common(check)
 
@@ -93,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "spec decode",
                             description="Print one snapshot of HOST. Exit 0, or 2 when it "
                                         "could not run.")
-    status.add_argument("host", metavar="HOST")
+    status.add_argument("host", metavar="HOST", help=HOST_HELP)
     status.add_argument("--json", action="store_true", help="print one JSON object")
     _common(status)
 
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                              description="The same restart as the console's `r` key. Exit 0 "
                                          "once the new server is ready; 1 when it did not come "
                                          "up (reason printed); 2 when it could not run.")
-    restart.add_argument("host", metavar="HOST")
+    restart.add_argument("host", metavar="HOST", help=HOST_HELP)
     restart.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     restart.add_argument("--trace", action="store_true",
                          help="relaunch with the activation trace hook (this run only)")
@@ -114,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "serve` in the foreground, to try the console over real "
                                      "SSH to localhost.")
     sim.add_argument("--scenario", default="incident", help="scenario (default: incident)")
-    sim.add_argument("--root", required=True, metavar="DIR", help="where to write the tree")
+    sim.add_argument("--root", metavar="DIR", help="where to write the tree (required)")
     sim.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     sim.add_argument("--list", action="store_true", help="list the scenarios and exit")
     return parser

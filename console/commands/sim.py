@@ -22,6 +22,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         return list_scenarios()
+    if not args.root:
+        return fail("sim needs --root DIR (where to write the simulated host)")
     if args.scenario not in SCENARIOS:
         return fail(f"unknown scenario {args.scenario!r}; one of: {', '.join(SCENARIOS)}")
     try:
