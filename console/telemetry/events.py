@@ -58,10 +58,12 @@ class ServeTreeChanged(TelemetryEvent):
 
 @dataclass(frozen=True, slots=True)
 class LogSourceChanged(TelemetryEvent):
-    """The followed log changed (path None: nothing to follow), or its follower's state."""
+    """The followed log changed (path None: nothing to follow), or its follower's state;
+    `detail` says why when it stopped."""
 
     path: str | None
     state: FollowState | None
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)

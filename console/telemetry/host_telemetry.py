@@ -29,7 +29,7 @@ from console.discovery import (
     effective_serve,
     parse_serve_argv,
 )
-from console.follower import LogBatch, LogFollower
+from console.follower import FollowState, LogBatch, LogFollower
 from console.host import ConnectionState, Host, HostError, LinkStatus
 from console.parsers.engine import SpeculativeSettings
 from console.remote_scripts import RemoteScripts
@@ -52,7 +52,6 @@ from console.telemetry.http import ServeUrl
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import Changed, RunLog
 from console.telemetry.server import (
-    Health,
     MetricsReader,
     ServerLoad,
     load_from_metrics,
@@ -227,6 +226,8 @@ class HostTelemetry:
                             await self._sample(item)
             except HostError as exc:
                 reason = str(exc)
+            except Exception as exc:  # a bug must not silently end GPU telemetry
+                reason = f"{type(exc).__name__}: {exc}"
             self._set_agent(AgentStatus(AgentState.LOST, reason, self._snapshot.agent.hello))
             await self._retry(attempt)
             attempt += 1
@@ -279,27 +280,45 @@ class HostTelemetry:
         if self._follower is not None:
             # Another file: what the old one said about "the current run" no longer holds.
             self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
+            self._update(run=self.run_log.info)
+            self._emit(RunUpdated(self.host.name, self.run_log.info, True))
+            self._spec_changed()
+            self._startup_changed(force=True)
         opts = self.options
-        self._follower = LogFollower(self.host, path, start=opts.log_start,
-                                     backlog_bytes=opts.log_backlog_bytes,
-                                     max_lines=opts.log_max_lines, batch_s=opts.log_batch_s,
-                                     python=self.config.serve.python, scripts=self.scripts)
-        self._follow_task = asyncio.create_task(self._follower.run(self._batch),
+        follower = LogFollower(self.host, path, start=opts.log_start,
+                               backlog_bytes=opts.log_backlog_bytes,
+                               max_lines=opts.log_max_lines, batch_s=opts.log_batch_s,
+                               python=self.config.serve.python, scripts=self.scripts)
+        self._follower = follower
+        self._follow_task = asyncio.create_task(self._follow_loop(follower),
                                                 name=f"telemetry-log {path}")
-        self._update(follow=self._follower.state)
-        self._emit(LogSourceChanged(self.host.name, path, self._follower.state))
+        self._update(follow=follower.state)
+        self._emit(LogSourceChanged(self.host.name, path, follower.state))
+
+    async def _follow_loop(self, follower: LogFollower) -> None:
+        """Run the follower; should it ever fail on something unforeseen, say so and go on
+        (it resumes by position)."""
+        while True:
+            try:
+                await follower.run(lambda batch: self._batch(follower, batch))
+                return
+            except Exception as exc:  # a bug must not silently end the log view
+                self._emit(LogSourceChanged(self.host.name, follower.path, FollowState.STOPPED,
+                                            f"{type(exc).__name__}: {exc}"))
+                await asyncio.sleep(1.0)
 
     @property
     def follower(self) -> LogFollower | None:
         """The log follower (its `recent()` lines fill a freshly mounted log pane)."""
         return self._follower
 
-    def _batch(self, batch: LogBatch) -> None:
-        follower = self._follower
+    def _batch(self, follower: LogFollower, batch: LogBatch) -> None:
+        if follower is not self._follower:
+            return  # a late batch of a log no longer followed
         arrival = self.clock.now() if batch.live else None
         notable, changed = self.run_log.feed_texts(batch.texts, arrival)
         name = self.host.name
-        if follower is not None and follower.state is not self._snapshot.follow:
+        if follower.state is not self._snapshot.follow:
             self._update(follow=follower.state)
             self._emit(LogSourceChanged(name, follower.path, follower.state))
         self._emit(LogLinesReceived(name, batch, tuple(notable)))
@@ -342,30 +361,35 @@ class HostTelemetry:
 
     # -- the server's answers -----------------------------------------------------------
     async def _server_loop(self) -> None:
-        last_metrics = 0.0
         while True:
-            url = ServeUrl.parse(self._snapshot.serve.url or "")
-            now = self.clock.now()
-            old = self._snapshot.readiness
-            readiness = await probe_readiness(
-                self.host, url, running=self._running(), log_ready=self.run_log.startup.ready,
-                at=now, timeout=self.options.http_timeout_s,
-                want_models=not old.ready or not old.models)
-            if readiness.ready and not readiness.models and old.ready:
-                readiness = replace(readiness, models=old.models)
-            if (readiness.health, readiness.http_status, readiness.models, readiness.url) != (
-                    old.health, old.http_status, old.models, old.url):
-                self._update(readiness=readiness)
-                self._emit(ReadinessChanged(self.host.name, readiness))
-            else:
-                self._update(readiness=readiness)
-            healthy = readiness.health is Health.HEALTHY
-            if url is not None and healthy and now - last_metrics >= \
-                    self.options.metrics_interval_s - 0.5:
-                last_metrics = now
-                await self._scrape(url, now)
+            healthy = False
+            try:
+                healthy = await self._server_step()
+            except Exception as exc:  # a bug must not silently end the server's checks
+                self._update(readiness=replace(self._snapshot.readiness,
+                                               detail=f"{type(exc).__name__}: {exc}"))
             await asyncio.sleep(self.options.metrics_interval_s if healthy
                                 else self.options.health_interval_s)
+
+    async def _server_step(self) -> bool:
+        """Ask /health (and /v1/models, /metrics when healthy); True when healthy."""
+        url = ServeUrl.parse(self._snapshot.serve.url or "")
+        now = self.clock.now()
+        old = self._snapshot.readiness
+        readiness = await probe_readiness(
+            self.host, url, running=self._running(), log_ready=self.run_log.startup.ready,
+            at=now, timeout=self.options.http_timeout_s,
+            want_models=not old.ready or not old.models)
+        if readiness.ready and not readiness.models and old.ready:
+            readiness = replace(readiness, models=old.models)
+        self._update(readiness=readiness)
+        if (readiness.health, readiness.http_status, readiness.models, readiness.url) != (
+                old.health, old.http_status, old.models, old.url):
+            self._emit(ReadinessChanged(self.host.name, readiness))
+        if url is None or not readiness.ready:
+            return False
+        await self._scrape(url, now)
+        return True
 
     async def _scrape(self, url: ServeUrl, now: float) -> None:
         snapshot = await self.metrics.scrape(url, timeout=self.options.http_timeout_s)
