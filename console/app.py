@@ -252,6 +252,10 @@ class ConsoleApp(App[int]):
     # -- actions --------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         session = self.sessions.get(self.current)
+        host_actions = ("run_checks", "restart", "apply_reference", "export")
+        top = self.screen_stack[-1] if self.screen_stack else None
+        if action in host_actions and isinstance(top, FleetScreen):
+            return False  # the fleet table picks a host first
         if action in ("restart", "apply_reference") and session is not None and \
                 session.readonly:
             return False  # hidden: --readonly shows no action that changes the host
@@ -431,16 +435,15 @@ class ConsoleApp(App[int]):
         return [self._fleet_row(n) for n in self.sessions]
 
     def action_fleet(self) -> None:
+        """Back to the fleet table, which stays under the host screens."""
         top = self.screen_stack[-1] if self.screen_stack else None
-        if len(self.sessions) > 1 and not isinstance(top, FleetScreen):
-            self.push_screen(FleetScreen(self._fleet_rows()))
+        if len(self.sessions) > 1 and isinstance(top, HostScreen):
+            self.pop_screen()
 
     @on(FleetScreen.HostChosen)
     def _host_chosen(self, message: FleetScreen.HostChosen) -> None:
         self.current = message.host
-        self.pop_screen()
-        if not isinstance(self.screen, HostScreen) or self.screen.host_name != message.host:
-            self.push_screen(f"host:{message.host}")
+        self.push_screen(f"host:{message.host}")
 
     # -- command palette -------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -1,0 +1,82 @@
+"""Several hosts: the fleet table, switching hosts, and one host's failure never disturbing
+another (Pilot, two real simulated hosts plus one that cannot be reached)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.app import ConsoleApp
+from console.commands.demo import demo_config
+from console.local_host import LocalHost
+from console.screens.fleet import FleetScreen
+from console.screens.host import HostScreen
+from console.session import HostSession
+from console.settings import HostConfig
+from console.sim import start_background, stop
+from console.ssh_host import SSHHost
+from tests.app_support import make_tree, wait_until
+from tests.sshd import free_port
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    trees = [make_tree(tmp_path / name, scenario)
+             for name, scenario in (("a", "incident"), ("b", "healthy"))]
+    for tree in trees:
+        start_background(tree)
+    sessions = []
+    for name, tree in zip(("gpu-a", "gpu-b"), trees, strict=True):
+        config = demo_config(tree).model_copy(update={"name": name})
+        sessions.append(HostSession(config, LocalHost(name), scenario=tree.scenario))
+    # A third host nobody answers for: its link must fail alone.
+    dead = HostConfig(name="gpu-dead", hostname="127.0.0.1", port=free_port(),
+                      known_hosts=str(tmp_path / "known_hosts"))
+    sessions.append(HostSession(dead, SSHHost(dead, connect_timeout=2)))
+    yield sessions
+    for tree in trees:
+        stop(tree, timeout=5)
+
+
+async def test_fleet_table_switching_and_isolation(fleet: list[HostSession]) -> None:
+    app = ConsoleApp(fleet)
+    async with app.run_test(size=(160, 50)) as pilot:
+        assert isinstance(app.screen, FleetScreen)
+        table = app.screen.query_one("DataTable")
+        assert table.row_count == 3
+
+        def row(name: str) -> list[str]:
+            return [str(c) for c in table.get_row(name)]
+
+        await wait_until(pilot, lambda: row("gpu-a")[1] == "connected"
+                         and row("gpu-b")[1] == "connected", what="two live hosts")
+        await wait_until(pilot, lambda: row("gpu-a")[3] != "—" and row("gpu-b")[3] != "—",
+                         30, "acceptance on both")
+        assert float(row("gpu-a")[3]) < 2.0
+        assert float(row("gpu-b")[3]) > 5.0
+        assert row("gpu-dead")[1] != "connected"
+        await wait_until(pilot, lambda: row("gpu-a")[4] == "runtime-activation", 30,
+                         "the broken link of gpu-a")
+        table.move_cursor(row=1)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
+                         and app.screen.host_name == "gpu-b", what="gpu-b's screen")
+        screen = app.screen
+        assert isinstance(screen, HostScreen)
+        await wait_until(pilot, lambda: screen.gpus.view.sample is not None, what="a sample")
+        await wait_until(pilot, lambda: screen.log_pane.entry_count > 10, what="its log")
+        assert app.current == "gpu-b"
+        await pilot.press("h")
+        await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen), what="fleet")
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
+                         and app.screen.host_name == "gpu-a", what="gpu-a's screen")
+        await pilot.press("h")
+        await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen), what="fleet")
+        assert len(app.screen_stack) == 2, "switching hosts must not pile up screens"
+        before = fleet[0].snapshot.sample
+        await pilot.pause(2.5)
+        assert fleet[0].snapshot.sample is not before, "gpu-a's telemetry stalled"
