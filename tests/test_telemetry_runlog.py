@@ -244,3 +244,16 @@ def test_per_request_lines_are_never_evidence() -> None:
     assert state.latest is not None
     assert state.latest.mean_acceptance_length == 2.63
     assert len(state.history) == 1
+
+
+def test_only_the_newest_throughput_line_of_a_batch_is_read() -> None:
+    log = run_log()
+    lines = [api(1, i, THROUGHPUT.replace("Running: 1 reqs", f"Running: {i} reqs"))
+             for i in range(5)]
+    lines.insert(2, api(1, 2, SPEC))  # speaks of throughput too, and counts
+    notable, changed = log.feed_texts(lines)
+    assert changed & Changed.LOAD
+    assert changed & Changed.SPEC
+    assert log.info.throughput is not None
+    assert log.info.throughput.running == 4
+    assert [i for i, _ in notable] == [2, 5]

@@ -39,6 +39,11 @@ def _per_request(text: str) -> bool:
     return any(marker in text for marker in _PER_REQUEST)
 
 
+def _throughput(text: str) -> bool:
+    """The periodic load line (SpecDecoding lines speak of throughput too: not those)."""
+    return "Avg prompt throughput:" in text and "metrics:" not in text
+
+
 class Changed(Flag):
     """What a batch of lines changed."""
 
@@ -101,9 +106,12 @@ class RunLog:
         client's (a prompt could spell a SpecDecoding line)."""
         notable: list[tuple[int, LineEvent]] = []
         changed = Changed.NOTHING
+        texts = list(texts)
+        last_throughput = max((i for i, text in enumerate(texts) if _throughput(text)),
+                              default=-1)
         for i, text in enumerate(texts):
-            if _per_request(text):
-                continue
+            if _per_request(text) or (i < last_throughput and _throughput(text)):
+                continue  # only the newest throughput line of a batch tells the load
             event = classify(parse_line(text))
             if event.kind is not LineKind.OTHER:
                 notable.append((i, event))
