@@ -54,9 +54,11 @@ def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None
         assert not term.alive()
         # Nothing of the console is left on the host: only the serve tree runs as the user.
         def helpers_left() -> str:
-            return subprocess.run(["pgrep", "-a", "-u", sshd.user, "-f",
-                                   "vllm-console/(agent|follow)_main"],
-                                  capture_output=True, text=True).stdout
+            # This console's helpers carry this tree's paths in their arguments.
+            out = subprocess.run(["pgrep", "-a", "-u", sshd.user, "-f",
+                                  "vllm-console/(agent|follow)_main"],
+                                 capture_output=True, text=True).stdout
+            return "\n".join(line for line in out.splitlines() if str(tree.root) in line)
 
         deadline = time.monotonic() + 5
         while helpers_left() and time.monotonic() < deadline:
