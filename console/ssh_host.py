@@ -150,8 +150,8 @@ class SSHHost(Host):
         except asyncssh.HostKeyNotVerifiable:
             raise self._key_refusal(client) from None
         except asyncssh.PermissionDenied as exc:
-            raise HostError(f"{self.name}: login refused ({exc.reason}); check the user, "
-                            "the key (--identity) and the agent") from None
+            raise _LoginRefused(f"{self.name}: login refused ({exc.reason}); check the user, "
+                                "the key (--identity) and the agent") from None
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             raise HostError(f"{self.name}: cannot connect: {_describe(exc)}") from None
         if client.offered and cfg.accept_new and not client.changed:
@@ -208,28 +208,38 @@ class SSHHost(Host):
             except HostError as exc:
                 if self._status.state is not ConnectionState.RECONNECTING:
                     self._set(ConnectionState.DISCONNECTED, str(exc))
+                if not isinstance(exc, _LoginRefused):
+                    # Down when first reached: bring it up with backoff too, not only after
+                    # a lost link (retrying a refused login would only pile up failures).
+                    self._start_supervisor()
                 raise
             self._conn = conn
             self._forwards.clear()
             self._set(ConnectionState.CONNECTED, f"{self.config.hostname}")
-            if self._supervisor is None or self._supervisor.done():
-                self._supervisor = asyncio.create_task(self._supervise(), name="ssh-supervisor")
+            self._start_supervisor()
             return conn
 
+    def _start_supervisor(self) -> None:
+        if not self._closing and (self._supervisor is None or self._supervisor.done()):
+            self._supervisor = asyncio.create_task(self._supervise(), name="ssh-supervisor")
+
     async def _supervise(self) -> None:
-        """Notice a lost link and bring it back with backoff, until close()."""
+        """Notice a lost link (or a first connection that failed) and bring it back with
+        backoff, until close()."""
         while not self._closing:
             conn = self._conn
-            if conn is None:
-                return
-            await conn.wait_closed()
-            if self._closing:
-                return
-            self._conn = None
+            why = "link lost"
+            if conn is not None:
+                await conn.wait_closed()
+                if self._closing:
+                    return
+                self._conn = None
+            else:
+                why = self._status.detail or "not connected"
             attempt = 0
             while not self._closing:
                 delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
-                self._set(ConnectionState.RECONNECTING, "link lost", delay)
+                self._set(ConnectionState.RECONNECTING, why, delay)
                 await asyncio.sleep(delay)
                 try:
                     self._reconnects += 1
@@ -363,6 +373,10 @@ class SSHHost(Host):
                                 f"{_describe(exc)}") from None
             self._forwards[key] = listener
         return listener.get_port()
+
+
+class _LoginRefused(HostError):
+    """The server refused the login: retrying on a timer would not change its mind."""
 
 
 def _bytes(data: object) -> bytes:

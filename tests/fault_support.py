@@ -1,0 +1,105 @@
+"""What the fault and abuse tests share: an event recorder, a numbered log writer that proves
+"no gap, no duplicate", and the measured figures (printed, and appended as JSON lines to
+`$VC_FIGURES` when set, for docs/reliability.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from console.telemetry import LogLinesReceived, TelemetryEvent
+
+NUMBERED = re.compile(r"^line (\d{7}) ")
+
+
+def record_figure(name: str, value: float, unit: str = "s") -> None:
+    """One measured figure: printed (pytest -s shows it) and kept in $VC_FIGURES."""
+    print(f"FIGURE {name} = {value:.3f} {unit}")
+    path = os.environ.get("VC_FIGURES")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"name": name, "value": round(value, 3), "unit": unit}) + "\n")
+
+
+@dataclass
+class Recorder:
+    """Every telemetry event with its arrival time; `until` waits for one."""
+
+    events: list[tuple[float, TelemetryEvent]] = field(default_factory=list)
+
+    def __call__(self, event: TelemetryEvent) -> None:
+        self.events.append((time.monotonic(), event))
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    async def until(self, predicate: Callable[[TelemetryEvent], bool], timeout: float = 20,
+                    after: int = 0, what: str = "") -> tuple[float, TelemetryEvent]:
+        """The first event from index `after` on that satisfies `predicate`."""
+        deadline = time.monotonic() + timeout
+        i = after
+        while True:
+            while i < len(self.events):
+                at, event = self.events[i]
+                if predicate(event):
+                    return at, event
+                i += 1
+            if time.monotonic() > deadline:
+                kinds = sorted({type(e).__name__ for _, e in self.events[after:]})
+                raise AssertionError(f"timed out after {timeout} s waiting for "
+                                     f"{what or predicate}; seen since: {kinds}")
+            await asyncio.sleep(0.02)
+
+    def texts(self) -> list[str]:
+        return [t for _, e in self.events if isinstance(e, LogLinesReceived)
+                for t in e.batch.texts]
+
+    def notices(self) -> list[str]:
+        return [str(n.kind) for _, e in self.events if isinstance(e, LogLinesReceived)
+                for n in e.batch.notices]
+
+    def numbered(self) -> list[int]:
+        return [int(m[1]) for t in self.texts() if (m := NUMBERED.match(t))]
+
+
+class NumberedWriter:
+    """Appends `line NNNNNNN ...` lines to a log, as a server would; `written` counts them.
+    `run()` writes continuously (a batch every `every_s`) until `stop()`."""
+
+    def __init__(self, path: Path, batch: int = 10, every_s: float = 0.02) -> None:
+        self.path = path
+        self.batch = batch
+        self.every_s = every_s
+        self.written = 0
+        self._stop = asyncio.Event()
+
+    def write(self, count: int, path: Path | None = None) -> None:
+        with open(path or self.path, "ab") as fh:
+            fh.write(b"".join(b"line %07d \xe2\x9c\x93 payload\n" % (self.written + i)
+                              for i in range(count)))
+        self.written += count
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            self.write(self.batch)
+            await asyncio.sleep(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def assert_exactly_once(seen: list[int], written: int) -> None:
+    """Every line 0..written-1 arrived once, in order (no gap, no duplicate)."""
+    if seen == list(range(written)):
+        return
+    dups = len(seen) - len(set(seen))
+    missing = sorted(set(range(written)) - set(seen))
+    raise AssertionError(f"{len(seen)} lines for {written} written: {dups} duplicate(s), "
+                         f"{len(missing)} missing (first {missing[:5]}), "
+                         f"in order: {seen == sorted(seen)}")
