@@ -145,6 +145,9 @@ async def test_frozen_link_is_noticed_healed_and_every_stream_resumes(
         record_figure("freeze: link back after heal", back - healed_at)
         record_figure("freeze: samples back after heal", sample_at - healed_at)
         record_figure("freeze: log caught up after heal", caught_up_at - healed_at)
+        # The follower's failed attempts while the link was down must not delay it once the
+        # link is back (it used to wait out its whole backoff: ~3 s here, up to 8 s).
+        assert caught_up_at - healed_at < 3.0
         assert w.telemetry.snapshot.link.state is ConnectionState.CONNECTED
     assert_exactly_once(rec.numbered(), w.writer.written)
     assert "disconnected" in rec.notices()
