@@ -103,3 +103,25 @@ def assert_exactly_once(seen: list[int], written: int) -> None:
     raise AssertionError(f"{len(seen)} lines for {written} written: {dups} duplicate(s), "
                          f"{len(missing)} missing (first {missing[:5]}), "
                          f"in order: {seen == sorted(seen)}")
+
+
+def pids_with_env(needle: str, user: str | None = None) -> list[int]:
+    """Processes (of `user`) whose environment holds `needle`: the console's helpers carry
+    their arguments in VLLM_CONSOLE_ARGS, so a unique path or match finds exactly ours.
+    Needs root (or the same user) to read /proc/PID/environ."""
+    import pwd
+
+    uid = pwd.getpwnam(user).pw_uid if user else None
+    found = []
+    raw = needle.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if uid is not None and entry.stat().st_uid != uid:
+                continue
+            if raw in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
