@@ -5,9 +5,6 @@ server's answers) and reports `TelemetryEvent`s; `HostTelemetry.snapshot` is the
 `collect_status(host, config)` makes one snapshot without keeping anything running.
 """
 
-# `checks` first: `console.discovery` and `checks` import each other, and only this order
-# resolves (importing `console.discovery` on its own fails).
-import checks  # noqa: F401  isort: skip
 from console.telemetry.events import (
     AgentChanged,
     GpuSampled,
