@@ -51,6 +51,10 @@ def host_config(sshd: Sshd, proxy: TcpProxy, name: str) -> tuple[HostConfig, Num
     return config, NumberedWriter(log)
 
 
+async def caught_up(rec: Recorder, writer: NumberedWriter) -> None:
+    await rec.until(lambda e: len(rec.numbered()) >= writer.written, 20)
+
+
 def sample_gaps(rec: Recorder, start: float, end: float) -> float:
     times = [t for t, e in rec.events if isinstance(e, GpuSampled) and start <= t <= end]
     assert len(times) >= 2, "no samples in the window"
@@ -83,7 +87,7 @@ async def test_one_frozen_host_does_not_slow_the_other(
         await a_rec.until(lambda e: isinstance(e, GpuSampled), 20, after=a_rec.mark())
         for _, _, rec, writer, _, _ in runs:
             writer.stop()
-            await rec.until(lambda e, r=rec, w=writer: len(r.numbered()) >= w.written, 20)
+            await caught_up(rec, writer)
         worst = sample_gaps(b_rec, frozen_at, time.monotonic())
         record_figure("fleet: other host's worst sample gap while one was frozen", worst)
         assert worst < 1.5, f"beta's 0.3 s samples stalled {worst:.2f} s while alpha froze"
