@@ -28,6 +28,7 @@ if __package__ in (None, ""):
 from console.agent import agent_main  # noqa: E402
 from console.sim.runner import start_background, stop, wait_ready  # noqa: E402
 from console.sim.tree import materialise  # noqa: E402
+from tests.sshd import free_port  # noqa: E402
 
 AGENT = Path(agent_main.__file__)
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--interval", f"{opts.interval:g}", "--nvml-lib", "libnvidia-ml-none.so"]
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="vc-bench-agent-") as tmp:
-        tree = materialise("incident", Path(tmp) / "sim", port=_free_port(), startup_s=0.5)
+        tree = materialise("incident", Path(tmp) / "sim", port=free_port(), startup_s=0.5)
         smi = ["--nvidia-smi", str(tree.nvidia_smi)]
         results["no GPU source"] = measure([*common, "--gpu-source", "none"], opts.seconds)
         results["nvidia-smi loops"] = measure([*common, *smi, "--match", "nothing-matches-x"],
@@ -119,14 +120,6 @@ def main(argv: list[str] | None = None) -> int:
               f"children {r['children_cpu_pct']:6.3f}%   ({r['samples']} samples, "
               f"{r['processes']} processes on the machine, source {r['gpu_source']})")
     return 0
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ if __package__ in (None, ""):
 
 import psutil  # noqa: E402
 
+from benchmarks.bench_agent import cpu_s  # noqa: E402
 from console.follower import LogBatch, LogFollower  # noqa: E402
 from console.ssh_host import SSHHost  # noqa: E402
 from console.telemetry.run_log import RunLog  # noqa: E402
@@ -112,13 +113,8 @@ def host_follower(log: Path) -> int | None:
     return None
 
 
-def cpu_s(pid: int | None) -> float:
-    if pid is None:
-        return 0.0
-    try:
-        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
+def remote_cpu_s(pid: int | None) -> float:
+    return cpu_s(pid) if pid is not None else 0.0
 
 
 async def follow(sshd: Sshd, log: Path, rate: float, seconds: float, flood: str, *,
@@ -134,7 +130,7 @@ async def follow(sshd: Sshd, log: Path, rate: float, seconds: float, flood: str,
             while follower.position is None:
                 await asyncio.sleep(0.01)
         remote = host_follower(log)
-        cpu0, t0 = cpu_s(remote), time.monotonic()
+        cpu0, t0 = remote_cpu_s(remote), time.monotonic()
         writer = await asyncio.create_subprocess_exec(
             sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), FLOODS[flood],
             stdout=subprocess.PIPE)
@@ -145,12 +141,12 @@ async def follow(sshd: Sshd, log: Path, rate: float, seconds: float, flood: str,
             while consumer.lines < written:
                 await asyncio.sleep(0.005)
         behind_s = max(0.0, consumer.last_at - stopped)
-        busy_cpu = 100 * (cpu_s(remote) - cpu0) / (time.monotonic() - t0)
+        busy_cpu = 100 * (remote_cpu_s(remote) - cpu0) / (time.monotonic() - t0)
         idle_cpu = -1.0
         if idle_s:
-            cpu1, t1 = cpu_s(remote), time.monotonic()
+            cpu1, t1 = remote_cpu_s(remote), time.monotonic()
             await asyncio.sleep(idle_s)
-            idle_cpu = 100 * (cpu_s(remote) - cpu1) / (time.monotonic() - t1)
+            idle_cpu = 100 * (remote_cpu_s(remote) - cpu1) / (time.monotonic() - t1)
     finally:
         follower.stop()
         task.cancel()
