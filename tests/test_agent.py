@@ -92,6 +92,7 @@ def test_nvidia_smi_rows_with_missing_values() -> None:
                    "mem_used_mib": 100.0, "mem_total_mib": 143771.0, "temp_c": 41.0,
                    "power_w": None}
     assert agent_main.parse_gpu_row("No devices were found") is None
+    assert agent_main.parse_gpu_row("0, GPU-x, H200, nan, inf, 1, 2, 3")["util_pct"] is None
     assert agent_main.parse_app_row("77, 1024, GPU-ab") == {"pid": 77, "used_mib": 1024.0,
                                                             "gpu_uuid": "GPU-ab"}
     assert agent_main.parse_app_row("No running processes found") is None

@@ -76,9 +76,10 @@ def _number(text):
     """A value from nvidia-smi's CSV: a float, or None for `[N/A]`, `[Not Supported]`, junk."""
     text = text.strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if abs(value) < float("inf") else None  # NaN and inf are no figures
 
 
 def _round(value, digits=1):
