@@ -25,6 +25,7 @@ from checks import (
     load_reference_file,
     run_chain,
 )
+from console.commands.common import one_line
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
 from console.host import HostError
@@ -87,14 +88,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = asyncio.run(_check(args))
     except (ConfigError, ProfileError) as exc:
-        print(f"vllm-console check: {exc}", file=sys.stderr)
+        print(f"vllm-console check: {one_line(exc)}", file=sys.stderr)
         return 2
     except HostError as exc:
-        print(f"vllm-console check: {exc}", file=sys.stderr)
+        print(f"vllm-console check: {one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # never a traceback: say what broke, and that it is ours
-        print(f"vllm-console check: could not run: {type(exc).__name__}: {exc} (please report "
-              "this)", file=sys.stderr)
+        print(f"vllm-console check: could not run: {type(exc).__name__}: {one_line(exc)} "
+              "(please report this)", file=sys.stderr)
         return 2
     text = json.dumps(report.to_json(), indent=2) if getattr(args, "json", False) else \
         render(report, colour=_use_colour(sys.stdout))

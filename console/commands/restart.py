@@ -12,6 +12,7 @@ import asyncio
 import sys
 from typing import TextIO
 
+from console.commands.common import one_line
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
 from console.host import HostError
@@ -33,7 +34,7 @@ def _say(text: str, out: TextIO | None = None) -> None:
 
 
 def _fail(text: str) -> int:
-    _say(f"vllm-console restart: {text}", sys.stderr)
+    _say(f"vllm-console restart: {one_line(text)}", sys.stderr)
     return 2
 
 

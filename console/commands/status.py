@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 
+from console.commands.common import one_line
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
 from console.host import HostError
@@ -39,7 +40,7 @@ def render(snap: HostSnapshot) -> str:
     serve = data["serve"]
     if serve["running"]:
         lines.append(f"serve   running, pid {serve['pid']}, {serve['health']}"
-                     + (f" at {snap.serve.url}" if snap.serve.url else ""))
+                     + (f" at {safe_text(snap.serve.url, 300)}" if snap.serve.url else ""))
         lines.append(f"        {safe_text(serve['cmdline'] or '', 400)}")
     else:
         lines.append(f"serve   not running ({serve['health']})")
@@ -47,17 +48,20 @@ def render(snap: HostSnapshot) -> str:
         lines.append(f"start   {safe_text(snap.startup.text, 300)}")
     engine = data["engine"]
     spec = engine["speculative_config"]
-    lines.append(f"engine  vLLM {engine['version'] or '?'}, model {engine['model'] or '?'}")
+    lines.append(f"engine  vLLM {safe_text(str(engine['version'] or '?'), 100)}, "
+                 f"model {safe_text(str(engine['model'] or '?'), 400)}")
     if spec:
-        lines.append(f"        speculative: {spec['method'] or '?'} {spec['model'] or '?'}, "
+        lines.append(f"        speculative: {safe_text(str(spec['method'] or '?'), 100)} "
+                     f"{safe_text(str(spec['model'] or '?'), 400)}, "
                      f"{spec['num_spec_tokens'] or '?'} tokens")
-    lines.append(f"spec    {snap.spec_decode.summary}")
+    lines.append(f"spec    {safe_text(snap.spec_decode.summary, 400)}")
     figures = snap.spec_decode.latest or snap.spec_decode.totals
     if figures is not None and figures.per_position:
         rates = " ".join(f"{r:.2f}" for r in figures.per_position)
         lines.append(f"        per position: {rates}")
     if snap.serve.log:
-        lines.append(f"log     {snap.serve.log}")
+        # A file name on the host may hold anything, escape sequences included.
+        lines.append(f"log     {safe_text(snap.serve.log, 1000)}")
     lines.extend(f"note    {safe_text(note, 300)}" for note in snap.notes)
     return "\n".join(lines)
 
@@ -76,10 +80,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         snap = asyncio.run(_collect(args))
     except (ConfigError, HostError) as exc:
-        print(f"vllm-console status: {exc}", file=sys.stderr)
+        print(f"vllm-console status: {one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # the contract: a one-line reason, never a traceback
-        print(f"vllm-console status: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"vllm-console status: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):
         print(json.dumps(snap.status_json(), indent=2))
