@@ -134,7 +134,8 @@ def test_status_prints_hostile_host_text_inert(tmp_path: Path) -> None:
         assert "AFTER-STATUS 0" in screen, screen
         assert "BEFORE-STATUS" in screen, "the screen was cleared"
         assert_terminal_intact(term, title)
-        assert "serve" in screen and "running" in screen
+        assert "serve" in screen
+        assert "running" in screen
         assert "PWNED-LOGNAME" in screen, "the log path is not shown"
     finally:
         if term is not None:
