@@ -67,13 +67,15 @@ class HostEntry(_Strict):
 
     ssh: str = ""
     """`[user@]host[:port]` or an ssh_config alias."""
-    port: int | None = Field(default=None, ge=1, le=65535)
+    # strict: TOML has real integers and booleans; a string here is a mistake to name, not to
+    # guess at (lax validation took `local = "yes"` as true).
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
     """SSH port (default: ssh_config, then 22)."""
     identity: str = ""
     """Private key file (default: ssh_config, then ~/.ssh and the agent)."""
     known_hosts: str = ""
     """known_hosts file checked strictly (default ~/.ssh/known_hosts)."""
-    local: bool = False
+    local: bool = Field(default=False, strict=True)
     """This machine, no SSH."""
     serve: ServeSettings = ServeSettings()
     """How to find and relaunch vllm serve."""
@@ -186,7 +188,11 @@ def resolve_host(spec: str, hosts: HostsFile, *, overrides: dict[str, Any] | Non
     overrides = {k: v for k, v in (overrides or {}).items() if v not in (None, "", False)}
     entry = hosts.hosts.get(spec)
     if entry is None:
-        entry = HostEntry(ssh=spec)
+        try:
+            entry = HostEntry(ssh=spec)
+        except ValidationError:
+            raise ConfigError(f"{spec!r} is not [user@]host[:port] or an ssh_config alias"
+                              ) from None
     local = bool(overrides.pop("local", False) or entry.local)
     user, hostname, port = (None, "", None)
     if not local:
