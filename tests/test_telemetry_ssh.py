@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,25 @@ from tests.test_status_ssh import start_as
 pytestmark = pytest.mark.ssh
 
 
+def helpers_of(marker: str) -> list[int]:
+    """The Python processes (agent, follower, the simulated nvidia-smi) whose command line or
+    environment names `marker`: this test's own, whoever else shares the login user. The
+    helpers get their arguments in the environment; their shell wrappers are not Python."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"python" not in argv[0]:
+                continue
+            if marker.encode() in b"\0".join(argv) + (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 async def test_a_server_coming_up_and_going_away(sshd: Sshd) -> None:
     if sshd.proc is None:
         sshd.start()
@@ -70,6 +91,7 @@ async def test_a_server_coming_up_and_going_away(sshd: Sshd) -> None:
         assert agent.agent.state is AgentState.RUNNING
         assert agent.agent.gpu_source in ("nvidia-smi", "nvml")
         await until(lambda e: isinstance(e, GpuSampled) and e.sample.gpus != ())
+        assert len(helpers_of(str(tree.root))) >= 3  # agent, its two nvidia-smi loops
         server = start_as(tree, sshd.user)
         await until(lambda e: isinstance(e, StartupProgress)
                     and e.status.state is StartupState.STARTING)
@@ -114,20 +136,20 @@ async def test_a_server_coming_up_and_going_away(sshd: Sshd) -> None:
             await task
     # The agent, its nvidia-smi loops and the follower end with the telemetry.
     for _ in range(50):
-        left = await host.run(["pgrep", "-u", sshd.user, "-f", "^[^ ]*python[^ ]* [^ ]*"
-                               f"(agent_main|follow_main|{tree.nvidia_smi})"])
-        if not left.ok:
+        left = helpers_of(str(tree.root))
+        if not left:
             break
         await asyncio.sleep(0.1)
     else:
-        pytest.fail(f"left running on the host: {left.text}")
+        pytest.fail(f"left running on the host: {left}")
     await host.close()
 
 
 async def test_the_agent_comes_back_after_the_link_does(sshd: Sshd) -> None:
     if sshd.proc is None:
         sshd.start()
-    config = sshd.host_config(serve={"match": "vllm serve /nonexistent-vc-reconnect/"})
+    marker = f"/nonexistent-vc-reconnect-{uuid.uuid4().hex[:8]}/"
+    config = sshd.host_config(serve={"match": f"vllm serve {marker}"})
     host = SSHHost(config, keepalive_interval=0.5, keepalive_count_max=2)
     telemetry = HostTelemetry(host, config, TelemetryOptions(interval_s=0.3, gpu_source="none"))
     events: list[TelemetryEvent] = []
@@ -155,11 +177,7 @@ async def test_the_agent_comes_back_after_the_link_does(sshd: Sshd) -> None:
         sshd.start()
         back = await until(lambda e: events.index(e) > lost and agent(AgentState.RUNNING)(e))
         await until(lambda e: events.index(e) > back and isinstance(e, GpuSampled))
-        # The old agent ended with its session: one Python runs the agent (its shell wrapper
-        # carries the script's name too, hence the pattern).
-        agents = await host.run(["pgrep", "-c", "-u", sshd.user, "-f",
-                                 "^[^ ]*python[^ ]* [^ ]*agent_main"])
-        assert agents.text.strip() == "1"
+        assert len(helpers_of(marker)) == 1  # the old agent ended with its session
     finally:
         if sshd.proc is None:
             sshd.start()
