@@ -1,0 +1,109 @@
+"""Start-up, in a real terminal (tmux, 160x50): time to the first frame, and to the first live
+data, for `vllm-console demo` (local simulated host) and for `vllm-console HOST` over a real sshd
+on loopback (a simulated server already up and serving on the host).
+
+    .venv/bin/python -m benchmarks.bench_start [--runs 3]
+
+The clock starts just before `tmux new-session` runs the command; the screen is polled with
+`capture-pane` (each poll takes a few ms: that is the resolution). Marks:
+- first frame: the header (`vllm-console`) is on the screen;
+- first GPU sample: `GPU0` in the GPU pane (the agent's first sample reached the screen);
+- first log line: a serve-log line (`pid=`) in the log pane.
+For the demo the simulated server starts with the console (its log begins ~1 s later), so its
+first-log mark is the server's start-up more than the console's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT, emit, private_sshd
+from benchmarks.simhosts import sim_hosts
+from tests.tmux import Terminal, app_env
+
+CONSOLE = str(ROOT / ".venv" / "bin" / "vllm-console") \
+    if (ROOT / ".venv" / "bin" / "vllm-console").exists() else None
+MARKS = {
+    "first_frame_s": lambda s: "vllm-console" in s,
+    "first_gpu_s": lambda s: "GPU0" in s,
+    "first_log_s": lambda s: any("pid=" in line for line in s.splitlines()[28:-2]),
+}
+
+
+def console_argv(*args: str) -> list[str]:
+    return [CONSOLE, *args] if CONSOLE else [sys.executable, "-m", "console", *args]
+
+
+def time_marks(argv: list[str], tmp: Path, timeout: float = 30.0) -> dict[str, float]:
+    env = app_env()
+    for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        env[name] = str(tmp / name.lower())
+    env["TMPDIR"] = str(tmp)
+    env["PYTHONPATH"] = str(ROOT)
+    term = Terminal(argv, env=env)
+    found: dict[str, float] = {}
+    t0 = time.perf_counter()
+    term.start()
+    try:
+        deadline = t0 + timeout
+        while len(found) < len(MARKS) and time.perf_counter() < deadline:
+            screen = term.screen()
+            now = time.perf_counter() - t0
+            for name, seen in MARKS.items():
+                if name not in found and seen(screen):
+                    found[name] = round(now, 3)
+            time.sleep(0.005)
+        term.keys("q")
+        quit_deadline = time.monotonic() + 15
+        while term.alive() and time.monotonic() < quit_deadline:
+            time.sleep(0.1)
+    finally:
+        term.stop()
+    return {name: found.get(name, -1.0) for name in MARKS}
+
+
+def median_marks(runs: list[dict[str, float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in MARKS:
+        values = [r[name] for r in runs if r[name] >= 0]
+        out[name] = round(statistics.median(values), 3) if values else -1.0
+        out[name.replace("_s", "_all")] = [r[name] for r in runs]
+    return out
+
+
+def bench(runs: int) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="vc-bench-start-") as tmp:
+        demo = [time_marks(console_argv("demo"), Path(tmp)) for _ in range(runs)]
+        time.sleep(1.0)  # the last demo's simulated host is gone
+        result["demo"] = median_marks(demo)
+        with private_sshd() as sshd, sim_hosts(sshd, 1) as hosts:
+            config = hosts.hosts_file()
+            ssh = [time_marks(console_argv(hosts.name(0), "--config", str(config)),
+                              Path(tmp)) for _ in range(runs)]
+        result["ssh"] = median_marks(ssh)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    opts = p.parse_args(argv)
+    result = bench(opts.runs)
+    if opts.json:
+        emit(result)
+    else:
+        for where, marks in result.items():
+            print(where, marks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""The report: the targets table, the side-by-side log path, the other measurements in detail,
+the method, and the findings (benchmarks/findings.md), as Markdown.
+
+    .venv/bin/python -m benchmarks.report RESULTS.json [--out docs/benchmarks.md]
+
+re-renders a report from the raw results a run saved (`python -m benchmarks --json PATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+FINDINGS = Path(__file__).with_name("findings.md")
+MET, MISSED, NONE = "met", "**missed**", "not measured"
+
+
+def _ok(r: Any) -> bool:
+    return isinstance(r, dict) and "error" not in r and "skipped" not in r
+
+
+def _n(value: Any) -> str:
+    if not isinstance(value, int | float) or value < 0:
+        return "—"
+    return f"{value:,.0f}"
+
+
+def _ms(value: Any) -> str:
+    if not isinstance(value, int | float) or value < 0:
+        return "—"
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.1f}%" if isinstance(value, int | float) and value >= 0 else "—"
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or b <= 0 or a < 0:
+        return "—"
+    return f"{a / b:.2f}"
+
+
+def _verdict(good: bool | None) -> str:
+    return NONE if good is None else (MET if good else MISSED)
+
+
+def keeps_up(r: dict[str, Any]) -> bool:
+    """Not falling behind: every line on screen, the last within 0.5 s of the writer stopping,
+    and delivery at >= 95% of the offered rate."""
+    return bool(r.get("caught_up")) and 0 <= r.get("behind_s", -1) <= 0.5 and \
+        r.get("delivered_per_s", 0) >= 0.95 * r.get("offered_per_s", 1)
+
+
+def _error_lines(results: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, section in results.items():
+        if name.endswith("@"):
+            continue
+        items = section.items() if isinstance(section, dict) and "error" not in section \
+            else [("", section)]
+        for label, r in items:
+            if isinstance(r, dict) and "error" in r:
+                lines.append(f"- {name} {label}: {r['error']}")
+    return lines
+
+
+def summary(results: dict[str, Any]) -> list[str]:
+    rows: list[tuple[str, str, str]] = []
+    screen = results.get("screen", {})
+    r100, r10 = screen.get("100k"), screen.get("10k")
+    if _ok(r100):
+        rows.append(("Log path over SSH: >= 100k lines/s offered without falling behind",
+                     f"{_n(r100['delivered_per_s'])} lines/s delivered to the screen at "
+                     f"{_n(r100['offered_per_s'])} offered; behind {r100['behind_s']:.2f} s",
+                     _verdict(keeps_up(r100))))
+    else:
+        rows.append(("Log path over SSH: >= 100k lines/s without falling behind", "—", NONE))
+    if _ok(r10):
+        rows.append(("Write-to-screen p99 <= 100 ms at 10k lines/s",
+                     f"p99 {_ms(r10['painted_p99_ms'])} ms (p50 {_ms(r10['painted_p50_ms'])});"
+                     f" into the widget p99 {_ms(r10['widget_p99_ms'])} ms",
+                     _verdict(0 <= r10["painted_p99_ms"] <= 100)))
+    else:
+        rows.append(("Write-to-screen p99 <= 100 ms at 10k lines/s", "—", NONE))
+    if _ok(r100):
+        rows.append(("Key p95 <= 100 ms during the flood (100k lines/s)",
+                     f"p95 {_ms(r100['key_p95_ms'])} ms (p50 {_ms(r100['key_p50_ms'])}, "
+                     f"{r100['keys']} keys)", _verdict(0 <= r100["key_p95_ms"] <= 100)))
+    else:
+        rows.append(("Key p95 <= 100 ms during the flood", "—", NONE))
+    memory = results.get("memory")
+    mark = None
+    source = ""
+    if _ok(memory) and "100000" in memory.get("at_marks", {}):
+        mark = memory["at_marks"]["100000"]["peak_rss_mb"]
+        million = memory["at_marks"].get("1000000", {}).get("peak_rss_mb")
+        source = f"; 1M lines: {_n(million)} MB" if million else ""
+    elif _ok(r100) and "100000" in r100.get("at_marks", {}):
+        mark = r100["at_marks"]["100000"]["peak_rss_mb"]
+        source = " (from the 100k lines/s run)"
+    rows.append(("Peak RSS <= 150 MB with 100k lines followed",
+                 f"{_n(mark)} MB{source}" if mark else "—",
+                 _verdict(mark <= 150 if mark else None)))
+    idle = results.get("idle")
+    if _ok(idle):
+        rows.append(("Idle: console CPU <= 3% of a core (all panes live, 1 Hz, SSH)",
+                     _pct(idle["console_cpu_pct"]), _verdict(idle["console_cpu_pct"] <= 3)))
+        rows.append(("Idle: host agent CPU <= 1% of a core", _pct(idle["agent_cpu_pct"]) +
+                     f" (its simulated nvidia-smi loop {_pct(idle['nvidia_smi_cpu_pct'])}, "
+                     f"log follower {_pct(idle['follower_cpu_pct'])})",
+                     _verdict(idle["agent_cpu_pct"] <= 1)))
+    else:
+        rows.append(("Idle: console <= 3%, agent <= 1% of a core", "—", NONE))
+    start = results.get("start")
+    if _ok(start):
+        demo = start["demo"]["first_frame_s"]
+        rows.append(("First frame <= 1 s (`vllm-console demo` in tmux)",
+                     f"{demo:.2f} s (over SSH: {start['ssh']['first_frame_s']:.2f} s)",
+                     _verdict(0 <= demo <= 1.0)))
+    else:
+        rows.append(("First frame <= 1 s", "—", NONE))
+    chain = results.get("chain")
+    if _ok(chain):
+        rows.append(("`check` <= 5 s (1 GB log, real-size install, over SSH)",
+                     f"{chain['inproc_worst_s']:.2f} s worst in process; CLI "
+                     f"{chain['cli_worst_s']:.2f} s worst (Python start-up included)",
+                     _verdict(max(chain["inproc_worst_s"], chain["cli_worst_s"]) <= 5)))
+    else:
+        rows.append(("`check` <= 5 s", "—", NONE))
+    fleet = results.get("fleet", {})
+    f32 = fleet.get("32")
+    if _ok(f32):
+        rows.append(("32 hosts without the UI lagging (key p95 <= 100 ms)",
+                     f"key p95 {_ms(f32['key_p95_ms'])} ms (p50 {_ms(f32['key_p50_ms'])}); "
+                     f"console {_pct(f32['console_cpu_pct'])} CPU, {_n(f32['rss_mb'])} MB",
+                     _verdict(0 <= f32["key_p95_ms"] <= 100)))
+    else:
+        rows.append(("32 hosts without the UI lagging", "—", NONE))
+    out = ["| Target | Measured | Verdict |", "|---|---|---|"]
+    out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return out
+
+
+def logpath(results: dict[str, Any]) -> list[str]:
+    screen, tail = results.get("screen", {}), results.get("tail", {})
+    toolong, local = results.get("toolong", {}), results.get("local", {})
+    labels = [k for k in ("1k", "10k", "50k", "100k", "max")
+              if any(k in s for s in (screen, tail, toolong, local) if isinstance(s, dict))]
+    out = ["### The console over SSH, to the screen", "",
+           "| Offered | Delivered/s | Behind | Into widget p50 / p99 | On screen p50 / p99 | "
+           "Key p50 / p95 | Frames/s | Console CPU | Host follower CPU | sshd CPU | Peak RSS |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label in labels:
+        r = screen.get(label)
+        if not _ok(r):
+            continue
+        out.append(
+            f"| {_n(r['offered_per_s'])}/s | {_n(r['delivered_per_s'])} | "
+            f"{r['behind_s']:.2f} s{'' if r['caught_up'] else ' (did not catch up)'} | "
+            f"{_ms(r['widget_p50_ms'])} / {_ms(r['widget_p99_ms'])} ms | "
+            f"{_ms(r['painted_p50_ms'])} / {_ms(r['painted_p99_ms'])} ms | "
+            f"{_ms(r['key_p50_ms'])} / {_ms(r['key_p95_ms'])} ms | {r['frames_per_s']} | "
+            f"{_pct(r['console_cpu_pct'])} | {_pct(r['host_follower_cpu_pct'])} | "
+            f"{_pct(r['sshd_cpu_pct'])} | {_n(r['peak_rss_mb'])} MB |")
+    out += ["", "### Side by side: the floor (`ssh HOST tail -F`) and toolong",
+            "",
+            "| Offered | ssh tail -F | Console (SSH) | Console ÷ floor | toolong (local) | "
+            "Console (local) | Console local ÷ toolong | toolong on screen p50 / p99 | "
+            "toolong key p50 / p95 | toolong CPU | Console local CPU |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label in labels:
+        s, t, tl, lo = (screen.get(label), tail.get(label), toolong.get(label),
+                        local.get(label))
+        if not any(_ok(x) for x in (s, t, tl, lo)):
+            continue
+        offered = next(x["offered_per_s"] for x in (s, t, tl, lo) if _ok(x))
+
+        def d(x: Any) -> Any:
+            return x["delivered_per_s"] if _ok(x) else -1
+
+        out.append(
+            f"| {_n(offered)}/s | {_n(d(t))} | {_n(d(s))} | {_ratio(d(s), d(t))} | "
+            f"{_n(d(tl))} | {_n(d(lo))} | {_ratio(d(lo), d(tl))} | "
+            + (f"{_ms(tl['painted_p50_ms'])} / {_ms(tl['painted_p99_ms'])} ms | "
+               f"{_ms(tl['key_p50_ms'])} / {_ms(tl['key_p95_ms'])} ms | "
+               f"{_pct(tl['cpu_pct'])} | " if _ok(tl) else "— | — | — | ")
+            + (f"{_pct(lo['console_cpu_pct'])} |" if _ok(lo) else "— |"))
+    memory, tmem = results.get("memory"), toolong.get("memory") if isinstance(toolong, dict) \
+        else None
+    out += ["", "### Memory while following (peak RSS of the whole process)", "",
+            "| Lines followed | Console (SSH) | toolong (local) |", "|---|---|---|"]
+    for mark, name in (("100000", "100k"), ("1000000", "1M")):
+        c = memory.get("at_marks", {}).get(mark, {}).get("peak_rss_mb") if _ok(memory) \
+            else None
+        t = tmem.get("at_marks", {}).get(mark, {}).get("peak_rss_mb") if _ok(tmem) else None
+        out.append(f"| {name} | {_n(c) + ' MB' if c else '—'} | "
+                   f"{_n(t) + ' MB' if t else '—'} |")
+    return out
+
+
+def details(results: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    idle = results.get("idle")
+    if _ok(idle):
+        out += ["### Idle cost (one host over SSH, every pane live, nobody typing)", "",
+                "| Process | CPU (% of one core) |", "|---|---|",
+                f"| console (in tmux, RSS {_n(idle['console_rss_mb'])} MB) | "
+                f"{_pct(idle['console_cpu_pct'])} |",
+                f"| host agent (`agent_main`, 1 sample/s) | {_pct(idle['agent_cpu_pct'])} |",
+                f"| its nvidia-smi loop (the simulated one: a Python script) | "
+                f"{_pct(idle['nvidia_smi_cpu_pct'])} |",
+                f"| host log follower (`follow_main`) | {_pct(idle['follower_cpu_pct'])} |",
+                f"| sshd session | {_pct(idle['sshd_cpu_pct'])} |",
+                f"| shells, `cat` (stream plumbing) | {_pct(idle['other_host_cpu_pct'])} |",
+                "",
+                f"SSH link: {_n(idle['up_bytes_per_s'])} B/s up (console to host), "
+                f"{_n(idle['down_bytes_per_s'])} B/s down, over {idle['seconds']} s.", ""]
+    start = results.get("start")
+    if _ok(start):
+        out += ["### Start (tmux 160x50, median of runs; seconds from launch)", "",
+                "| | First frame | First GPU sample on screen | First log line on screen |",
+                "|---|---|---|---|"]
+        for where, name in (("demo", "`vllm-console demo` (local sim)"),
+                            ("ssh", "`vllm-console HOST` over SSH")):
+            m = start[where]
+            out.append(f"| {name} | {m['first_frame_s']:.2f} s {m['first_frame_all']} | "
+                       f"{m['first_gpu_s']:.2f} s {m['first_gpu_all']} | "
+                       f"{m['first_log_s']:.2f} s {m['first_log_all']} |")
+        out.append("")
+    chain = results.get("chain")
+    if _ok(chain):
+        links = ", ".join(f"{k} {v}" for k, v in chain["links"].items())
+        out += ["### Chain (`check`) on a real-size host over SSH", "",
+                f"Host: {chain['log_mb']:,} MB serve log, {chain['record_entries']:,} RECORD "
+                f"entries, {chain['install_mb']} MB install (every file hashed). Links: {links}; "
+                f"CLI exit {chain['cli_exit']}.", "",
+                "| | Best | Median | Worst |", "|---|---|---|---|",
+                f"| in process (`run_chain` over `SSHHost`, connect included) | "
+                f"{chain['inproc_best_s']:.2f} s | {chain['inproc_median_s']:.2f} s | "
+                f"{chain['inproc_worst_s']:.2f} s |",
+                f"| `vllm-console check HOST --json` (subprocess) | {chain['cli_best_s']:.2f} s"
+                f" | {chain['cli_median_s']:.2f} s | {chain['cli_worst_s']:.2f} s |", ""]
+    fleet = results.get("fleet")
+    if isinstance(fleet, dict) and any(_ok(r) for r in fleet.values()):
+        out += ["### Fleet (headless, one sshd, N simulated servers with low traffic)", "",
+                "| Hosts | All connected and checked | Console CPU | RSS (peak) | "
+                "Key p50 / p95 / max | Frames/s | Screen | Host side CPU (same cores) |",
+                "|---|---|---|---|---|---|---|---|"]
+        for n, r in fleet.items():
+            if _ok(r):
+                out.append(f"| {n} | {r['ready_s']} s | {_pct(r['console_cpu_pct'])} | "
+                           f"{_n(r['rss_mb'])} MB ({_n(max(r['rss_mb'], r['peak_rss_mb']))} MB)"
+                           f" | {_ms(r['key_p50_ms'])} / {_ms(r['key_p95_ms'])} / "
+                           f"{_ms(r['key_max_ms'])} ms | {r['frames_per_s']} | {r['screen']} | "
+                           f"{_pct(r['host_side_cpu_pct'])} |")
+        out.append("")
+    agent = results.get("agent")
+    if _ok(agent):
+        out += ["### The agent alone (`benchmarks/bench_agent.py`, 1 sample/s)", "",
+                "| Set-up | Agent CPU | nvidia-smi children | Processes on the machine |",
+                "|---|---|---|---|"]
+        for name, r in agent.items():
+            out.append(f"| {name} | {r['agent_cpu_pct']:.3f}% | {r['children_cpu_pct']:.3f}% "
+                       f"| {r['processes']} |")
+        out.append("")
+    follower = results.get("follower")
+    if _ok(follower):
+        out += ["### The follower layer alone (`benchmarks/bench_follower.py`: over SSH, "
+                "lines parsed as the TUI does, no screen)", "",
+                "| Run | Offered/s | Parsed/s | Behind | p50 / p99 ms | Host follower CPU | "
+                "RSS |", "|---|---|---|---|---|---|---|"]
+        for name, r in follower.items():
+            out.append(f"| {name} | {_n(r['offered_lines_per_s'])} | "
+                       f"{_n(r['parsed_lines_per_s'])} | {r['behind_at_end_s']:.2f} s | "
+                       f"{_ms(r['latency_p50_ms'])} / {_ms(r['latency_p99_ms'])} | "
+                       f"{_pct(r['host_follower_cpu_pct'])} | {_n(r['rss_mb'])} MB |")
+        out.append("")
+    return out
+
+
+METHOD = """\
+- **Log path.** A writer process appends stamped lines (`... n=I t=NS`; a busy server's access
+  log line, ~130 bytes) to the serve log at the offered rate. The console is the real
+  `ConsoleApp` (Textual `run_test`, 160x50, headless: everything is composed and rendered, only
+  the terminal write is skipped) on a `HostSession` over `SSHHost` to a real OpenSSH sshd on
+  loopback (a dedicated non-root login user), the log configured, checks not auto-run.
+  Read-only hooks count what reaches `LogPane.add_lines` (*into widget*) and what the `Log`
+  renders for the first time (*on screen*: at a flood most lines scroll past between frames, so
+  this is the latency of the lines a person can see). *Delivered/s* = lines / (writer time +
+  time to catch up); *behind* = how long after the writer stopped the last line arrived. "Not
+  falling behind" = caught up within 0.5 s and >= 95% of the offered rate.
+- **Keys.** Sent through the driver as a terminal's would be, every 0.25 s: `tab` /
+  `shift+tab` on a host screen (focus off the log and back; the flood is unaffected), `down` /
+  `up` in the fleet table, `ctrl+l` (line numbers) in toolong. Latency = key sent to the first
+  frame drawn after the change took effect.
+- **Floor.** `ssh -T HOST tail -n0 -F LOG` with the OpenSSH client and the same key, lines
+  counted from the pipe: what the link and `tail` deliver with no parsing and no screen.
+- **toolong** 1.5 (a peer Textual log viewer) follows the same flood on this machine, headless
+  the same way (its own venv: it pins Textual 0.58). It has no SSH, so *Console (local)* (the
+  console on `LocalHost`) is the like-for-like comparison. toolong indexes line breaks and reads
+  only the lines it paints; its *delivered* is lines indexed.
+- **Idle** runs the real CLI in tmux (a real terminal) over SSH to a simulated server with
+  traffic (demo-like); CPU from /proc over the window, link bytes from the kernel's TCP counters
+  (`ss -ti`). **Fleet** is headless with one SSH connection, agent and follower per host, all
+  hosts' host-side processes on the same 2 cores as the console.
+- Every measurement runs in a fresh process; peak RSS is that process's `ru_maxrss`. The
+  machine is shared with other work: the load average at the start of each section is below."""
+
+
+NOT_MEASURED = """\
+- A real GPU host: the agent's cost with the real `nvidia-smi`/NVML (here a simulated
+  `nvidia-smi`, a Python script, reported apart), and a real WAN link (loopback has no latency).
+- The terminal's own cost: the log path and fleet runs are headless (Textual renders every
+  frame but does not write it to a terminal); idle and start-up run in tmux and include it.
+- toolong over SSH (it reads local files only)."""
+
+
+def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any]) -> str:
+    kind = "quick run" if meta.get("quick") else "full run"
+    lines = ["# Benchmarks", "",
+             "Measured by `python -m benchmarks` (`make bench`); see `benchmarks/`. Benchmarks "
+             "are not tests: nothing fails, the figures are reported.", "",
+             f"Commit `{meta.get('commit')}`, {meta.get('date')}, {kind} "
+             f"({meta.get('elapsed_s')} s; sections: {', '.join(meta.get('sections', []))}).",
+             "", "## Machine", ""]
+    lines += [f"- {k}: {v}" for k, v in machine.items()]
+    loads = ", ".join(f"{k[:-1]} {v['load']}" for k, v in results.items() if k.endswith("@"))
+    if loads:
+        lines.append(f"- Load average (1 min) at the start of each section: {loads}")
+    lines += ["", "## Targets", ""] + summary(results)
+    lines += ["", "## Log path", ""] + logpath(results)
+    lines += ["", "## Other measurements", ""] + details(results)
+    errors = _error_lines(results)
+    if errors:
+        lines += ["## Errors", ""] + errors + [""]
+    lines += ["## How it was measured", "", METHOD, ""]
+    if FINDINGS.exists():
+        lines += [FINDINGS.read_text().rstrip(), ""]
+    lines += ["## Not measured", "", NOT_MEASURED, ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("results", help="the JSON a run saved with --json")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" /
+                                        "benchmarks.md"))
+    opts = p.parse_args(argv)
+    data = json.loads(Path(opts.results).read_text())
+    text = render(data["results"], data["machine"], data["meta"])
+    Path(opts.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
