@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from widgets.checklist import Checklist, ChecklistState
@@ -69,6 +70,11 @@ class HostScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._widgets: dict[str, Widget] = {
+            "header": self.query_one(HostHeader), "gpus": self.query_one(GpuPane),
+            "spec": self.query_one(SpecPane), "checklist": self.query_one(Checklist),
+            "diff": self.query_one(DraftDiffPane), "engine": self.query_one(EngineTree),
+            "log_pane": self.query_one(LogPane)}
         self.query_one("#checklist", Checklist).state = ChecklistState()
         self.query_one("#gpus", GpuPane).view = GpuView()
         self.query_one("#spec", SpecPane).view = SpecView()
@@ -80,31 +86,33 @@ class HostScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.ready = False
 
-    # Typed accessors for the app (it sets attributes; widgets never call each other).
+    # Typed accessors for the app (it sets attributes; widgets never call each other). Kept
+    # from mount, so that a message arriving while the screen is torn down (at exit) sets an
+    # attribute on a detached widget instead of failing a query.
     @property
     def header(self) -> HostHeader:
-        return self.query_one(HostHeader)
+        return self._widgets["header"]  # type: ignore[return-value]
 
     @property
     def gpus(self) -> GpuPane:
-        return self.query_one(GpuPane)
+        return self._widgets["gpus"]  # type: ignore[return-value]
 
     @property
     def spec(self) -> SpecPane:
-        return self.query_one(SpecPane)
+        return self._widgets["spec"]  # type: ignore[return-value]
 
     @property
     def checklist(self) -> Checklist:
-        return self.query_one(Checklist)
+        return self._widgets["checklist"]  # type: ignore[return-value]
 
     @property
     def diff(self) -> DraftDiffPane:
-        return self.query_one(DraftDiffPane)
+        return self._widgets["diff"]  # type: ignore[return-value]
 
     @property
     def engine(self) -> EngineTree:
-        return self.query_one(EngineTree)
+        return self._widgets["engine"]  # type: ignore[return-value]
 
     @property
     def log_pane(self) -> LogPane:
-        return self.query_one(LogPane)
+        return self._widgets["log_pane"]  # type: ignore[return-value]

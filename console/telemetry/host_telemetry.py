@@ -20,9 +20,6 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-# `checks` before `console.discovery`: the two import each other, and only this order
-# resolves (importing `console.discovery` first fails).
-import checks  # noqa: F401
 from console.agent.client import AgentClient
 from console.agent.samples import AgentHello, AgentSample, ServeTree
 from console.discovery import (

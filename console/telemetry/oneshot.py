@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 
-# `checks` before `console.discovery`: the two import each other, and only this order
-# resolves (importing `console.discovery` first fails).
-import checks  # noqa: F401
 from console.agent.client import AgentClient
 from console.agent.samples import AgentHello, AgentSample
 from console.discovery import ServeProcess, discover_serve
