@@ -37,10 +37,16 @@ from console.telemetry.startup import StartupState
 from console.ui_state import load_ui_state, save_ui_state
 from themes import DEFAULT_THEME, STATUS_VARIABLES, THEMES, stylesheet_path
 from widgets.checklist import Checklist, ChecklistState
+from widgets.draft_diff import DraftDiffPane
 from widgets.engine_tree import EngineView
 from widgets.gpu_pane import GpuHistory
 from widgets.host_header import Sources
+from widgets.log_pane import LogPane
 from widgets.spec_pane import SpecView
+
+
+def _bindings(items: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
+    return [b for b in items if isinstance(b, Binding)]
 
 
 class TelemetryArrived(Message):
@@ -265,15 +271,10 @@ class ConsoleApp(App[int]):
         sections: list[tuple[str, list[Binding]]] = [
             ("Console", [b for b in self.BINDINGS if isinstance(b, Binding)
                          and self.check_action(b.action.split("(")[0], ())])]
-        screen = self.screen_for(self.current)
-        if screen is not None:
-            from widgets.checklist import Checklist as _C
-            from widgets.draft_diff import DraftDiffPane
-            from widgets.log_pane import LogPane
-
-            sections += [("Log pane", list(LogPane.BINDINGS)),
-                         ("Checklist", list(_C.BINDINGS)),
-                         ("Draft diff", list(DraftDiffPane.BINDINGS))]
+        if self.screen_for(self.current) is not None:
+            sections += [("Log pane", _bindings(LogPane.BINDINGS)),
+                         ("Checklist", _bindings(Checklist.BINDINGS)),
+                         ("Draft diff", _bindings(DraftDiffPane.BINDINGS))]
         sections.append(("Anywhere", [Binding("ctrl+p", "command_palette", "command palette"),
                                       Binding("enter", "", "drill in (evidence)"),
                                       Binding("escape", "", "back / close")]))
@@ -340,8 +341,12 @@ class ConsoleApp(App[int]):
         body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
                 f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
                 "reads it at its next start: restart afterwards (r).")
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self._apply_worker(session.name)
+
         self.push_screen(ConfirmScreen("Apply the reference draft config?", body, "Write"),
-                         lambda ok: self._apply_worker(session.name) if ok else None)
+                         confirmed)
 
     @work(group="apply", exclusive=True, exit_on_error=False)
     async def _apply_worker(self, host: str) -> None:

@@ -14,22 +14,20 @@ STATUS_VARIABLES = ("status-ok", "status-warn", "status-fail", "status-unknown")
 
 
 def _theme(name: str, *, dark: bool, ok: str, warn: str, fail: str, unknown: str,
-           **colours: str) -> Theme:
+           primary: str, secondary: str, accent: str, foreground: str, background: str,
+           surface: str, panel: str, spec: str, aux: str) -> Theme:
     return Theme(
-        name=name,
-        dark=dark,
-        success=ok,
-        warning=warn,
-        error=fail,
+        name=name, dark=dark, primary=primary, secondary=secondary, accent=accent,
+        foreground=foreground, background=background, surface=surface, panel=panel,
+        success=ok, warning=warn, error=fail,
         variables={
             "status-ok": ok,
             "status-warn": warn,
             "status-fail": fail,
             "status-unknown": unknown,
-            "log-spec": colours.pop("spec", ok),
-            "log-aux": colours.pop("aux", colours.get("accent", warn)),
+            "log-spec": spec,
+            "log-aux": aux,
         },
-        **colours,
     )
 
 
