@@ -9,13 +9,12 @@ whether a systemd unit owns the process.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import posixpath
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+from console.discovery import discover_serve
 from console.host import Host, HostError, quote_argv
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes, trace_hook_source
@@ -93,21 +92,14 @@ async def _find_root(host: Host, config: HostConfig, python: str, bundle: str,
     `console.discovery.discover_serve` finds it. Where several processes match, discovery takes
     the oldest; a restart must not guess, so then the one with an EngineCore child is taken
     (a look-alike command line has none), and with no single such one the restart refuses."""
-    discovery: ModuleType | None
-    try:
-        discovery = importlib.import_module("console.discovery")
-    except ImportError:
-        discovery = None
     notes: list[str] = []
-    discover = getattr(discovery, "discover_serve", None)
-    if discover is not None:
-        serve = await discover(host, config.serve, scripts=scripts, python=python)
-        if serve is None:
-            return None, python, notes
-        python = config.serve.python or str(getattr(serve, "python", "") or "") or python
-        if not getattr(serve, "others", ()):
-            return int(serve.pid), python, notes
-    # Several match (or no discovery module): look at each candidate's tree.
+    serve = await discover_serve(host, config.serve, scripts=scripts, python=python)
+    if serve is None:
+        return None, python, notes
+    python = config.serve.python or serve.python or python
+    if not serve.others:
+        return serve.pid, python, notes
+    # Several match: look at each candidate's tree.
     words = (config.serve.match or "vllm serve").split()
     found = await run_bundle(host, python, bundle, "find", *words)
     candidates = [c for c in found.get("candidates", []) if isinstance(c, dict)]
