@@ -263,3 +263,28 @@ async def test_empty_input_and_no_input_reach_eof(host: SSHHost, sshd: Sshd) -> 
     d = sshd.user_dir("empty")
     await host.write_file(str(d / "empty.json"), b"")
     assert (d / "empty.json").read_bytes() == b""
+
+
+async def test_ssh_config_alias_user_port_and_identity_are_honoured(
+        sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if sshd.proc is None:
+        sshd.start()
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu-alias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.client_key}\n")
+    monkeypatch.setenv("HOME", str(home))
+    from console.settings import HostsFile, resolve_host
+
+    config = resolve_host("gpu-alias", HostsFile(),
+                          overrides={"known_hosts": str(sshd.known_hosts)})
+    assert config.hostname == "gpu-alias"
+    assert config.port is None
+    assert config.username is None
+    host = SSHHost(config)
+    try:
+        result = await host.run("whoami")
+        assert result.text.strip() == sshd.user
+    finally:
+        await host.close()
