@@ -39,7 +39,7 @@ class Entry:
 def level_rank(text: str) -> int:
     """The vLLM level of a line from its prefix (cheap: no full parse), -1 when none; a
     traceback line counts as an error."""
-    head = text[:120]
+    head = " " + text[:120]  # a line may start with its level (no process tag)
     best, found = len(head), -1
     for level, rank in _PREFIX_LEVELS:
         at = head.find(level)
@@ -47,7 +47,7 @@ def level_rank(text: str) -> int:
             best, found = at, rank
     if found >= 0:
         return found
-    if head.startswith("Traceback") or "Error: " in head or "Error:" in head[:60]:
+    if text.startswith("Traceback") or "Error:" in text[:60]:
         return 3
     return -1
 

@@ -1,0 +1,80 @@
+"""Widget logic that needs no running app: change marks, orphan detection, level ranks,
+compact values, display safety."""
+
+from __future__ import annotations
+
+from console.agent.samples import AgentSample
+from console.display import safe_text
+from console.parsers.engine import parse_engine_start
+from widgets.draft_diff import _show
+from widgets.engine_tree import changed_fields
+from widgets.gpu_pane import _is_orphan, bar, sparkline
+from widgets.log_pane import compile_query, level_rank
+
+LINE = ("Initializing a V1 LLM engine (v0.1.dev1+gabc) with config: model='/m/T', "
+        "speculative_config=SpeculativeConfig(method='dflash', model='/m/D', "
+        "num_spec_tokens={n}), dtype=torch.bfloat16, enforce_eager=False")
+
+
+def test_engine_fields_changed_since_the_previous_run_are_named() -> None:
+    before = parse_engine_start(LINE.format(n=15))
+    after = parse_engine_start(LINE.format(n=8))
+    assert before is not None
+    assert after is not None
+    assert changed_fields(after, None) == {}
+    assert changed_fields(after, after) == {}
+    changes = changed_fields(after, before)
+    assert list(changes) == ["speculative_config"]
+
+
+def _sample(procs: list[dict[str, object]]) -> AgentSample:
+    return AgentSample.from_json({"serve": {"root": procs[0]["pid"], "procs": procs},
+                                  "gpu_procs": [{"pid": p["pid"], "gpu": 0, "used_mib": 10}
+                                                for p in procs]}, 0.0)
+
+
+def test_an_engine_core_without_its_api_server_is_an_orphan() -> None:
+    api = {"pid": 10, "ppid": 1, "comm": "python", "argv": ["python", "-m", "vllm"]}
+    engine = {"pid": 11, "ppid": 10, "comm": "VLLM::EngineCor",
+              "argv": ["VLLM::EngineCore_DP0"]}
+    whole = _sample([api, engine])
+    assert not any(_is_orphan(p, whole) for p in whole.serve.procs)
+    alone = _sample([{**engine, "ppid": 1}])
+    assert _is_orphan(alone.serve.procs[0], alone)
+
+
+def test_level_rank_reads_the_prefix_not_the_message() -> None:
+    assert level_rank("(APIServer pid=1) INFO 05-14 10:00:00 [x.py:1] saw an ERROR here") == 1
+    assert level_rank("(EngineCore_DP0 pid=2) ERROR 05-14 10:00:00 [x.py:1] boom") == 3
+    assert level_rank("WARNING 05-14 10:00:00 [x.py:1] careful") == 2
+    assert level_rank("Traceback (most recent call last):") == 3
+    assert level_rank("plain text") == -1
+
+
+def test_an_invalid_regex_is_searched_literally() -> None:
+    pattern = compile_query("acceptance (")
+    assert pattern is not None
+    assert pattern.search("mean acceptance (x)")
+    assert compile_query("") is None
+
+
+def test_unknown_values_are_shown_as_unknown_never_as_zero() -> None:
+    assert bar(None, 8, "red").plain.strip() == "?"
+    assert bar(0.5, 8, "red").plain == "████░░░░"
+    assert sparkline([0, 50, 100], 10) == "▁▅█"
+
+
+def test_layer_types_read_compactly() -> None:
+    assert _show(["sliding_attention"] * 4 + ["full_attention"]) == \
+        "sliding_attention×4, full_attention"
+    assert _show([1, 16, 31]) == "[1,16,31]"
+
+
+def test_host_text_is_inert_on_screen() -> None:
+    hostile = "a\x1b]0;pwned\x07b\x1b[2Jc\u202edcba\x00"
+    shown = safe_text(hostile)
+    assert "\x1b" not in shown
+    assert "\u202e" not in shown
+    assert "\x00" not in shown
+    assert "<U+202E>" in shown
+    assert safe_text("x" * 5000).endswith("[+3000 chars]")
