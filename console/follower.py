@@ -39,6 +39,7 @@ from console.display import DISPLAY_MAX, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle
 from console.parsers.lines import LineAssembler
 from console.parsers.prefix import strip_ansi
+from console.parsers.redact import redact_text
 from console.remote_scripts import RemoteScripts, script_source
 
 SIG_BYTES = 64
@@ -101,9 +102,9 @@ class LogEntry(NamedTuple):
     text: str
 
     def display(self, width: int = DISPLAY_MAX) -> str:
-        """The line for the screen: bidi controls made inert, cut at `width` characters
-        (saying how much was cut)."""
-        return safe_text(self.text, width)
+        """The line for the screen: secrets (`'api_key': ...`, `--api-key X`) redacted, bidi
+        controls made inert, cut at `width` characters (saying how much was cut)."""
+        return safe_text(redact_text(self.text, width + 256), width)
 
 
 @dataclass(frozen=True, slots=True)

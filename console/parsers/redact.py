@@ -71,3 +71,53 @@ def _redact_argv(argv: list[str]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+# In free text (a log line, a command line): `key: value` / `key=value` pairs (quoted or bare
+# keys, as in a Python or JSON dict, an env assignment or `--flag=value`) and `--flag value`.
+_STEMS = ("key", "token", "secret", "passw", "pwd", "credential", "auth", "cookie")
+_TEXT_PAIR = re.compile(
+    r"""(?P<key>['"]?-{0,2}[A-Za-z_][\w.-]*['"]?)(?P<sep>\s*[:=]\s*)"""
+    r"""(?P<value>(?:Bearer|Basic|Token)\s+[^\s,;]+|\[[^\]]*\]?|'[^']*'?|"[^"]*"?|[^\s,;})\]]+)""")
+_TEXT_FLAG = re.compile(r"""(?P<key>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>\s+)"""
+                        r"""(?P<value>'[^']*'?|"[^"]*"?|[^\s-][^\s]*)""")
+_SEPARATORS = frozenset("'\":= \t")
+
+
+def _may_hold_secret(text: str) -> bool:
+    """Cheap test (no regex: this runs on every log line shown): a secret word ends a word
+    that a separator follows (`api_key'`, `token=`, `--api-key `)."""
+    low = text.lower()
+    size = len(low)
+    for stem in _STEMS:
+        at = low.find(stem)
+        while at >= 0:
+            end = at + len(stem)
+            while end < size and low[end].isalpha():
+                end += 1
+            start = at
+            while start > 0 and low[start - 1].isalpha():
+                start -= 1
+            if end < size and low[end] in _SEPARATORS and low[start:end] in _SECRET_WORDS:
+                return True
+            at = low.find(stem, end)
+    return False
+
+
+def _hide(match: re.Match[str]) -> str:
+    key = match["key"].strip("'\"").lstrip("-")
+    if not is_secret_key(key) or match["value"] in ("None", "null", "''", '""', "[]"):
+        return match[0]
+    return f"{match['key']}{match['sep']}{REDACTED}"
+
+
+def redact_text(text: str, limit: int = 64 * 1024) -> str:
+    """`text` with the values of secret-looking keys and flags replaced by `<redacted>`:
+    `'api_key': ['sk-...']`, `"token": "..."`, `HF_TOKEN=...`, `--api-key sk-...`,
+    `--api-key=sk-...`, `Authorization: Bearer ...`. For lines shown or exported whole (the
+    log). Only the first `limit` characters are looked at (what a screen can show)."""
+    if len(text) > limit:
+        return redact_text(text[:limit], limit) + text[limit:]
+    if not _may_hold_secret(text):
+        return text
+    return _TEXT_FLAG.sub(_hide, _TEXT_PAIR.sub(_hide, text))

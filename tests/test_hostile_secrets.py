@@ -1,0 +1,129 @@
+"""Secrets never reach the screen or an export: a server launched with `--api-key` (the older
+vLLM builds print it again in their `non-default args` line) and with `--hf-token=...`. Pilot
+looks at every widget's text (every log line kept, every tree node, collapsed ones too, every
+screen the keys open), the `x` bundle, and the CLI's `status --json` and `check --json`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.widget import Widget
+from textual.widgets import DataTable, Log, Static, Tree
+
+from console.app import ConsoleApp
+from console.cli import main
+from console.commands.demo import demo_config, free_port
+from console.local_host import LocalHost
+from console.screens.evidence import EvidenceScreen
+from console.session import HostSession
+from console.sim import SimTree, materialise, start_background, stop, wait_ready
+from tests.app_support import wait_until
+
+SECRET = "sk-vc-SECRET-4242424242"
+TOKEN = "hf_VCSECRETTOKEN0000"
+
+
+@pytest.fixture
+def secret_tree(tmp_path: Path) -> Iterator[SimTree]:
+    tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=0.5,
+                       metrics_interval_s=0.3)
+    argv = [*tree.serve_argv(), "--api-key", SECRET]
+    proc = start_background(tree, argv=argv)
+    with open(tree.log, "ab") as log:  # as an older build words it, and a token flag
+        log.write(f"(APIServer pid=1) INFO 05-14 10:00:00 [api_server.py:1] non-default args: "
+                  f"{{'model': 'm', 'api_key': ['{SECRET}'], 'hf_token': '{TOKEN}'}}\n"
+                  f"(APIServer pid=1) INFO 05-14 10:00:00 [cli.py:1] argv: --api-key "
+                  f"{SECRET} --hf-token={TOKEN}\n".encode())
+    try:
+        assert wait_ready(tree, proc, 30)
+        yield tree
+    finally:
+        stop(tree, timeout=5)
+
+
+def widget_texts(widget: Widget) -> Iterator[str]:
+    for node in widget.walk_children(with_self=True):
+        if isinstance(node, Log):
+            yield from node.lines
+        elif isinstance(node, Tree):
+            stack = [node.root]
+            while stack:
+                item = stack.pop()
+                yield str(item.label)
+                stack.extend(item.children)
+        elif isinstance(node, DataTable):
+            for row in range(node.row_count):
+                yield " ".join(str(c) for c in node.get_row_at(row))
+        elif isinstance(node, Static):
+            yield str(node.render())
+        yield str(getattr(node, "border_title", "") or "")
+
+
+def assert_no_secret(texts: Iterator[str] | list[str], where: str) -> int:
+    count = 0
+    for text in texts:
+        count += 1
+        assert SECRET not in text, f"the API key is shown in {where}: {text[:300]!r}"
+        assert TOKEN not in text, f"the token is shown in {where}: {text[:300]!r}"
+    return count
+
+
+async def test_no_secret_in_any_widget_nor_in_the_export(secret_tree: SimTree, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    session = HostSession(demo_config(secret_tree), LocalHost("demo"), scenario="incident")
+    app = ConsoleApp([session], export_dir=tmp_path / "exports")
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen_for("demo")
+        assert screen is not None
+        await wait_until(pilot, lambda: any("non-default args" in line
+                                            for line in screen.log_pane.visible_lines()), 30,
+                         "the non-default args line")
+        await wait_until(pilot, lambda: screen.engine.view.args is not None, 20,
+                         "the engine tree's args")
+        await wait_until(pilot, lambda: screen.checklist.state.report is not None
+                         and not screen.checklist.state.running, 40, "the checklist")
+        assert any("<redacted>" in line for line in screen.log_pane.visible_lines())
+        seen = assert_no_secret(widget_texts(screen), "the host screen")
+        assert seen > 50
+        assert_no_secret(screen.log_pane.visible_lines(), "the log pane")
+        assert_no_secret([app.export_screenshot()], "the screenshot")
+        # Every link's evidence screen (the probes' commands and excerpts).
+        report = screen.checklist.state.report
+        assert report is not None
+        for link in report.links:
+            app.push_screen(EvidenceScreen(link))
+            await pilot.pause()
+            assert_no_secret(widget_texts(app.screen), f"the evidence of {link.id}")
+            assert_no_secret([app.export_screenshot()], f"the evidence of {link.id}")
+            app.pop_screen()
+            await pilot.pause()
+        await pilot.press("x")
+        exports = tmp_path / "exports"
+        await wait_until(pilot, lambda: exports.exists() and any(exports.iterdir()), 10,
+                         "the export")
+    bundle = next(exports.iterdir())
+    text = bundle.read_text()
+    assert "non-default args" in text
+    assert_no_secret([text], "the exported bundle")
+    assert bundle.stat().st_mode & 0o777 == 0o600
+    assert exports.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("command", ["status", "check"])
+def test_no_secret_in_the_cli_output(secret_tree: SimTree, command: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    for extra in ([], ["--json"]):
+        main([command, "demo", "--local", "--match", f"{secret_tree.root}/venv serve",
+              "--nvidia-smi", str(secret_tree.nvidia_smi), "--python",
+              str(secret_tree.python), *extra])
+        out = capsys.readouterr()
+        assert "Traceback" not in out.err
+        assert_no_secret([out.out, out.err], f"{command} {' '.join(extra)}")
+        if extra and command == "status":
+            cmdline = json.loads(out.out)["serve"]["cmdline"]
+            assert "--api-key '<redacted>'" in cmdline or "--api-key <redacted>" in cmdline
