@@ -6,9 +6,10 @@
     .venv/bin/python -m benchmarks --quick --write   # also write the report
 
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
-all five), idle, start, chain, fleet, agent, follower. Each measurement runs in a fresh process
-(`python -m benchmarks.bench_*`), so that its memory peak is its own. Only a full run writes
-docs/benchmarks.md unless --write; the findings in it come from benchmarks/findings.md.
+all five), perline, idle, start, chain, fleet, agent, follower. Each measurement runs in a
+fresh process (`python -m benchmarks.bench_*`), so that its memory peak is its own. Only a
+full run writes docs/benchmarks.md unless --write; its findings come from
+benchmarks/findings.md.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from benchmarks.machine import describe
 from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
-SECTIONS = (*LOGPATH, "idle", "start", "chain", "fleet", "agent", "follower")
+SECTIONS = (*LOGPATH, "perline", "idle", "start", "chain", "fleet", "agent", "follower")
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ def run_memory(plan: Plan) -> dict[str, Any]:
     return run_json("bench_screen", ["--memory"], timeout=300)
 
 
+def run_perline(plan: Plan) -> dict[str, Any]:
+    return run_json("bench_perline", ["--repeats", "3" if plan.quick else "7"], timeout=120)
+
+
 def run_idle(plan: Plan) -> dict[str, Any]:
     args = ["--settle", "8", "--seconds", "10"] if plan.quick else \
         ["--settle", "15", "--seconds", "30"]
@@ -127,6 +132,11 @@ def run_fleet(plan: Plan) -> dict[str, Any]:
     for n in sizes:
         out[str(n)] = run_json("bench_fleet", ["--hosts", str(n), *timing], timeout=400)
         _progress(f"  fleet {n}: {_brief(out[str(n)])}")
+    if not plan.quick:
+        # Not the product: the fix the findings propose, measured beside it.
+        out["32-coalesce"] = run_json("bench_fleet", ["--hosts", "32", *timing, "--what-if",
+                                                      "coalesce"], timeout=400)
+        _progress(f"  fleet 32 what-if coalesce: {_brief(out['32-coalesce'])}")
     return out
 
 
@@ -144,8 +154,8 @@ def run_follower(plan: Plan) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "screen": run_screen, "tail": run_tail, "toolong": run_toolong, "local": run_local,
-    "memory": run_memory, "idle": run_idle, "start": run_start, "chain": run_chain,
-    "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
+    "memory": run_memory, "perline": run_perline, "idle": run_idle, "start": run_start,
+    "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
 }
 
 

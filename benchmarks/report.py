@@ -152,8 +152,9 @@ def logpath(results: dict[str, Any]) -> list[str]:
               if any(k in s for s in (screen, tail, toolong, local) if isinstance(s, dict))]
     out = ["### The console over SSH, to the screen", "",
            "| Offered | Delivered/s | Behind | Into widget p50 / p99 | On screen p50 / p99 | "
-           "Key p50 / p95 | Frames/s | Console CPU | Host follower CPU | sshd CPU | Peak RSS |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "Key p50 / p95 | Frames/s | Console CPU | CPU per line | of which GC | "
+           "Host follower CPU | sshd CPU | Peak RSS |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for label in labels:
         r = screen.get(label)
         if not _ok(r):
@@ -164,13 +165,14 @@ def logpath(results: dict[str, Any]) -> list[str]:
             f"{_ms(r['widget_p50_ms'])} / {_ms(r['widget_p99_ms'])} ms | "
             f"{_ms(r['painted_p50_ms'])} / {_ms(r['painted_p99_ms'])} ms | "
             f"{_ms(r['key_p50_ms'])} / {_ms(r['key_p95_ms'])} ms | {r['frames_per_s']} | "
-            f"{_pct(r['console_cpu_pct'])} | {_pct(r['host_follower_cpu_pct'])} | "
+            f"{_pct(r['console_cpu_pct'])} | {_us(r.get('cpu_us_per_line'))} | "
+            f"{_pct(r.get('gc_pct', -1))} | {_pct(r['host_follower_cpu_pct'])} | "
             f"{_pct(r['sshd_cpu_pct'])} | {_n(r['peak_rss_mb'])} MB |")
     out += ["", "### Side by side: the floor (`ssh HOST tail -F`) and toolong",
             "",
             "| Offered | ssh tail -F | Console (SSH) | Console ÷ floor | toolong (local) | "
             "Console (local) | Console local ÷ toolong | toolong on screen p50 / p99 | "
-            "toolong key p50 / p95 | toolong CPU | Console local CPU |",
+            "toolong key p50 / p95 | toolong CPU (per line) | Console local CPU (per line) |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label in labels:
         s, t, tl, lo = (screen.get(label), tail.get(label), toolong.get(label),
@@ -187,19 +189,48 @@ def logpath(results: dict[str, Any]) -> list[str]:
             f"{_n(d(tl))} | {_n(d(lo))} | {_ratio(d(lo), d(tl))} | "
             + (f"{_ms(tl['painted_p50_ms'])} / {_ms(tl['painted_p99_ms'])} ms | "
                f"{_ms(tl['key_p50_ms'])} / {_ms(tl['key_p95_ms'])} ms | "
-               f"{_pct(tl['cpu_pct'])} | " if _ok(tl) else "— | — | — | ")
-            + (f"{_pct(lo['console_cpu_pct'])} |" if _ok(lo) else "— |"))
+               f"{_pct(tl['cpu_pct'])} ({_us(tl.get('cpu_us_per_line'))}) | " if _ok(tl)
+               else "— | — | — | ")
+            + (f"{_pct(lo['console_cpu_pct'])} ({_us(lo.get('cpu_us_per_line'))}) |"
+               if _ok(lo) else "— |"))
     memory, tmem = results.get("memory"), toolong.get("memory") if isinstance(toolong, dict) \
         else None
     out += ["", "### Memory while following (peak RSS of the whole process)", "",
             "| Lines followed | Console (SSH) | toolong (local) |", "|---|---|---|"]
     for mark, name in (("100000", "100k"), ("1000000", "1M")):
-        c = memory.get("at_marks", {}).get(mark, {}).get("peak_rss_mb") if _ok(memory) \
-            else None
-        t = tmem.get("at_marks", {}).get(mark, {}).get("peak_rss_mb") if _ok(tmem) else None
+        c = _mark(memory, mark) or _mark(screen.get("100k"), mark)
+        t = _mark(tmem, mark) or _mark(toolong.get("100k"), mark)
         out.append(f"| {name} | {_n(c) + ' MB' if c else '—'} | "
                    f"{_n(t) + ' MB' if t else '—'} |")
+    perline = results.get("perline")
+    if _ok(perline):
+        out += ["", "### What each line costs, stage by stage (CPU µs per line, no I/O; "
+                "`bench_perline`)", "",
+                "| Stage | µs per line |", "|---|---|"]
+        names = {"follower": "follower: decode, split, strip escapes, `LogEntry`, ring",
+                 "telemetry": "telemetry: `RunLog.feed_texts`",
+                 "display": "display: `LogBatch.display_lines` (`safe_text`, width cut)",
+                 "pane": "pane: `LogPane` entry (`safe_text` again, level)",
+                 "textual_log_width": "Textual `Log.write_lines` width thread "
+                                      "(control codes, cell width)",
+                 "total": "**total** (at 100k lines/s: this x 10% of a core)",
+                 "what_if_display_fast_safe_text": "what-if: display with `safe_text` "
+                                                   "passing printable ASCII as it is",
+                 "what_if_pane_no_second_safe_text": "what-if: pane reusing the display "
+                                                     "text (no second `safe_text`)"}
+        out += [f"| {names.get(k, k)} | {v:.2f} |" for k, v in perline.items()]
     return out
+
+
+def _mark(r: Any, mark: str) -> float | None:
+    if not _ok(r):
+        return None
+    value = r.get("at_marks", {}).get(mark, {}).get("peak_rss_mb")
+    return float(value) if value else None
+
+
+def _us(value: Any) -> str:
+    return f"{value:.1f} µs" if isinstance(value, int | float) and value >= 0 else "—"
 
 
 def details(results: dict[str, Any]) -> list[str]:
@@ -252,6 +283,7 @@ def details(results: dict[str, Any]) -> list[str]:
                 "|---|---|---|---|---|---|---|---|"]
         for n, r in fleet.items():
             if _ok(r):
+                n = f"{r['hosts']}, what-if: {r['what_if']}" if r.get("what_if") else n
                 out.append(f"| {n} | {r['ready_s']} s | {_pct(r['console_cpu_pct'])} | "
                            f"{_n(r['rss_mb'])} MB ({_n(max(r['rss_mb'], r['peak_rss_mb']))} MB)"
                            f" | {_ms(r['key_p50_ms'])} / {_ms(r['key_p95_ms'])} / "

@@ -138,7 +138,8 @@ async def run(writer_py: str, log: str, rate: float, seconds: float, line: str, 
         stop.set()
         if key_task is not None:
             await key_task
-        cpu = 100 * (cpu_s() - cpu0) / (time.monotonic() - t0)
+        cpu_used = cpu_s() - cpu0
+        cpu = 100 * cpu_used / (time.monotonic() - t0)
     delivered = min(written, seen["count"] - base)
     behind = max(0.0, seen["last_at"] - stopped) if caught_up else -1.0
     span = write_s + behind if caught_up else write_s + time.monotonic() - stopped
@@ -149,6 +150,7 @@ async def run(writer_py: str, log: str, rate: float, seconds: float, line: str, 
             "painted_lines": len(painted),
             "key_p50_ms": pct(key_ms, 50), "key_p95_ms": pct(key_ms, 95), "keys": len(key_ms),
             "frames_per_s": round(seen["frames"] / span, 1), "cpu_pct": round(cpu, 2),
+            "cpu_us_per_line": round(cpu_used / max(1, delivered) * 1e6, 2),
             "peak_rss_mb": peak_rss_mb(), "at_marks": at_marks, "transport": "local"}
 
 

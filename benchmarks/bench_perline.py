@@ -1,0 +1,113 @@
+"""What each line costs on its way to the screen, stage by stage, without I/O: CPU time per
+line of the console's own code (and of Textual's `Log` bookkeeping), the minimum of several
+repeats so that other work on a shared machine does not count.
+
+    .venv/bin/python -m benchmarks.bench_perline [--lines 20000] [--repeats 7]
+
+Stages, in the order a line meets them (the real functions, fed 256 KiB chunks of a busy
+server's access log as the host follower sends them):
+- follower: `LogFollower._data` (UTF-8 decode, line split, escape strip, `LogEntry`, ring);
+- telemetry: `RunLog.feed_texts` (what the panes learn from the log);
+- display: `LogBatch.display_lines` (`safe_text` and the width cut, per line);
+- pane: `LogPane`'s per-line entry (`to_entry`: `safe_text` again, level);
+- Textual Log width: what `Log.write_lines` starts in a thread for every batch (each line's
+  control codes replaced and its cell width measured).
+Two what-ifs are timed beside them (the product does neither): `safe_text` returning printable
+ASCII as it is, and the pane reusing the display text (no second `safe_text`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.cells import cell_len
+from textual.widgets import Log
+
+import console.display
+from benchmarks.common import ACCESS_LINE, emit
+from console.follower import LogBatch, LogFollower
+from console.local_host import LocalHost
+from console.telemetry.run_log import RunLog
+from widgets.log_pane import level_rank, to_entry
+
+
+def _chunks(lines: int) -> list[bytes]:
+    data = "".join(f"{ACCESS_LINE}n={i} t={time.time_ns()}\n" for i in range(lines)).encode()
+    size = 256 * 1024
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def _per_line(fn: Callable[[], Any], lines: int, repeats: int) -> float:
+    """Best of `repeats` runs, in microseconds per line (collector on, as in the app)."""
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        t = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t)
+    return round(best / lines * 1e6, 3)
+
+
+def _fast_safe_text(text: str, max_len: int = console.display.DISPLAY_MAX) -> str:
+    if len(text) <= max_len and text.isascii() and text.isprintable():
+        return text
+    return console.display.safe_text(text, max_len)
+
+
+def bench(lines: int, repeats: int) -> dict[str, float]:
+    chunks = _chunks(lines)
+    host = LocalHost("bench")
+
+    def follower() -> LogFollower:
+        f = LogFollower(host, "/dev/null", max_lines=100_000)
+        off = 0
+        for chunk in chunks:
+            f._data({"t": "data", "off": off, "n": len(chunk)}, chunk)
+            off += len(chunk)
+        return f
+
+    sample = follower()
+    entries = tuple(sample._pending)
+    texts = [e.text for e in entries]
+    batch = LogBatch(entries)
+    shown = batch.display_lines()
+    process = Log._process_line
+    out = {
+        "follower": _per_line(follower, lines, repeats),
+        "telemetry": _per_line(lambda: RunLog().feed_texts(texts, None), lines, repeats),
+        "display": _per_line(batch.display_lines, lines, repeats),
+        "pane": _per_line(lambda: [to_entry(t) for t in shown], lines, repeats),
+        "textual_log_width": _per_line(
+            lambda: max(cell_len(process(t)) for t in shown), lines, repeats),
+        "what_if_display_fast_safe_text": _per_line(
+            lambda: [_fast_safe_text(t) for t in texts], lines, repeats),
+        "what_if_pane_no_second_safe_text": _per_line(
+            lambda: [(t, level_rank(t)) for t in shown], lines, repeats),
+    }
+    stages = ("follower", "telemetry", "display", "pane", "textual_log_width")
+    out["total"] = round(sum(out[s] for s in stages), 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--lines", type=int, default=20_000)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--json", action="store_true")
+    opts = p.parse_args(argv)
+    result = bench(opts.lines, opts.repeats)
+    if opts.json:
+        emit(result)
+    else:
+        for key, value in result.items():
+            print(f"{key:>34}: {value:7.3f} µs/line")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
