@@ -199,7 +199,17 @@ def _child(obj: Mapping[str, Any]) -> ChildProcess:
 
 
 def serve_from_facts(facts: Mapping[str, Any]) -> ServeProcess | None:
-    """Build the ServeProcess from the probe's answer (None when nothing matched)."""
+    """Build the ServeProcess from the probe's answer (None when nothing matched). An answer
+    of the wrong shape (a host's python3 that is not what it says) is a DiscoveryError: the
+    telemetry retries on that, where any other exception would end it."""
+    try:
+        return _serve_from_facts(facts)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise DiscoveryError(f"the discovery probe's answer is not what it should be: "
+                             f"{type(exc).__name__}: {exc}") from None
+
+
+def _serve_from_facts(facts: Mapping[str, Any]) -> ServeProcess | None:
     serves = facts.get("serves") or []
     if not serves:
         return None

@@ -38,7 +38,6 @@ from console.agent.client import FOLLOW_SCRIPT, python_line
 from console.display import DISPLAY_MAX, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle
 from console.parsers.lines import LineAssembler
-from console.parsers.prefix import strip_ansi
 from console.parsers.redact import redact_text
 from console.remote_scripts import RemoteScripts, script_source
 
@@ -190,8 +189,10 @@ class FrameDecoder:
             if not isinstance(header, dict):
                 raise FrameError("log follower: frame header is not an object")
             need = header.get("n", 0) if header.get("t") == "data" else 0
+            if not isinstance(need, int) or isinstance(need, bool) or need < 0:
+                raise FrameError(f"log follower: bad frame length {need!r}")
             if need:
-                self._header, self._need = header, int(need)
+                self._header, self._need = header, need
             else:
                 out.append((header, b""))
         del buf[:pos]
@@ -416,14 +417,19 @@ class LogFollower:
     # -- frames -------------------------------------------------------------------------
     def _frame(self, header: dict[str, Any], payload: bytes) -> None:
         kind = header.get("t")
-        if kind == "data":
-            self._data(header, payload)
-        elif kind == "open":
-            self._open(header)
-        elif kind == "missing":
-            self._state = FollowState.MISSING
-            self._notice(NoticeKind.MISSING, str(header.get("why", "")))
-        elif kind == "error":
+        try:
+            if kind == "data":
+                self._data(header, payload)
+            elif kind == "open":
+                self._open(header)
+            elif kind == "missing":
+                self._state = FollowState.MISSING
+                self._notice(NoticeKind.MISSING, str(header.get("why", "")))
+        except (TypeError, ValueError, OverflowError) as exc:
+            # A header of the wrong shape: start the follower again (a HostError), rather than
+            # end following for good.
+            raise FrameError(f"log follower: bad {kind} frame: {exc}") from None
+        if kind == "error":
             raise HostError(f"log follower: {header.get('msg')}")
 
     def _open(self, header: dict[str, Any]) -> None:
@@ -433,7 +439,7 @@ class LogFollower:
         previous = self._position
         if why not in ("resume", "head"):
             # A new file, a rewritten one or a jump: the unfinished line of before is done.
-            self._lines(self._assembler.flush())
+            self._lines(self._assembler.flush_stripped())
             self._assembler = LineAssembler()
             self._partial = 0
         if why == "start" or why == "head":
@@ -459,22 +465,22 @@ class LogFollower:
             self._notice(NoticeKind.GAP, f"expected byte {pos.offset}, got {off}")
         sig = (pos.sig + payload[-SIG_BYTES:])[-SIG_BYTES:]
         self._position = FollowPosition(pos.path, pos.dev, pos.ino, off + len(payload), sig)
-        lines = self._assembler.feed(payload)
+        lines = self._assembler.feed_stripped(payload)
         end = max(payload.rfind(b"\n"), payload.rfind(b"\r"))
         self._partial = len(payload) - end - 1 if end >= 0 else self._partial + len(payload)
         if self._partial > self.max_line_bytes:
             # Bounded memory beats a whole line here: cut it, say so.
-            lines += self._assembler.flush()
+            lines += self._assembler.flush_stripped()
             self._partial = 0
             self._notice(NoticeKind.LINE_CUT, _size(self.max_line_bytes))
         self._lines(lines)
 
-    def _lines(self, lines: list[str]) -> None:
-        if not lines:
+    def _lines(self, texts: list[str]) -> None:
+        """Keep and queue lines, escapes already stripped (`LineAssembler.feed_stripped`)."""
+        if not texts:
             return
         if not self._pending and not self._notices:
             self._first_pending = self._clock()
-        texts = [strip_ansi(line) for line in lines]
         entries = list(map(LogEntry, range(self._seq, self._seq + len(texts)), texts))
         self._seq += len(entries)
         self._pending.extend(entries)
@@ -498,7 +504,7 @@ class LogFollower:
         decoder = FrameDecoder()
         for header, payload in decoder.feed(result.stdout):
             self._frame(header, payload)
-        self._lines(self._assembler.flush())
+        self._lines(self._assembler.flush_stripped())
         batch = LogBatch(tuple(self._pending), tuple(self._notices), False, self._position)
         self._pending, self._notices = [], []
         if not result.ok and not batch.entries:
