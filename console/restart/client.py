@@ -221,8 +221,10 @@ class _Run:
             # There before the step starts, so that `tail -F` follows it at once (a missing
             # file is polled for once a second).
             # (Created with `:>>`: SSHHost.write_file with empty data waits for stdin's EOF.)
-            made = await self.host.run(["sh", "-c", 'umask 077; : >> "$1"', "sh",
-                                        self.paths["status"]], timeout=15)
+            # The step's output file too: private like the rest (the detached start appends
+            # to it under the login shell's umask, 644 on most hosts).
+            made = await self.host.run(["sh", "-c", 'umask 077; : >> "$1" && : >> "$2"', "sh",
+                                        self.paths["status"], self.out_path], timeout=15)
             if not made.ok:
                 raise HostError(f"cannot create {self.paths['status']}: "
                                 f"{made.error_text.strip()}")
