@@ -73,11 +73,81 @@ def strip_ansi(text: str) -> str:
     return _CONTROLS.sub("", text)
 
 
+# What `strip_ansi` removes, but for `\n` (the line ends of a block) and `\x1b` (SGR codes are
+# removed before the check; any other escape remains and fails it): one `in` (memchr) each.
+_C0_BUT_LF = tuple(chr(c) for c in (*range(0x00, 0x0a), *range(0x0b, 0x20), 0x7f) if c != 0x09)
+_C0_BUT_LF_BYTES = "".join(_C0_BUT_LF).encode()
+_C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")  # U+0080..U+009F as UTF-8
+_MAX_SGR_KINDS = 32
+
+
+def strip_ansi_block(block: str, known_sgr: list[str]) -> str | None:
+    """`strip_ansi` on every line of a `\n`-separated block, in a few passes over the whole
+    block, when its only control characters are the line feeds and SGR colour codes (all
+    vLLM writes: `\x1b[1;36m(APIServer pid=1)\x1b[0;0m`). None otherwise: strip line by line.
+
+    `known_sgr` holds the colour codes met so far (it learns new ones): when every escape of
+    the block starts one of them, `str.replace` removes exactly what `_SGR.sub` would.
+    """
+    if "\x1b" in block:
+        block = _strip_sgr(block, known_sgr)
+    if block.isascii():
+        if any(c in block for c in _C0_BUT_LF):
+            return None
+    else:
+        data = block.encode("utf-8", "surrogatepass")
+        if len(data.translate(None, _C0_BUT_LF_BYTES)) != len(data) or _C1_UTF8.search(data):
+            return None
+    return block
+
+
+def _strip_sgr(text: str, known: list[str]) -> str:
+    """`_SGR.sub("", text)`, by `str.replace` of the known codes when they are all it holds.
+
+    Exact: an SGR code holds one escape, its first character, and ends at its first `m`, so
+    two occurrences never overlap and `_SGR` matches exactly the code at each escape that
+    starts one; if the known codes' counts add up to the escapes' count, each escape starts
+    one, and removing them all is what the regex does.
+    """
+    counts = [(code, text.count(code)) for code in known]
+    if sum(n for _, n in counts) == text.count("\x1b"):
+        for code, n in counts:
+            if n:
+                text = text.replace(code, "")
+        return text
+    if len(known) < _MAX_SGR_KINDS:
+        known.extend(sorted(set(_SGR.findall(text)) - set(known))[:_MAX_SGR_KINDS - len(known)])
+    return _SGR.sub("", text)
+
+
 def parse_line(raw: str | bytes) -> LogLine:
     """Take one line (no line ending) apart into its prefix fields and message. Never raises."""
     if not isinstance(raw, str):
         raw = bytes(raw).decode("utf-8", errors="replace")
-    text = strip_ansi(raw)
+    return parse_stripped(raw, strip_ansi(raw))
+
+
+# Whole prefixes seen lately (up to and including `] `), with what `_PREFIX` made of them. In a
+# flood most lines share theirs with many others (same process, level, second and source line).
+_PREFIXES: dict[str, tuple[str | None, int | None, str, str, str, int]] = {}
+_MAX_PREFIXES = 4096
+
+
+def parse_stripped(raw: str, text: str) -> LogLine:
+    """`parse_line(raw)` for a `raw` line whose `strip_ansi` is already known to be `text`.
+
+    A line that starts with a prefix seen before gets that prefix's fields from a cache. Exact:
+    the prefix is cached only when `_PREFIX` matched the whole of it with the level part, which
+    ends with `] `; everything the pattern reads to get there lies inside it (the process tag
+    cannot pass its `)`, nor the source its `]`), so on any text that starts with it the
+    pattern takes the same path. The first `] ` of a line finds the candidate.
+    """
+    close = text.find("] ")
+    if close > 0:
+        known = _PREFIXES.get(text[:close + 2])
+        if known is not None:
+            proc, pid, level, ts, src, end = known
+            return LogLine(raw, text, proc, pid, level, ts, src, text[end:])
     m = _PREFIX.match(text)
     assert m is not None  # every part of the pattern is optional
     proc, pid_text, level, ts, src = m.groups()
@@ -87,6 +157,10 @@ def parse_line(raw: str | bytes) -> LogLine:
         u = _UVICORN.match(text, end)
         if u is not None:
             level, end = u[1], u.end()
+    elif end == close + 2:
+        if len(_PREFIXES) >= _MAX_PREFIXES:
+            _PREFIXES.clear()
+        _PREFIXES[text[:end]] = (proc, pid, _LEVEL_NAMES.get(level, level), ts, src, end)
     if level is not None and level in _LEVEL_NAMES:
         level = _LEVEL_NAMES[level]
     return LogLine(raw, text, proc, pid, level, ts, src, text[end:] if end else text)

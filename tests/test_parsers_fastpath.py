@@ -1,0 +1,201 @@
+"""The hot path's shortcuts give exactly what the general path gives, on any input.
+
+Each fast path (the line splitter's, block escape stripping, the prefix cache) is compared here
+with a copy of the general code it stands in for, on arbitrary text and on text built from
+pieces of real lines, so that the shortcuts' conditions are met and missed in every way.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from console.parsers import prefix
+from console.parsers.lines import LineAssembler, split_lines
+from console.parsers.prefix import (
+    _LEVEL_NAMES,
+    _PREFIX,
+    _UVICORN,
+    LogLine,
+    parse_line,
+    strip_ansi,
+    strip_ansi_block,
+)
+
+SETTINGS = settings(max_examples=400, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+# Pieces of real lines and of what breaks them: prefixes whole and cut, colour codes known and
+# odd, other escapes, controls, line ends, non-ASCII, digits.
+PIECES = [
+    "(EngineCore_DP0 pid=7) ", "(APIServer pid=1) ", "(VllmWorker rank=1 pid=3) ",
+    "(RayWorker pid=9, ip=10.0.0.1) ", "(x pid=1 pid=2) ", "(a] b pid=4) ", "(", ")", " pid=",
+    "DEBUG ", "INFO ", "WARNING ", "WARN ", "ERROR ", "CRITICAL ", "FATAL ", "INFO:     ",
+    "05-14 10:02:03 ", "2025-05-14 10:02:03.123 ", "05-14 10:02:0", "[core.py:123] ",
+    "[core.py:123]", "[...v1/engine/core.py:9] ", "[a:b] ", "[x.py:12345678] ", "] ", "[", "]",
+    ":", " ", "\x1b[1;36m", "\x1b[0;0m", "\x1b[0m", "\x1b[32m", "\x1b[", "m", "\x1b]8;;x\x07",
+    "\x1b[2K", "\x1b", "\x9b", "\x85", "\x00", "\t", "\x7f", "\r\n", "\r", "\n", "é", "█",
+    "\u2028", "\ud800", "0", "7", "99", "#", "EngineCore step: scheduled 3 requests",
+]
+pieces = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=3)), max_size=40)
+vllmish = pieces.map("".join)
+anything = st.text(alphabet=st.characters(exclude_categories=()), max_size=200)
+texts = st.one_of(vllmish, anything)
+# Whole prefixes, well formed or nearly: what the prefix cache keeps and is asked about.
+prefixes = st.tuples(
+    st.sampled_from(["", "(EngineCore_DP0 pid=7) ", "(APIServer pid=1)", "(a pid=1, ip=x) ",
+                     "(x pid=1 pid=2) ", "(a] b pid=4) ", "\x1b[1;36m(A pid=1)\x1b[0;0m "]),
+    st.sampled_from(["DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "INFO:", "TRACE"]),
+    st.sampled_from([" 05-14 10:02:03", " 2025-05-14 10:02:03,5", " 05-14 10:02:3", " 05-14"]),
+    st.sampled_from([" [core.py:123] ", " [core.py:123]", " [a] b.py:1] ", " [x.py:] ",
+                     " [b.py:12345678] ", " [ok.py:1]  ", " [é.py:1] "]),
+).map("".join)
+
+
+# -- the general code the fast paths stand in for (as it was before them) --------------------
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class GeneralAssembler:
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+
+    def feed(self, chunk: bytes | str) -> list[str]:
+        text = chunk if isinstance(chunk, str) else self._decoder.decode(bytes(chunk))
+        text = self._pending + text
+        if not text:
+            return []
+        cut = len(text) - 1 if text.endswith("\r") else len(text)
+        lines = _LINE_END.split(text[:cut])
+        self._pending = lines.pop() + text[cut:]
+        return lines
+
+    def flush(self) -> list[str]:
+        tail = self._pending + self._decoder.decode(b"", final=True)
+        self._pending = ""
+        return split_lines(tail)
+
+
+def general_parse(raw: str) -> LogLine:
+    text = strip_ansi(raw)
+    m = _PREFIX.match(text)
+    assert m is not None
+    proc, pid_text, level, ts, src = m.groups()
+    pid = int(pid_text) if pid_text is not None else None
+    end = m.end()
+    if level is None:
+        u = _UVICORN.match(text, end)
+        if u is not None:
+            level, end = u[1], u.end()
+    if level is not None and level in _LEVEL_NAMES:
+        level = _LEVEL_NAMES[level]
+    return LogLine(raw, text, proc, pid, level, ts, src, text[end:] if end else text)
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+# -- splitting ---------------------------------------------------------------------------------
+
+@given(text=texts, cuts=st.lists(st.integers(0, 10_000), max_size=8), as_str=st.booleans())
+@SETTINGS
+def test_assembler_splits_as_the_general_code(text: str, cuts: list[int], as_str: bool) -> None:
+    data = text.encode("utf-8", errors="surrogatepass")
+    fast, general, stripped = LineAssembler(), GeneralAssembler(), LineAssembler()
+    got: list[str] = []
+    want: list[str] = []
+    got_stripped: list[str] = []
+    for piece in _cut(data, cuts):
+        chunk: bytes | str = piece.decode("utf-8", errors="replace") if as_str else piece
+        got += fast.feed(chunk)
+        want += general.feed(chunk)
+        got_stripped += stripped.feed_stripped(chunk)
+    got += fast.flush()
+    want += general.flush()
+    got_stripped += stripped.flush_stripped()
+    assert got == want
+    assert got_stripped == [strip_ansi(line) for line in want]
+
+
+@given(data=st.binary(max_size=400), cuts=st.lists(st.integers(0, 400), max_size=8))
+@SETTINGS
+def test_assembler_on_any_bytes(data: bytes, cuts: list[int]) -> None:
+    fast, general, stripped = LineAssembler(), GeneralAssembler(), LineAssembler()
+    got, want, got_stripped = [], [], []
+    for piece in _cut(data, cuts):
+        got += fast.feed(piece)
+        want += general.feed(piece)
+        got_stripped += stripped.feed_stripped(piece)
+    want += general.flush()
+    assert got + fast.flush() == want
+    assert got_stripped + stripped.flush_stripped() == [strip_ansi(line) for line in want]
+
+
+# -- escapes -----------------------------------------------------------------------------------
+
+@given(lines=st.lists(texts, max_size=12),
+       known=st.lists(st.sampled_from(["\x1b[1;36m", "\x1b[0;0m", "\x1b[0m", "\x1b[m",
+                                        "\x1b[32m", "\x1b[1;3"]), max_size=4))
+@SETTINGS
+def test_block_stripping_is_strip_ansi_per_line(lines: list[str], known: list[str]) -> None:
+    block = "\n".join(lines)
+    # Learned codes are always whole SGR matches; a fragment like "\x1b[1;3" never is.
+    codes = [c for c in dict.fromkeys(known) if prefix._SGR.fullmatch(c)]
+    learned = list(codes)
+    stripped = strip_ansi_block(block, learned)
+    per_line = "\n".join(strip_ansi(line) for line in block.split("\n"))
+    if stripped is not None:
+        assert stripped == per_line
+    # Whatever it learned, a second pass (now with those codes) agrees too.
+    again = strip_ansi_block(block, learned)
+    assert again == stripped
+    assert all(prefix._SGR.fullmatch(c) for c in learned)
+
+
+def test_block_stripping_takes_vllm_colour() -> None:
+    lines = ["\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 05-14 10:02:03 [a.py:1] ok é"] * 3
+    known: list[str] = []
+    assert strip_ansi_block("\n".join(lines), known) == "\n".join(map(strip_ansi, lines))
+    assert sorted(known) == ["\x1b[0;0m", "\x1b[1;36m"]
+    assert strip_ansi_block("\n".join(lines), known) == "\n".join(map(strip_ansi, lines))
+    assert strip_ansi_block("a\x1b[2Kb\nc", known) is None  # another escape: line by line
+    assert strip_ansi_block("a\x00b", known) is None
+    assert strip_ansi_block("a\x85b", known) is None  # a C1 control
+    assert strip_ansi_block("a\tb\n", known) == "a\tb\n"  # tab is kept
+
+
+# -- the prefix cache --------------------------------------------------------------------------
+
+@given(lines=st.lists(texts, max_size=20),
+       heads=st.lists(st.one_of(prefixes, vllmish), min_size=1, max_size=4),
+       picks=st.lists(st.integers(0, 3), max_size=20))
+@SETTINGS
+def test_parse_line_with_its_cache_is_the_general_parse(
+    lines: list[str], heads: list[str], picks: list[int]
+) -> None:
+    # Lines that share their beginnings, so that the cache is filled and hit.
+    shared = [heads[p % len(heads)] + line for p, line in zip(picks, lines, strict=False)]
+    for raw in [*lines, *shared, *shared]:
+        assert parse_line(raw) == general_parse(raw)
+
+
+def test_prefix_cache_hits_and_stays_exact() -> None:
+    prefix._PREFIXES.clear()
+    head = "(EngineCore_DP0 pid=7) WARN 05-14 10:02:03 [core.py:123] "
+    first = parse_line(head + "one")
+    assert head in prefix._PREFIXES
+    for tail in ("two", "", "] more", "(x pid=2) INFO 05-14 10:02:03 [b.py:2] y", "\x1b[0m z"):
+        assert parse_line(head + tail) == general_parse(head + tail)
+    assert (first.level, first.message) == ("WARNING", "one")
+    # Not cached: the `] ` that ends the prefix is not the line's first, or no level part.
+    for raw in ("(a] b pid=4) INFO 05-14 10:02:03 [a.py:1] m", "(a pid=1) INFO:     m",
+                "Loading safetensors checkpoint shards: 5% [00:01<00:07]  x"):
+        assert parse_line(raw) == general_parse(raw)
+        assert parse_line(raw) == general_parse(raw)
