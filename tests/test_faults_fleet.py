@@ -169,7 +169,8 @@ async def test_the_tui_answers_keys_while_a_host_is_frozen(
                                                "theme change"))
             # Open the frozen host: its screen says so, and actions on it do not block keys.
             latencies.append(await timed_press(
-                pilot, "enter", lambda: isinstance(app.screen, HostScreen), "alpha's screen"))
+                pilot, "enter", lambda: app.screen_for("alpha") is app.screen,
+                "alpha's screen"))
             screen = app.screen
             assert isinstance(screen, HostScreen)
             assert screen.host_name == "alpha"
