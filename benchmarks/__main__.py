@@ -128,7 +128,7 @@ def run_fleet(plan: Plan) -> dict[str, Any]:
     out: dict[str, Any] = {}
     sizes = (1, 8) if plan.quick else (1, 8, 32)
     timing = ["--settle", "3", "--seconds", "6"] if plan.quick else \
-        ["--settle", "10", "--seconds", "20"]
+        ["--settle", "5", "--seconds", "15"]
     for n in sizes:
         out[str(n)] = run_json("bench_fleet", ["--hosts", str(n), *timing], timeout=400)
         _progress(f"  fleet {n}: {_brief(out[str(n)])}")

@@ -26,8 +26,8 @@ from typing import Any
 import psutil
 from textual.widgets import DataTable
 
-from benchmarks.bench_screen import ScreenProbe, press_keys
-from benchmarks.common import CpuMeter, emit, pct, peak_rss_mb, private_sshd, rss_mb
+from benchmarks.bench_screen import ScreenProbe, host_screen_keys, key_figures, press_keys
+from benchmarks.common import CpuMeter, emit, peak_rss_mb, private_sshd, rss_mb
 from benchmarks.simhosts import sim_hosts
 from console.app import ConsoleApp
 from console.host import ConnectionState
@@ -98,10 +98,13 @@ async def fleet(n: int, settle: float, seconds: float, what_if: str = "") -> dic
             stop = asyncio.Event()
             if n > 1:
                 table = app.screen.query_one(DataTable)
-                keys = press_keys(app, probe, stop, ("down", "up"),
-                                  state=lambda: table.cursor_row)
+                def row() -> object:
+                    return table.cursor_row
+
+                keys = press_keys(app, probe, stop, [("cursor", "down", row),
+                                                     ("cursor", "up", row)])
             else:
-                keys = press_keys(app, probe, stop)
+                keys = press_keys(app, probe, stop, host_screen_keys(app))
             task = asyncio.create_task(keys)
             await asyncio.sleep(seconds)
             stop.set()
@@ -112,9 +115,7 @@ async def fleet(n: int, settle: float, seconds: float, what_if: str = "") -> dic
                 "ready_s": round(ready_s, 1),
                 "console_cpu_pct": cpu.read(), "host_side_cpu_pct": host_cpu.read(),
                 "rss_mb": rss_mb(), "peak_rss_mb": peak_rss_mb(),
-                "key_p50_ms": pct(probe.key_ms, 50), "key_p95_ms": pct(probe.key_ms, 95),
-                "key_max_ms": round(max(probe.key_ms), 1) if probe.key_ms else -1,
-                "keys": len(probe.key_ms),
+                **key_figures(probe),
                 "frames_per_s": round((probe.frames - frames0) / wall, 1),
                 "screen": type(app.screen).__name__,
                 "what_if": what_if,

@@ -65,6 +65,7 @@ from tests.sshd import Sshd
 
 SIZE = (160, 50)
 NO_SERVE = "vc-bench-no-such-serve"
+DRAIN_S = 20.0  # how long the last line may take once the writer stopped (else: fell behind)
 WHAT_IF = {
     "gc-freeze": "gc.freeze() once the app is up: start-up objects leave the collector's scans",
     "gc-threshold": "gen-0 threshold 50000 (instead of 700): far fewer collections",
@@ -130,6 +131,8 @@ class ScreenProbe:
         self.batches = 0
         self._painted_n = -1
         self._key: tuple[float, Callable[[], bool]] | None = None
+        self._key_kind = ""
+        self.key_by_kind: dict[str, list[float]] = {}
         self.marks = list(marks)
         self.at_marks: dict[int, dict[str, float]] = {}
 
@@ -165,10 +168,14 @@ class ScreenProbe:
             display(screen, renderable)
             self.frames += 1
             if self._key is not None and self._key[1]():
-                self.key_ms.append((time.perf_counter() - self._key[0]) * 1000)
-                self._key = None
+                self._key_done((time.perf_counter() - self._key[0]) * 1000)
 
         app._display = on_display  # type: ignore[method-assign]
+
+    def _key_done(self, ms: float) -> None:
+        self.key_ms.append(ms)
+        self.key_by_kind.setdefault(self._key_kind, []).append(ms)
+        self._key = None
 
     def _delivered(self, lines: list[str]) -> None:
         now_ns = time.time_ns()
@@ -191,11 +198,13 @@ class ScreenProbe:
             mark = self.marks.pop(0)
             self.at_marks[mark] = {"peak_rss_mb": peak_rss_mb(), "rss_mb": rss_mb()}
 
-    def press(self, app: ConsoleApp, key: str, done: Callable[[], bool]) -> None:
+    def press(self, app: ConsoleApp, key: str, done: Callable[[], bool],
+              kind: str = "") -> None:
         """Send `key` as the terminal driver does; its latency is taken at the first frame
         drawn once `done()` holds."""
         event = events.Key(key, None)
         event.set_sender(app)
+        self._key_kind = kind or key
         self._key = (time.perf_counter(), done)
         assert app._driver is not None
         app._driver.send_message(event)
@@ -213,25 +222,51 @@ async def _until(predicate: Callable[[], object], timeout: float, what: str) -> 
         await asyncio.sleep(0.02)
 
 
+KeyStep = tuple[str, str, Callable[[], object]]  # kind, key, the state it changes
+
+
+def host_screen_keys(app: ConsoleApp) -> list[KeyStep]:
+    """What a person does on a host screen during a flood: move focus off the log and back
+    (`tab` / `shift+tab`: a visible focus change; Textual restyles and the footer changes its
+    keys), and pause and resume following (`F` twice: the log pane's status line)."""
+    def focused() -> object:
+        return app.focused
+
+    def follow() -> object:
+        screen = app.screen
+        return getattr(getattr(screen, "log_pane", None), "follow", None)
+
+    return [("focus", "tab", focused), ("focus", "shift+tab", focused),
+            ("follow", "F", follow), ("follow", "F", follow)]
+
+
 async def press_keys(app: ConsoleApp, probe: ScreenProbe, stop: asyncio.Event,
-                     keys: tuple[str, str] = ("tab", "shift+tab"),
-                     state: Callable[[], object] | None = None) -> None:
-    """Every 0.25 s one of two keys, in turn, until `stop`; done when `state()` changed (by
-    default: the focused widget). tab / shift+tab moves focus off the log and back, a visible
-    change that leaves the flood as it was (follow stays on)."""
-    read = state or (lambda: app.focused)
-    forward = True
+                     steps: list[KeyStep]) -> None:
+    """One key every 0.25 s, the steps in turn, until `stop`; each done when its state
+    changed (and a frame was drawn)."""
+    i = 0
     while not stop.is_set():
         await asyncio.sleep(0.25)
+        kind, key, read = steps[i % len(steps)]
+        i += 1
         before = read()
-        probe.press(app, keys[0] if forward else keys[1], lambda b=before: read() != b)
-        forward = not forward
+        probe.press(app, key, lambda b=before, r=read: r() != b, kind)
         deadline = time.monotonic() + 5
         while probe.key_pending and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if probe.key_pending:  # lost (should not happen): count it as 5 s
-            probe.key_ms.append(5000.0)
-            probe._key = None
+            probe._key_done(5000.0)
+
+
+def key_figures(probe: ScreenProbe) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "key_p50_ms": pct(probe.key_ms, 50), "key_p95_ms": pct(probe.key_ms, 95),
+        "key_max_ms": round(max(probe.key_ms), 1) if probe.key_ms else -1,
+        "keys": len(probe.key_ms)}
+    for kind, values in probe.key_by_kind.items():
+        out[f"key_{kind}_p50_ms"] = pct(values, 50)
+        out[f"key_{kind}_p95_ms"] = pct(values, 95)
+    return out
 
 
 def _sshd_cpu_pids(sshd: Sshd | None) -> list[int]:
@@ -285,7 +320,8 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
             host_cpu = CpuMeter(follower_pids).start()
             sshd_cpu = CpuMeter(_sshd_cpu_pids(sshd)).start()
             stop_keys = asyncio.Event()
-            key_task = asyncio.create_task(press_keys(app, probe, stop_keys)) if keys else None
+            key_task = asyncio.create_task(
+                press_keys(app, probe, stop_keys, host_screen_keys(app))) if keys else None
             gc_meter = stack.enter_context(GcMeter())
             writer = await asyncio.create_subprocess_exec(
                 *writer_argv(log, rate, seconds, line), stdout=subprocess.PIPE)
@@ -294,7 +330,7 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
             stopped = time.monotonic()
             caught_up = True
             try:
-                await _until(lambda: probe.delivered >= written, max(60.0, 4 * seconds),
+                await _until(lambda: probe.delivered >= written, DRAIN_S,
                              "the last line on screen")
             except TimeoutError:
                 caught_up = False
@@ -315,10 +351,7 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
                 "painted_p50_ms": pct(probe.painted_ms, 50),
                 "painted_p99_ms": pct(probe.painted_ms, 99),
                 "painted_lines": len(probe.painted_ms),
-                "key_p50_ms": pct(probe.key_ms, 50),
-                "key_p95_ms": pct(probe.key_ms, 95),
-                "key_max_ms": round(max(probe.key_ms), 1) if probe.key_ms else -1,
-                "keys": len(probe.key_ms),
+                **key_figures(probe),
                 "frames_per_s": round(probe.frames / span, 1),
                 "batches_per_s": round(probe.batches / span, 1),
                 "console_cpu_pct": console_cpu.read(),
@@ -361,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         TRYING.add(change)
     if "fast-safe-text" in TRYING:
         _fast_safe_text()
+
     if opts.memory:
         result = asyncio.run(flood(100_000, 10.0, marks=(100_000, 1_000_000), line=line))
     else:
