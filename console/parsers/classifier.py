@@ -1,7 +1,9 @@
 """One call per log line: what the line is, for highlighting and for routing to the panels.
 
 This runs on every line of a busy server's log, so each parser is reached only through a cheap
-substring check, and most lines fall through to `OTHER` after a handful of `in` tests.
+substring check; and a message that holds none of `MESSAGE_ANCHORS` (one substring that every
+line a parser accepts must hold), with a level that does not count, is `OTHER` at once: the
+`Sieve` answers that from a cache for a flood's lines, which differ mostly in their numbers.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from console.parsers.engine import (
     parse_non_default_args,
     parse_version_banner,
 )
-from console.parsers.errors import ErrorEvent, parse_error
+from console.parsers.errors import _CHAIN, ErrorEvent, parse_error
 from console.parsers.prefix import LogLine, parse_line
+from console.parsers.sieve import Sieve
 from console.parsers.spec_decode import SpecDecodeSample, parse_spec_decode
 from console.parsers.startup import StartupEvent, parse_startup
 from console.parsers.throughput import ThroughputSample, parse_throughput
@@ -81,7 +84,50 @@ def classify_text(raw: str | bytes) -> LineEvent:
     return classify(parse_line(raw))
 
 
+# For each way `_by_parsers` can find a message more than OTHER, whatever the line's level, one
+# substring that such a message must hold (each parser's own test or pattern says which). Keep
+# in step with the parsers; tests/test_parsers_fastpath.py compares both ways on any text.
+MESSAGE_ANCHORS = (
+    "LLM ",  # engine start (`... LLM engine (`), version banner (`vLLM ... server version`)
+    "-default args:",  # `non-default args:`
+    "Spec",  # `SpecDecoding metrics:`, `Speculative metrics:`
+    "Avg ",  # throughput: `Avg prompt throughput`, `Avg generation throughput`
+    "Using ",  # `Using ... auxiliary layers from ... config`
+    "Starting ",  # start-up: `Starting to load model`, `Starting vLLM ... server`
+    "Loading ",  # `Loading weights took`, `Loading safetensors checkpoint shards`, drafter
+    "Model loading took",
+    "KV cache ",  # `Available KV cache memory`, `GPU KV cache size`
+    "Graph capturing finished",
+    ") took",  # `init engine (...) took N s`
+    "Application startup complete",
+    "DFlash",  # DFlash's refusals
+    "EngineCore failed to start",
+    "Engine core initialization failed",
+    "Traceback (most recent call last)",  # the start of a traceback's lines
+    'File "',
+    *_CHAIN,
+    # An exception line's part before its first colon ends with one of these (and EngineDeadError)
+    "Error",
+    "Exception",
+    "Exit",
+    "Interrupt",
+)
+# The ASCII logo's block elements (U+2580..U+259F) in UTF-8: the logo's version banner.
+LOGO_UTF8 = rb"\xe2\x96[\x80-\x9f]"
+# Levels that make a line more than OTHER (parse_line's names) and how a line spells them.
+NOTABLE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+LEVEL_ANCHORS = ("WARN", "ERROR", "CRITICAL", "FATAL")
+_MESSAGES = Sieve(MESSAGE_ANCHORS, (LOGO_UTF8,))
+
+
 def _classify(line: LogLine) -> LineEvent:
+    if line.level not in NOTABLE_LEVELS and not _MESSAGES.maybe(line.message):
+        return LineEvent(LineKind.OTHER, line)  # no parser can accept it
+    return _by_parsers(line)
+
+
+def _by_parsers(line: LogLine) -> LineEvent:
+    """What the parsers make of the line (`_classify` without its shortcut)."""
     msg = line.message
     if "LLM engine (" in msg:
         engine = parse_engine_start(msg)
