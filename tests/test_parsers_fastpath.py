@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from console.parsers import prefix
+from console.parsers.classifier import (
+    MESSAGE_ANCHORS,
+    LineEvent,
+    LineKind,
+    _by_parsers,
+    _classify,
+    classify,
+)
 from console.parsers.lines import LineAssembler, split_lines
 from console.parsers.prefix import (
     _LEVEL_NAMES,
@@ -24,6 +35,9 @@ from console.parsers.prefix import (
     strip_ansi,
     strip_ansi_block,
 )
+from console.parsers.sieve import Sieve
+from console.telemetry.logclock import LogClock
+from console.telemetry.run_log import Changed, RunLog, _per_request, _throughput
 
 SETTINGS = settings(max_examples=400, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -199,3 +213,157 @@ def test_prefix_cache_hits_and_stays_exact() -> None:
                 "Loading safetensors checkpoint shards: 5% [00:01<00:07]  x"):
         assert parse_line(raw) == general_parse(raw)
         assert parse_line(raw) == general_parse(raw)
+
+
+# -- classification: the sieve's shortcut -------------------------------------------------------
+
+INCIDENT = (Path(__file__).parent / "data" / "incident-serve.log").read_text().splitlines()
+HEAD = "(APIServer pid=1) INFO 05-14 10:02:13 [loggers.py:127] "
+# Whole lines of every kind, and near misses: keywords without what their parser needs.
+NOTABLE = [
+    "Initializing a V1 LLM engine (v0.11.0) with config: model='/m', speculative_config=None",
+    "non-default args: {'model': '/m'}", "non-default args", "vLLM server version 0.11.0, "
+    "serving model /m", "vLLM API server version 0.1.dev1", "█▀ version 0.11.0",
+    "▄█ model   /m/Qwen3", "version", "model x", "Using auxiliary layers from "
+    "speculative config: (2, 17)", "auxiliary layers", "SpecDecoding metrics: Accepted: 5 "
+    "tokens", "Speculative metrics: Draft acceptance rate: 0.5", "metrics:", "Engine 000: Avg "
+    "prompt throughput: 1.0 tokens/s", "throughput:", "Starting to load model /m...",
+    "Loading weights took 1.5 seconds", "Loading safetensors checkpoint shards: 5% Completed",
+    "Loading drafter model...", "Model loading took 5.1 GiB memory and 2.0 seconds",
+    "Available KV cache memory: 40.1 GiB", "GPU KV cache size: 1,000 tokens",
+    "Graph capturing finished in 5 secs, took 0.5 GiB", "init engine (profile, create kv cache,"
+    " warmup model) took 30.5 seconds", "init engine", "Starting vLLM API server 0 on "
+    "http://0.0.0.0:8000", "Application startup complete.", "EngineCore failed to start.",
+    "RuntimeError: Engine core initialization failed. See root cause above.",
+    "vllm.v1.engine.exceptions.EngineDeadError: x", "Traceback (most recent call last):",
+    '  File "/a.py", line 3, in f', "The above exception was the direct cause of the following "
+    "exception:", "During handling of the above exception, another exception occurred:",
+    "KeyboardInterrupt", "SystemExit: 1", "ValueError: Invalid DFlash layer_type(s): ['x']",
+    "DFlash drafters require the V2 model runner", "  ValueError  ", "x: NotAnError",
+    "it/s]", "s/it]", "Loading safetensors checkpoint shards: 50% | 1/2 [00:01<00:01, 1.0it/s]",
+    'INFO:     127.0.0.1:5 - "GET /health HTTP/1.1" 200 OK', "] Received request cmpl-1: ",
+    "] Finished request cmpl-1", "] Generated response cmpl-1", "WARNING ", "ERROR ", "FATAL ",
+]
+NOTABLE_PIECES = [*PIECES, *NOTABLE, *MESSAGE_ANCHORS, HEAD, "Error", ":", "  "]
+notable_text = st.lists(
+    st.one_of(st.sampled_from(NOTABLE_PIECES), prefixes, st.text(max_size=3)), max_size=12
+).map("".join)
+any_line = st.one_of(notable_text, texts, st.sampled_from(INCIDENT))
+levels = st.sampled_from([None, "DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL",
+                          "FATAL", "x"])
+
+
+def general_classify(line: LogLine) -> LineEvent:
+    try:
+        return _by_parsers(line)
+    except Exception:
+        return LineEvent(LineKind.OTHER, line)
+
+
+@given(raw=any_line)
+@SETTINGS
+def test_classify_agrees_with_the_parsers_on_any_line(raw: str) -> None:
+    line = parse_line(raw)
+    assert _classify(line) == _by_parsers(line)
+
+
+@given(message=any_line, level=levels)
+@SETTINGS
+def test_classify_agrees_with_the_parsers_on_any_message_and_level(
+    message: str, level: str | None
+) -> None:
+    line = LogLine(message, message, level=level, message=message)
+    assert _classify(line) == _by_parsers(line)
+
+
+@pytest.mark.parametrize("raw", [*INCIDENT, *NOTABLE, *(HEAD + n for n in NOTABLE)])
+def test_classify_agrees_with_the_parsers_on_real_lines(raw: str) -> None:
+    line = parse_line(raw)
+    assert classify(line) == general_classify(line)
+
+
+def test_sieve_anchors() -> None:
+    for bad in ("", "a1", "#x", "\x1b[", "é"):
+        with pytest.raises(ValueError, match="not an anchor"):
+            Sieve([bad])
+
+
+@given(batch=st.lists(any_line, max_size=30))
+@SETTINGS
+def test_sieve_says_no_only_for_lines_without_anchors_or_controls(batch: list[str]) -> None:
+    sieve = Sieve(["Avg ", "HTTP/", "Error", "x y"])
+    picked = sieve.select(batch)
+    assert picked == [i for i, text in enumerate(batch) if sieve.maybe(text)]
+    for i, text in enumerate(batch):
+        if i not in picked:
+            assert strip_ansi(text) == text
+            assert not any(a in text for a in ("Avg ", "HTTP/", "Error", "x y"))
+
+
+# -- RunLog.feed_texts: the lines it skips unparsed ---------------------------------------------
+
+def feed_texts_line_by_line(log: RunLog, texts: Iterable[str], arrival: float | None
+                            ) -> tuple[list[tuple[int, LineEvent]], Changed]:
+    """`RunLog.feed_texts` as it was: every line parsed and classified the general way."""
+    notable: list[tuple[int, LineEvent]] = []
+    changed = Changed.NOTHING
+    texts = list(texts)
+    last = max((i for i, text in enumerate(texts) if _throughput(text)), default=-1)
+    for i, text in enumerate(texts):
+        if _per_request(text) or (i < last and _throughput(text)):
+            continue
+        event = general_classify(general_parse(text))
+        if event.kind is not LineKind.OTHER:
+            notable.append((i, event))
+        changed |= log.feed(event, arrival)
+    return notable, changed
+
+
+class FixedClock(LogClock):
+    def now(self) -> float:
+        return 1.8e9
+
+
+def _state(log: RunLog) -> tuple[object, ...]:
+    return (log.info, log.throughput_at, log._last_at, log.startup.status(2e9, True),
+            log.startup._last_progress, log.spec.state())
+
+
+STARTS = [
+    [],  # nothing started
+    [HEAD + NOTABLE[0], HEAD + "Starting to load model /m..."],  # starting: progress counts
+    [HEAD + NOTABLE[0], "(APIServer pid=1) INFO:     Application startup complete."],  # ready
+]
+
+
+# One line for each way a line can matter, with each level a line can spell.
+LEVEL_LINES = [f"(EngineCore_DP0 pid=7) {level} 05-14 10:02:03 [core.py:1] step"
+               for level in ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL")]
+EVERY_WAY = [*NOTABLE, *(HEAD + n for n in NOTABLE), *LEVEL_LINES, "FATAL:    x",
+             "WARNING:  x", "shards: 50% | 1/2 [00:01<00:01, 1.52s/it]",
+             "shards: 50% | 1/2 [00:01<00:01, 3.2it/s]", *INCIDENT]
+
+
+@pytest.mark.parametrize("start", STARTS, ids=["idle", "starting", "ready"])
+def test_feed_texts_gives_what_every_line_parsed_gives_for_every_way(start: list[str]) -> None:
+    for line in EVERY_WAY:
+        fast, general = RunLog(FixedClock(0.0)), RunLog(FixedClock(0.0))
+        for batch, arrival in ((start, None),
+                               (["(a pid=1) DEBUG 05-14 10:02:03 [a.py:1] step 1", line], 1.9e9)):
+            assert fast.feed_texts(batch, arrival) == feed_texts_line_by_line(
+                general, batch, arrival)
+            assert _state(fast) == _state(general), line
+
+
+@given(start=st.sampled_from(STARTS),
+       batches=st.lists(st.lists(st.one_of(any_line, st.sampled_from(INCIDENT)), max_size=25),
+                        max_size=4),
+       arrival=st.sampled_from([None, 1.7e9]))
+@SETTINGS
+def test_feed_texts_gives_what_every_line_parsed_gives(
+    start: list[str], batches: list[list[str]], arrival: float | None
+) -> None:
+    fast, general = RunLog(FixedClock(0.0)), RunLog(FixedClock(0.0))
+    for batch in [start, *batches]:
+        assert fast.feed_texts(batch, arrival) == feed_texts_line_by_line(general, batch, arrival)
+        assert _state(fast) == _state(general)

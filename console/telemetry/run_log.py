@@ -13,10 +13,18 @@ from dataclasses import dataclass, replace
 from enum import Flag, auto
 from typing import Any
 
-from console.parsers.classifier import LineEvent, LineKind, classify
+from console.parsers.classifier import (
+    LEVEL_ANCHORS,
+    LOGO_UTF8,
+    MESSAGE_ANCHORS,
+    LineEvent,
+    LineKind,
+    classify,
+)
 from console.parsers.engine import EngineConfig, NonDefaultArgs, SpeculativeSettings
 from console.parsers.errors import ErrorEvent, ErrorKind
 from console.parsers.prefix import parse_line
+from console.parsers.sieve import Sieve
 from console.parsers.spec_decode import SpecDecodeSample
 from console.parsers.startup import StartupEvent, StartupPhase
 from console.parsers.throughput import ThroughputSample
@@ -42,6 +50,13 @@ def _per_request(text: str) -> bool:
 def _throughput(text: str) -> bool:
     """The periodic load line (SpecDecoding lines speak of throughput too: not those)."""
     return "Avg prompt throughput:" in text and "metrics:" not in text
+
+
+_PROGRESS = ("it/s]", "s/it]")  # a tqdm bar that moved (see `RunLog.feed`)
+# A line that holds none of these, nor a control character, is OTHER for `classify` whatever
+# its level, and no progress bar: it changes nothing, and `feed_texts` skips it unparsed (as it
+# does per-request lines). Every throughput line holds `Avg ` (of MESSAGE_ANCHORS).
+_LINES = Sieve((*MESSAGE_ANCHORS, *LEVEL_ANCHORS, *_PROGRESS), (LOGO_UTF8,))
 
 
 class Changed(Flag):
@@ -103,13 +118,15 @@ class RunLog:
         Returns the notable lines (anything but OTHER: errors, warnings, spec decode, ...)
         with their index, and what changed. Per-request lines (access log, request log) are
         skipped unparsed: they are the bulk of a flood, never evidence, and their text is the
-        client's (a prompt could spell a SpecDecoding line)."""
+        client's (a prompt could spell a SpecDecoding line). So are the lines the sieve proves
+        ordinary (OTHER, and no progress bar): the rest of a DEBUG flood."""
         notable: list[tuple[int, LineEvent]] = []
         changed = Changed.NOTHING
         texts = list(texts)
-        last_throughput = max((i for i, text in enumerate(texts) if _throughput(text)),
-                              default=-1)
-        for i, text in enumerate(texts):
+        picked = _LINES.select(texts)  # every throughput line among them
+        last_throughput = max((i for i in picked if _throughput(texts[i])), default=-1)
+        for i in picked:
+            text = texts[i]
             if _per_request(text) or (i < last_throughput and _throughput(text)):
                 continue  # only the newest throughput line of a batch tells the load
             event = classify(parse_line(text))
