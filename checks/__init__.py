@@ -9,10 +9,25 @@ correct, with evidence and a root cause. Headless: never imports textual.
 Profiles are TOML data (`checks/profiles/`), trace lines are defined in `checks.trace`.
 """
 
-from checks.chain import run_chain
+from typing import TYPE_CHECKING, Any
+
 from checks.models import LINK_IDS, ChainReport, Evidence, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile, shipped_profiles
 from checks.references import Reference, ReferenceError, load_reference_file
+
+if TYPE_CHECKING:
+    from checks.chain import run_chain
+
+
+def __getattr__(name: str) -> Any:
+    # `run_chain` pulls in discovery, the probes and the host scripts: loaded on first use, so
+    # that the console's first frame does not wait for it.
+    if name == "run_chain":
+        from checks.chain import run_chain
+
+        return run_chain
+    raise AttributeError(f"module 'checks' has no attribute {name!r}")
+
 
 __all__ = [
     "LINK_IDS",

@@ -9,6 +9,7 @@ become notifications in one place (`on_worker_state_changed`).
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -157,6 +158,10 @@ class ConsoleApp(App[int]):
         if self._autostart_checks:
             for name in self.sessions:
                 self.set_timer(1.5, lambda n=name: self._run_checks(n))
+        # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
+        # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
+        # for 100 ms and more during a log flood (benchmarks/findings.md).
+        gc.freeze()
 
     def _remember_theme(self, theme: object) -> None:
         save_ui_state({"theme": self.theme})
@@ -226,7 +231,7 @@ class ConsoleApp(App[int]):
                 screen.gpus.view = view
         top = self.screen_stack[-1] if self.screen_stack else None
         if isinstance(top, FleetScreen):
-            top.update_row(self._fleet_row(host))
+            top.update_row(self._fleet_row(host))  # applied at most twice a second
         if screen is None:
             return
         session = self.sessions[host]

@@ -21,6 +21,9 @@ def _visible(match: re.Match[str]) -> str:
 
 def safe_text(text: str, max_len: int = DISPLAY_MAX) -> str:
     """`text` with controls and bidi overrides made visible and inert, cut to max_len cells."""
+    # Fast path, taken by nearly every log line: printable ASCII holds no control and no bidi.
+    if len(text) <= max_len and text.isascii() and text.isprintable():
+        return text
     if _CONTROL.search(text):
         text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     if _BIDI.search(text):

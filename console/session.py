@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checks.chain import run_chain
 from checks.models import ChainReport
 from checks.profile import Profile, ProfileError, load_profile
 from checks.references import ReferenceError, load_reference_file
@@ -95,6 +94,8 @@ class HostSession:
                 reference = load_reference_file(self.config.checks.reference)
             except ReferenceError as exc:
                 raise ActionError(str(exc)) from None
+        from checks.chain import run_chain  # heavy: loaded when the chain first runs
+
         self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
                                            reference=reference, host_label=self.name)
         return self.last_report

@@ -57,7 +57,7 @@ _PREFIX_LEVELS = ((" ERROR ", 3), (" CRITICAL ", 3), (" WARNING ", 2), (" INFO "
 
 
 def to_entry(text: str) -> Entry:
-    return Entry(safe_text(text), level_rank(text))
+    return Entry(safe_text(text), level_rank(text))  # safe_text is ~free on safe text
 
 
 class LogHighlighter(Highlighter):

@@ -40,6 +40,8 @@ class FleetScreen(Screen[None]):
     def __init__(self, rows: list[FleetRow]) -> None:
         super().__init__()
         self._rows = rows
+        self._shown: dict[str, FleetRow] = {row.name: row for row in rows}
+        self._pending: dict[str, FleetRow] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(" vllm-console · hosts (enter: open · h: back here from a host)",
@@ -54,6 +56,7 @@ class FleetScreen(Screen[None]):
         for row in self._rows:
             table.add_row(*self._cells(row), key=row.name)
         table.focus()
+        self.set_interval(0.5, self._apply_pending)
 
     def _cells(self, row: FleetRow) -> list[Text]:
         v = self.app.theme_variables
@@ -69,11 +72,24 @@ class FleetScreen(Screen[None]):
                                                                  else unknown))]
 
     def update_row(self, row: FleetRow) -> None:
-        if not self.is_mounted:
+        """Note a host's new row; rows are applied together twice a second, and only the
+        cells whose text changed: with 32 hosts, updating on every event re-rendered the whole
+        table many times a second and made keys lag (benchmarks/findings.md)."""
+        if self._shown.get(row.name) != row:
+            self._pending[row.name] = row
+
+    def _apply_pending(self) -> None:
+        if not self._pending or not self.is_mounted:
             return
         table = self.query_one(DataTable)
-        for column, cell in zip(COLUMNS, self._cells(row), strict=True):
-            table.update_cell(row.name, column, cell)
+        pending, self._pending = self._pending, {}
+        for name, row in pending.items():
+            old = self._shown.get(name)
+            old_cells = self._cells(old) if old is not None else [None] * len(COLUMNS)
+            for column, cell, before in zip(COLUMNS, self._cells(row), old_cells, strict=True):
+                if before is None or cell.plain != before.plain or cell.style != before.style:
+                    table.update_cell(name, column, cell)
+            self._shown[name] = row
 
     def action_open(self) -> None:
         table = self.query_one(DataTable)
