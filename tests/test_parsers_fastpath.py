@@ -92,11 +92,28 @@ class GeneralAssembler:
     def flush(self) -> list[str]:
         tail = self._pending + self._decoder.decode(b"", final=True)
         self._pending = ""
-        return split_lines(tail)
+        return general_split_lines(tail)
+
+
+def general_split_lines(text: str) -> list[str]:
+    if not text:
+        return []
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def general_strip(text: str) -> str:
+    if "\x1b" in text:
+        text = prefix._SGR.sub("", text)
+    if prefix._ANY_CONTROL.search(text) is None:
+        return text
+    return prefix._CONTROLS.sub("", text)
 
 
 def general_parse(raw: str) -> LogLine:
-    text = strip_ansi(raw)
+    text = general_strip(raw)
     m = _PREFIX.match(text)
     assert m is not None
     proc, pid_text, level, ts, src = m.groups()
@@ -135,7 +152,7 @@ def test_assembler_splits_as_the_general_code(text: str, cuts: list[int], as_str
     want += general.flush()
     got_stripped += stripped.flush_stripped()
     assert got == want
-    assert got_stripped == [strip_ansi(line) for line in want]
+    assert got_stripped == [general_strip(line) for line in want]
 
 
 @given(data=st.binary(max_size=400), cuts=st.lists(st.integers(0, 400), max_size=8))
@@ -149,10 +166,24 @@ def test_assembler_on_any_bytes(data: bytes, cuts: list[int]) -> None:
         got_stripped += stripped.feed_stripped(piece)
     want += general.flush()
     assert got + fast.flush() == want
-    assert got_stripped + stripped.flush_stripped() == [strip_ansi(line) for line in want]
+    assert got_stripped + stripped.flush_stripped() == [general_strip(line) for line in want]
+
+
+@given(text=texts)
+@SETTINGS
+def test_split_lines_is_the_regex_split(text: str) -> None:
+    assert split_lines(text) == general_split_lines(text)
+    assert split_lines(text.encode("utf-8", "surrogatepass")) == general_split_lines(
+        text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
 
 
 # -- escapes -----------------------------------------------------------------------------------
+
+@given(text=texts)
+@SETTINGS
+def test_strip_ansi_is_the_general_strip(text: str) -> None:
+    assert strip_ansi(text) == general_strip(text)
+
 
 @given(lines=st.lists(texts, max_size=12),
        known=st.lists(st.sampled_from(["\x1b[1;36m", "\x1b[0;0m", "\x1b[0m", "\x1b[m",
@@ -164,7 +195,7 @@ def test_block_stripping_is_strip_ansi_per_line(lines: list[str], known: list[st
     codes = [c for c in dict.fromkeys(known) if prefix._SGR.fullmatch(c)]
     learned = list(codes)
     stripped = strip_ansi_block(block, learned)
-    per_line = "\n".join(strip_ansi(line) for line in block.split("\n"))
+    per_line = "\n".join(general_strip(line) for line in block.split("\n"))
     if stripped is not None:
         assert stripped == per_line
     # Whatever it learned, a second pass (now with those codes) agrees too.

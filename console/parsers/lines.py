@@ -9,11 +9,8 @@ inside a message.
 from __future__ import annotations
 
 import codecs
-import re
 
 from console.parsers.prefix import strip_ansi, strip_ansi_block
-
-_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def decode(chunk: bytes | str) -> str:
@@ -21,6 +18,13 @@ def decode(chunk: bytes | str) -> str:
     if isinstance(chunk, str):
         return chunk
     return bytes(chunk).decode("utf-8", errors="replace")
+
+
+def _as_lf(text: str) -> str:
+    """`text` with every line end (`\\r\\n`, `\\r`, `\\n`) as `\\n`. Each `\\r\\n` (they cannot
+    overlap) becomes one `\\n` first, then every `\\r` left stands alone: the separators of a
+    regex split on `\\r\\n|\\r|\\n`, found by two replaces in C."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def split_lines(chunk: bytes | str) -> list[str]:
@@ -31,7 +35,7 @@ def split_lines(chunk: bytes | str) -> list[str]:
     text = decode(chunk)
     if not text:
         return []
-    lines = _LINE_END.split(text)
+    lines = _as_lf(text).split("\n")
     if lines[-1] == "":
         lines.pop()
     return lines
@@ -51,17 +55,15 @@ class LineAssembler:
 
     def feed(self, chunk: bytes | str) -> list[str]:
         """Add a chunk; return the lines it completed."""
-        return self._split(self._pending + self._decode(chunk))
+        block = self._block(chunk)
+        return [] if block is None else block.split("\n")
 
     def feed_stripped(self, chunk: bytes | str) -> list[str]:
         """`feed`, each line through `strip_ansi`: for a chunk whose only control characters
-        are `\\n` endings and colour codes, in a few passes over the whole chunk."""
-        text = self._pending + self._decode(chunk)
-        end = text.rfind("\n")
-        if end < 0 or "\r" in text:
-            return [strip_ansi(line) for line in self._split(text)]
-        self._pending = text[end + 1:]
-        block = text[:end]
+        are line ends and colour codes, in a few passes over the whole chunk."""
+        block = self._block(chunk)
+        if block is None:
+            return []
         stripped = strip_ansi_block(block, self._sgr)
         if stripped is None:
             return [strip_ansi(line) for line in block.split("\n")]
@@ -77,18 +79,15 @@ class LineAssembler:
         """`flush`, each line through `strip_ansi`."""
         return [strip_ansi(line) for line in self.flush()]
 
-    def _decode(self, chunk: bytes | str) -> str:
-        return chunk if isinstance(chunk, str) else self._decoder.decode(bytes(chunk))
-
-    def _split(self, text: str) -> list[str]:
-        """The whole lines of `text` (the held part first); holds back the rest."""
-        if "\r" not in text:
-            # The usual chunk: `\n` endings only, one split in C (an empty text gives [""]).
-            lines = text.split("\n")
-            self._pending = lines.pop()
-            return lines
-        # A `\r` at the very end may be followed by `\n` in the next chunk.
-        cut = len(text) - 1 if text.endswith("\r") else len(text)
-        lines = _LINE_END.split(text[:cut])
-        self._pending = lines.pop() + text[cut:]
-        return lines
+    def _block(self, chunk: bytes | str) -> str | None:
+        """The whole lines the chunk completes (the held part first) as one block, line ends
+        made `\\n`, the last one left out; None when there is none. Holds back the rest."""
+        text = chunk if isinstance(chunk, str) else self._decoder.decode(bytes(chunk))
+        text = self._pending + text
+        held = ""
+        if text.endswith("\r"):  # may be followed by `\n` in the next chunk
+            text, held = text[:-1], "\r"
+        text = _as_lf(text)
+        end = text.rfind("\n")
+        self._pending = text[end + 1:] + held
+        return text[:end] if end >= 0 else None
