@@ -137,6 +137,7 @@ def parse_line(raw: str | bytes) -> LogLine:
 # flood most lines share theirs with many others (same process, level, second and source line).
 _PREFIXES: dict[str, tuple[str | None, int | None, str, str, str, int]] = {}
 _MAX_PREFIXES = 4096
+_new = tuple.__new__
 
 
 def parse_stripped(raw: str, text: str) -> LogLine:
@@ -153,7 +154,9 @@ def parse_stripped(raw: str, text: str) -> LogLine:
         known = _PREFIXES.get(text[:close + 2])
         if known is not None:
             proc, pid, level, ts, src, end = known
-            return LogLine(raw, text, proc, pid, level, ts, src, text[end:])
+            # `LogLine(...)` without the NamedTuple's Python-level `__new__` (which costs twice
+            # the rest of a cached parse): the same object.
+            return _new(LogLine, (raw, text, proc, pid, level, ts, src, text[end:]))
     m = _PREFIX.match(text)
     assert m is not None  # every part of the pattern is optional
     proc, pid_text, level, ts, src = m.groups()
@@ -169,4 +172,4 @@ def parse_stripped(raw: str, text: str) -> LogLine:
         _PREFIXES[text[:end]] = (proc, pid, _LEVEL_NAMES.get(level, level), ts, src, end)
     if level is not None and level in _LEVEL_NAMES:
         level = _LEVEL_NAMES[level]
-    return LogLine(raw, text, proc, pid, level, ts, src, text[end:] if end else text)
+    return _new(LogLine, (raw, text, proc, pid, level, ts, src, text[end:] if end else text))
