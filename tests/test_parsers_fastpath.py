@@ -375,9 +375,13 @@ EVERY_WAY = [*NOTABLE, *(HEAD + n for n in NOTABLE), *LEVEL_LINES, "FATAL:    x"
              "shards: 50% | 1/2 [00:01<00:01, 3.2it/s]", *INCIDENT]
 
 
+@pytest.mark.parametrize("colour", ["", "\x1b[1;36m", "\x1b[m"])
 @pytest.mark.parametrize("start", STARTS, ids=["idle", "starting", "ready"])
-def test_feed_texts_gives_what_every_line_parsed_gives_for_every_way(start: list[str]) -> None:
-    for line in EVERY_WAY:
+def test_feed_texts_gives_what_every_line_parsed_gives_for_every_way(
+    start: list[str], colour: str
+) -> None:
+    for plain in EVERY_WAY:
+        line = f"{colour}{plain[:5]}{colour}{plain[5:]}"
         fast, general = RunLog(FixedClock(0.0)), RunLog(FixedClock(0.0))
         for batch, arrival in ((start, None),
                                (["(a pid=1) DEBUG 05-14 10:02:03 [a.py:1] step 1", line], 1.9e9)):
@@ -386,9 +390,13 @@ def test_feed_texts_gives_what_every_line_parsed_gives_for_every_way(start: list
             assert _state(fast) == _state(general), line
 
 
+COLOURS = ["", "\x1b[1;36m", "\x1b[0;0m", "\x1b[m", "\x1b[32m", "\x1b[0m"]
+coloured = st.tuples(st.sampled_from(COLOURS), any_line, st.sampled_from(COLOURS)).map("".join)
+
+
 @given(start=st.sampled_from(STARTS),
-       batches=st.lists(st.lists(st.one_of(any_line, st.sampled_from(INCIDENT)), max_size=25),
-                        max_size=4),
+       batches=st.lists(st.lists(st.one_of(any_line, coloured, st.sampled_from(INCIDENT)),
+                                 max_size=25), max_size=4),
        arrival=st.sampled_from([None, 1.7e9]))
 @SETTINGS
 def test_feed_texts_gives_what_every_line_parsed_gives(

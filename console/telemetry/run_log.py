@@ -23,7 +23,7 @@ from console.parsers.classifier import (
 )
 from console.parsers.engine import EngineConfig, NonDefaultArgs, SpeculativeSettings
 from console.parsers.errors import ErrorEvent, ErrorKind
-from console.parsers.prefix import parse_line
+from console.parsers.prefix import parse_line, strip_ansi_block
 from console.parsers.sieve import Sieve
 from console.parsers.spec_decode import SpecDecodeSample
 from console.parsers.startup import StartupEvent, StartupPhase
@@ -109,6 +109,7 @@ class RunLog:
         self._has_engine = False
         self._last_at: float | None = None
         self.throughput_at: float | None = None
+        self._sgr: list[str] = []  # colour codes met so far (`strip_ansi_block`)
 
     def feed_texts(self, texts: Iterable[str], arrival: float | None = None
                    ) -> tuple[list[tuple[int, LineEvent]], Changed]:
@@ -123,7 +124,7 @@ class RunLog:
         notable: list[tuple[int, LineEvent]] = []
         changed = Changed.NOTHING
         texts = list(texts)
-        picked = _LINES.select(texts)  # every throughput line among them
+        picked = _LINES.select(self._uncoloured(texts))  # every throughput line among them
         last_throughput = max((i for i in picked if _throughput(texts[i])), default=-1)
         for i in picked:
             text = texts[i]
@@ -134,6 +135,18 @@ class RunLog:
                 notable.append((i, event))
             changed |= self.feed(event, arrival)
         return notable, changed
+
+    def _uncoloured(self, texts: list[str]) -> list[str]:
+        """The texts as `strip_ansi` makes them when colour codes are all they hold (a serve
+        log read raw), for the sieve to see what the parsers will see; else as they are. The
+        throughput marker, which `feed_texts` reads in the raw text, stays whole: an SGR code
+        ends in `[0-9;m`, and the marker starts with none of them."""
+        joined = "\n".join(texts)
+        if "\x1b" not in joined:
+            return texts
+        block = strip_ansi_block(joined, self._sgr)
+        lines = block.split("\n") if block is not None else texts
+        return lines if len(lines) == len(texts) else texts
 
     def feed(self, event: LineEvent, arrival: float | None = None) -> Changed:
         """One classified line."""
