@@ -32,6 +32,8 @@ class Recorder:
     """Every telemetry event with its arrival time; `until` waits for one."""
 
     events: list[tuple[float, TelemetryEvent]] = field(default_factory=list)
+    _numbers: list[int] = field(default_factory=list)
+    _scanned: int = 0
 
     def __call__(self, event: TelemetryEvent) -> None:
         self.events.append((time.monotonic(), event))
@@ -65,7 +67,17 @@ class Recorder:
                 for n in e.batch.notices]
 
     def numbered(self) -> list[int]:
-        return [int(m[1]) for t in self.texts() if (m := NUMBERED.match(t))]
+        """The numbers of the `NumberedWriter` lines received, in order. Incremental: tests
+        poll it every few ms, and a rescan of every line would starve the event loop (and so
+        slow down the very recovery being measured)."""
+        events = self.events
+        while self._scanned < len(events):
+            event = events[self._scanned][1]
+            self._scanned += 1
+            if isinstance(event, LogLinesReceived):
+                self._numbers.extend(int(m[1]) for t in event.batch.texts
+                                     if (m := NUMBERED.match(t)))
+        return self._numbers
 
 
 class NumberedWriter:

@@ -212,7 +212,7 @@ async def test_host_down_when_the_console_starts_is_reached_once_it_is_up(
         rec = w.recorder
         await rec.until(agent_is(AgentState.LOST), 10, what="the agent reported lost")
         assert w.telemetry.snapshot.link.state is not ConnectionState.CONNECTED
-        await asyncio.sleep(2.5)
+        await asyncio.sleep(1.0)
         up_at = time.monotonic()
         proxy.resume()
         connected, _ = await rec.until(link_is(ConnectionState.CONNECTED), 15,

@@ -206,7 +206,8 @@ class HostTelemetry:
         if wait_connected is not None and self.host.link.state is not ConnectionState.CONNECTED:
             with contextlib.suppress(TimeoutError):
                 await wait_connected(timeout=60)
-            delay = min(delay, 1.0)
+            # The link is back: the agent ended because it was down, so start again now.
+            delay = 0.0 if self.host.link.state is ConnectionState.CONNECTED else 1.0
         await asyncio.sleep(delay)
 
     # -- the agent ----------------------------------------------------------------------
