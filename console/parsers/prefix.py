@@ -88,9 +88,9 @@ _MAX_SGR_KINDS = 32
 
 
 def strip_ansi_block(block: str, known_sgr: list[str]) -> str | None:
-    """`strip_ansi` on every line of a `\n`-separated block, in a few passes over the whole
+    """`strip_ansi` on every line of a `\\n`-separated block, in a few passes over the whole
     block, when its only control characters are the line feeds and SGR colour codes (all
-    vLLM writes: `\x1b[1;36m(APIServer pid=1)\x1b[0;0m`). None otherwise: strip line by line.
+    vLLM writes: `\\x1b[1;36m(APIServer pid=1)\\x1b[0;0m`). None otherwise: strip line by line.
 
     `known_sgr` holds the colour codes met so far (it learns new ones): when every escape of
     the block starts one of them, `str.replace` removes exactly what `_SGR.sub` would.
@@ -126,13 +126,6 @@ def _strip_sgr(text: str, known: list[str]) -> str:
     return _SGR.sub("", text)
 
 
-def parse_line(raw: str | bytes) -> LogLine:
-    """Take one line (no line ending) apart into its prefix fields and message. Never raises."""
-    if not isinstance(raw, str):
-        raw = bytes(raw).decode("utf-8", errors="replace")
-    return parse_stripped(raw, strip_ansi(raw))
-
-
 # Whole prefixes seen lately (up to and including `] `), with what `_PREFIX` made of them. In a
 # flood most lines share theirs with many others (same process, level, second and source line).
 _PREFIXES: dict[str, tuple[str | None, int | None, str, str, str, int]] = {}
@@ -140,8 +133,8 @@ _MAX_PREFIXES = 4096
 _new = tuple.__new__
 
 
-def parse_stripped(raw: str, text: str) -> LogLine:
-    """`parse_line(raw)` for a `raw` line whose `strip_ansi` is already known to be `text`.
+def parse_line(raw: str | bytes) -> LogLine:
+    """Take one line (no line ending) apart into its prefix fields and message. Never raises.
 
     A line that starts with a prefix seen before gets that prefix's fields from a cache. Exact:
     the prefix is cached only when `_PREFIX` matched the whole of it with the level part, which
@@ -149,6 +142,9 @@ def parse_stripped(raw: str, text: str) -> LogLine:
     cannot pass its `)`, nor the source its `]`), so on any text that starts with it the
     pattern takes the same path. The first `] ` of a line finds the candidate.
     """
+    if not isinstance(raw, str):
+        raw = bytes(raw).decode("utf-8", errors="replace")
+    text = strip_ansi(raw)
     close = text.find("] ")
     if close > 0:
         known = _PREFIXES.get(text[:close + 2])
