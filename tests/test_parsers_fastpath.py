@@ -406,3 +406,20 @@ def test_feed_texts_gives_what_every_line_parsed_gives(
     for batch in [start, *batches]:
         assert fast.feed_texts(batch, arrival) == feed_texts_line_by_line(general, batch, arrival)
         assert _state(fast) == _state(general)
+
+
+def test_caches_stay_small_on_hostile_lines() -> None:
+    sieve = Sieve(["Avg "], max_keys=4, max_key_bytes=64)
+    assert not sieve.maybe("x" * 65)
+    assert sieve.maybe("Avg " + "x" * 100)
+    assert sieve._verdicts == {}  # too long to keep
+    for i in range(10):
+        assert not sieve.maybe(f"line {'x' * i}")
+    assert len(sieve._verdicts) <= 4
+    known: list[str] = []
+    long_code = "\x1b[" + "1;" * 100 + "m"
+    assert strip_ansi_block(f"a{long_code}b\x1b[0mc", known) == "abc"
+    assert known == ["\x1b[0m"]  # a long code is removed, not learned
+    prefix._PREFIXES.clear()
+    parse_line("(x pid=1) INFO 05-14 10:02:03 [" + "a" * 300 + ":1] " + "m" * 100_000)
+    assert all(len(key) < 500 for key in prefix._PREFIXES)

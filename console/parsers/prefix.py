@@ -84,7 +84,8 @@ def strip_ansi(text: str) -> str:
 _C0_BUT_LF = tuple(chr(c) for c in (*range(0x00, 0x0a), *range(0x0b, 0x20), 0x7f) if c != 0x09)
 _C0_BUT_LF_BYTES = "".join(_C0_BUT_LF).encode()
 _C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")  # U+0080..U+009F as UTF-8
-_MAX_SGR_KINDS = 32
+_MAX_SGR_KINDS = 32  # colour codes learned, each at most _MAX_SGR_LEN long
+_MAX_SGR_LEN = 24
 
 
 def strip_ansi_block(block: str, known_sgr: list[str]) -> str | None:
@@ -122,7 +123,8 @@ def _strip_sgr(text: str, known: list[str]) -> str:
                 text = text.replace(code, "")
         return text
     if len(known) < _MAX_SGR_KINDS:
-        known.extend(sorted(set(_SGR.findall(text)) - set(known))[:_MAX_SGR_KINDS - len(known)])
+        new = {code for code in _SGR.findall(text) if len(code) <= _MAX_SGR_LEN} - set(known)
+        known.extend(sorted(new)[:_MAX_SGR_KINDS - len(known)])
     return _SGR.sub("", text)
 
 

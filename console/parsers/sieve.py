@@ -33,10 +33,11 @@ class Sieve:
     """Says which lines may hold one of `anchors` (plain substrings, each free of digits, `#`
     and control characters) or a match of one of `patterns` (bytes regexes over the line's
     UTF-8, in which digits read as `#`), or a control character that `strip_ansi` removes.
-    False means surely none of them; True, maybe. Answers are cached (at most `max_keys`)."""
+    False means surely none of them; True, maybe. Answers are cached (at most `max_keys`, for
+    lines up to `max_key_bytes`: a longer one is searched each time)."""
 
     def __init__(self, anchors: Iterable[str], patterns: Iterable[bytes] = (),
-                 max_keys: int = 8192) -> None:
+                 max_keys: int = 4096, max_key_bytes: int = 1024) -> None:
         words = sorted(set(anchors))
         for word in words:
             if not word or not word.isascii() or _NOT_IN_ANCHORS.search(word):
@@ -45,6 +46,7 @@ class Sieve:
         self._search = re.compile(b"|".join(alternatives)).search
         self._verdicts: dict[bytes, bool] = {}
         self._max_keys = max_keys
+        self._max_key_bytes = max_key_bytes
 
     def maybe(self, text: str) -> bool:
         """False when `text` surely holds no anchor, no pattern match, no control character."""
@@ -67,7 +69,8 @@ class Sieve:
 
     def _decide(self, key: bytes) -> bool:
         verdict = self._search(key) is not None
-        if len(self._verdicts) >= self._max_keys:
-            self._verdicts.clear()
-        self._verdicts[key] = verdict
+        if len(key) <= self._max_key_bytes:
+            if len(self._verdicts) >= self._max_keys:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
         return verdict
