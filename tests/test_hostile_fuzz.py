@@ -30,7 +30,7 @@ from console.local_host import LocalHost
 from console.parsers.redact import REDACTED, is_secret_key, redact_text
 from console.settings import ConfigError, load_hosts_file
 
-FAST = settings(max_examples=150, deadline=None,
+FAST = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
