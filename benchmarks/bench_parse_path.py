@@ -16,7 +16,9 @@ Workloads: `debug`, a DEBUG flood (bench_follower's line, numbered and stamped);
 server at DEBUG level (engine steps, scheduler and output lines, access and request log lines,
 a throughput and a SpecDecoding line now and then, warnings); `colour`, the same with vLLM's
 coloured process tag (`\\x1b[1;36m(APIServer pid=1)\\x1b[0;0m`, as in real serve logs); and
-`startup`, an engine starting (so progress bars count) whose tqdm bars redraw with a bare `\\r`.
+`startup`, an engine starting (so progress bars count) whose tqdm bars redraw with a bare `\\r`;
+`unique`, DEBUG lines that each name another request (hex ids: no two alike even with their
+numbers left out, the sieve's cache never helps).
 
 `--baseline REV` runs the same stages on the tree of commit REV (its `console/` exported to a
 temporary folder) in alternation with this tree, `--rounds` times each, and keeps the best
@@ -46,7 +48,7 @@ BASELINE = "ecf40e053622eea26502da62d2dde6ecfef62c2c"
 CHUNK = 256 * 1024
 STAGES = ("split", "follower", "parse_line", "classify", "feed_texts", "full",
           "split+feed_texts")
-WORKLOADS = ("debug", "mixed", "colour", "startup")
+WORKLOADS = ("debug", "mixed", "colour", "startup", "unique")
 TAG = {"engine": "(EngineCore_DP0 pid=7)", "api": "(APIServer pid=1)"}
 
 
@@ -69,6 +71,11 @@ def _lines(workload: str, count: int) -> list[str]:
     for i in range(count - len(out)):
         s = 3 + i // 20_000  # the clock moves on: ~20k lines per second
         ts = f"05-14 10:{s // 60 % 60:02d}:{s % 60:02d}"
+        if workload == "unique":  # no two alike, even with the numbers left out
+            out.append(f"{tag('engine')}DEBUG {ts} [v1/core/sched/scheduler.py:700] Request "
+                       f"chatcmpl-{i * 2654435761 % 2**64:016x} scheduled: {i % 4096} prompt "
+                       f"tokens, {i % 7} computed blocks\n")
+            continue
         if workload == "debug":
             out.append(f"{tag('engine')}DEBUG {ts} [core.py:123] EngineCore step: scheduled 3 "
                        f"requests, 1 waiting, KV blocks 1234/55082 n={i} t={stamp + i}\n")
@@ -131,7 +138,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t, result
 
 
-def worker(mib: float) -> dict[str, Any]:
+def worker(mib: float, workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
     """One round of every stage on every workload, with the tree on sys.path; lines/s and a
     digest of what came out."""
     from console.follower import LogFollower
@@ -192,7 +199,7 @@ def worker(mib: float) -> dict[str, Any]:
                 strict=True)},
         }
 
-    return {workload: measure(_chunks(workload, mib)) for workload in WORKLOADS}
+    return {workload: measure(_chunks(workload, mib)) for workload in workloads}
 
 
 def _export(rev: str, into: Path) -> None:
@@ -202,8 +209,9 @@ def _export(rev: str, into: Path) -> None:
         archive.extractall(into, filter="data")
 
 
-def _round(tree: Path, mib: float) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--worker", str(tree), "--mib", str(mib)],
+def _round(tree: Path, mib: float, workloads: tuple[str, ...]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--worker", str(tree), "--mib", str(mib),
+                          "--only", ",".join(workloads)],
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"worker on {tree} failed:\n{out.stderr}")
@@ -213,7 +221,7 @@ def _round(tree: Path, mib: float) -> dict[str, Any]:
 
 def _best(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     best: dict[str, Any] = {}
-    for workload in WORKLOADS:
+    for workload in rounds[0]:
         first = rounds[0][workload]
         best[workload] = {
             "lines": first["lines"],
@@ -229,12 +237,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5, help="rounds per tree; best kept")
     p.add_argument("--baseline", default=BASELINE,
                    help="commit to compare with ('none': this tree only)")
+    p.add_argument("--only", default=",".join(WORKLOADS),
+                   help=f"workloads, comma-separated (default: {','.join(WORKLOADS)})")
     p.add_argument("--json", action="store_true")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
+    workloads = tuple(w for w in opts.only.split(",") if w)
+    if unknown := set(workloads) - set(WORKLOADS):
+        p.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
     if opts.worker:
         sys.path.insert(0, opts.worker)
-        print(json.dumps(worker(opts.mib)))
+        print(json.dumps(worker(opts.mib, workloads)))
         return 0
 
     trees: dict[str, Path] = {"after": ROOT}
@@ -248,13 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
         for _ in range(opts.rounds):
             for name, tree in trees.items():
-                rounds[name].append(_round(tree, opts.mib))
+                rounds[name].append(_round(tree, opts.mib, workloads))
     best = {name: _best(r) for name, r in rounds.items()}
     if opts.json:
         print(json.dumps(best, indent=1))
         return 0
     names = list(trees)
-    for workload in WORKLOADS:
+    for workload in workloads:
         lines = best["after"][workload]["lines"]
         digests = {name: best[name][workload]["digests"] for name in names}
         same = len({d for ds in digests.values() for d in ds}) == 1
