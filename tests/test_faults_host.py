@@ -28,6 +28,8 @@ from console.telemetry import (
     GpuSampled,
     Health,
     HostTelemetry,
+    LinkChanged,
+    LoadSampled,
     ReadinessChanged,
     RunUpdated,
     ServeTreeChanged,
@@ -41,6 +43,7 @@ from tests.fault_support import (
     record_figure,
 )
 from tests.sshd import Sshd, chown_to, free_port
+from tests.tcp_proxy import TcpProxy, proxied_config
 from tests.test_status_ssh import start_as
 
 pytestmark = pytest.mark.ssh
@@ -204,3 +207,56 @@ async def test_the_agent_and_the_follower_killed_on_the_host_come_back(sshd: Ssh
         await asyncio.sleep(0.1)
     assert pids_with_env(match.split()[-1], sshd.user) == []
     assert pids_with_env(str(log), sshd.user) == []
+
+
+async def test_a_link_fault_is_not_blamed_on_the_server(sshd: Sshd) -> None:
+    """While the link is down the server's health is not known (not "not answering"); once
+    it is back, /health and /metrics are read again through a new forward."""
+    if sshd.proc is None:
+        sshd.start()
+    tree = materialise("incident", sshd.user_dir("link-vs-server") / "incident",
+                       port=free_port(), startup_s=0.3, metrics_interval_s=0.3)
+    chown_to(tree.root, sshd.user)
+    server = start_as(tree, sshd.user)
+    proxy = TcpProxy(sshd.port).start()
+    config = proxied_config(sshd, proxy, serve={"match": f"vllm serve {tree.root}/",
+                                                "log": str(tree.log)})
+    host = SSHHost(config, keepalive_interval=0.5, keepalive_count_max=2)
+    telemetry = HostTelemetry(host, config, TelemetryOptions(
+        interval_s=0.3, gpu_source="none", health_interval_s=0.3, metrics_interval_s=0.6,
+        # Longer than noticing the frozen link (0.5 s x 2): before that, a probe that times
+        # out cannot tell a frozen link from a hung server.
+        http_timeout_s=3.0))
+    rec = Recorder()
+    task = asyncio.create_task(telemetry.run(rec))
+    try:
+        await rec.until(lambda e: isinstance(e, ReadinessChanged)
+                        and e.readiness.health is Health.HEALTHY, 30, what="healthy")
+        await rec.until(lambda e: isinstance(e, LoadSampled), 20, after=rec.mark())
+        mark = rec.mark()
+        proxy.freeze()
+        await rec.until(lambda e: isinstance(e, LinkChanged)
+                        and e.link.state is ConnectionState.RECONNECTING, NOTICE_LIMIT_S,
+                        after=mark)
+        await asyncio.sleep(2.0)  # several health periods with the link down
+        during = [e.readiness for _, e in rec.events[mark:] if isinstance(e, ReadinessChanged)]
+        assert all(r.health in (Health.HEALTHY, Health.UNKNOWN) for r in during), \
+            [(r.health.value, r.detail) for r in during]
+        assert telemetry.snapshot.readiness.health is Health.UNKNOWN
+        assert "link" in telemetry.snapshot.readiness.detail
+        assert telemetry.snapshot.status_json()["serve"]["health"] == "unknown"
+        proxy.resume()
+        mark = rec.mark()
+        await rec.until(lambda e: isinstance(e, LinkChanged)
+                        and e.link.state is ConnectionState.CONNECTED, 20, after=mark)
+        await rec.until(lambda e: telemetry.snapshot.readiness.health is Health.HEALTHY, 20,
+                        after=mark, what="healthy again")
+        await rec.until(lambda e: isinstance(e, LoadSampled), 20, after=rec.mark(),
+                        what="/metrics read again")
+    finally:
+        telemetry.stop()
+        await task
+        await host.close()
+        proxy.close()
+        stop(server, timeout=5)
+        subprocess.run(["rm", "-rf", str(tree.root.parent)], check=False)

@@ -52,6 +52,7 @@ from console.telemetry.http import ServeUrl
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import Changed, RunLog
 from console.telemetry.server import (
+    Health,
     MetricsReader,
     ServerLoad,
     load_from_metrics,
@@ -381,6 +382,12 @@ class HostTelemetry:
             self.host, url, running=self._running(), log_ready=self.run_log.startup.ready,
             at=now, timeout=self.options.http_timeout_s,
             want_models=not old.ready or not old.models)
+        link = self.host.link.state
+        if readiness.http_status is None and url is not None and \
+                link is not ConnectionState.CONNECTED:
+            # No answer because the link is down: that says nothing of the server.
+            readiness = replace(readiness, health=Health.UNKNOWN,
+                                detail=f"link {link.value}: the server cannot be reached")
         if readiness.ready and not readiness.models and old.ready:
             readiness = replace(readiness, models=old.models)
         self._update(readiness=readiness)
