@@ -51,7 +51,6 @@ class LineAssembler:
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
-        self._sgr: list[str] = []  # colour codes met so far, for `strip_ansi_block`
 
     def feed(self, chunk: bytes | str) -> list[str]:
         """Add a chunk; return the lines it completed."""
@@ -64,7 +63,7 @@ class LineAssembler:
         block = self._block(chunk)
         if block is None:
             return []
-        stripped = strip_ansi_block(block, self._sgr)
+        stripped = strip_ansi_block(block)
         if stripped is None:
             return [strip_ansi(line) for line in block.split("\n")]
         return stripped.split("\n")

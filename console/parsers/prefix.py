@@ -84,20 +84,17 @@ def strip_ansi(text: str) -> str:
 _C0_BUT_LF = tuple(chr(c) for c in (*range(0x00, 0x0a), *range(0x0b, 0x20), 0x7f) if c != 0x09)
 _C0_BUT_LF_BYTES = "".join(_C0_BUT_LF).encode()
 _C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")  # U+0080..U+009F as UTF-8
-_MAX_SGR_KINDS = 32  # colour codes learned, each at most _MAX_SGR_LEN long
-_MAX_SGR_LEN = 24
 
 
-def strip_ansi_block(block: str, known_sgr: list[str]) -> str | None:
+def strip_ansi_block(block: str) -> str | None:
     """`strip_ansi` on every line of a `\\n`-separated block, in a few passes over the whole
     block, when its only control characters are the line feeds and SGR colour codes (all
     vLLM writes: `\\x1b[1;36m(APIServer pid=1)\\x1b[0;0m`). None otherwise: strip line by line.
-
-    `known_sgr` holds the colour codes met so far (it learns new ones): when every escape of
-    the block starts one of them, `str.replace` removes exactly what `_SGR.sub` would.
+    (An SGR code holds no line feed, so removing them from the block removes them from each
+    line; with no other control character left, that is all `strip_ansi` does to a line.)
     """
     if "\x1b" in block:
-        block = _strip_sgr(block, known_sgr)
+        block = _SGR.sub("", block)
     if block.isascii():
         if any(c in block for c in _C0_BUT_LF):
             return None
@@ -106,26 +103,6 @@ def strip_ansi_block(block: str, known_sgr: list[str]) -> str | None:
         if len(data.translate(None, _C0_BUT_LF_BYTES)) != len(data) or _C1_UTF8.search(data):
             return None
     return block
-
-
-def _strip_sgr(text: str, known: list[str]) -> str:
-    """`_SGR.sub("", text)`, by `str.replace` of the known codes when they are all it holds.
-
-    Exact: an SGR code holds one escape, its first character, and ends at its first `m`, so
-    two occurrences never overlap and `_SGR` matches exactly the code at each escape that
-    starts one; if the known codes' counts add up to the escapes' count, each escape starts
-    one, and removing them all is what the regex does.
-    """
-    counts = [(code, text.count(code)) for code in known]
-    if sum(n for _, n in counts) == text.count("\x1b"):
-        for code, n in counts:
-            if n:
-                text = text.replace(code, "")
-        return text
-    if len(known) < _MAX_SGR_KINDS:
-        new = {code for code in _SGR.findall(text) if len(code) <= _MAX_SGR_LEN} - set(known)
-        known.extend(sorted(new)[:_MAX_SGR_KINDS - len(known)])
-    return _SGR.sub("", text)
 
 
 # Whole prefixes seen lately (up to and including `] `), with what `_PREFIX` made of them. In a

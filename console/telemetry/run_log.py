@@ -111,7 +111,6 @@ class RunLog:
         self._has_engine = False
         self._last_at: float | None = None
         self.throughput_at: float | None = None
-        self._sgr: list[str] = []  # colour codes met so far (`strip_ansi_block`)
 
     def feed_texts(self, texts: Iterable[str], arrival: float | None = None
                    ) -> tuple[list[tuple[int, LineEvent]], Changed]:
@@ -146,7 +145,7 @@ class RunLog:
         joined = "\n".join(texts)
         if "\x1b" not in joined:
             return texts
-        block = strip_ansi_block(joined, self._sgr)
+        block = strip_ansi_block(joined)
         lines = block.split("\n") if block is not None else texts
         return lines if len(lines) == len(texts) else texts
 
