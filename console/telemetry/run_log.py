@@ -61,6 +61,19 @@ _PROGRESS = ("/s]", "/it]")
 _LINES = Sieve((*MESSAGE_ANCHORS, *LEVEL_ANCHORS, *_PROGRESS), (LOGO_UTF8,))
 
 
+def _uncoloured(texts: list[str]) -> list[str]:
+    """The texts as `strip_ansi` makes them when colour codes are all they hold (a serve log
+    read raw), for the sieve to see what the parsers will see; else as they are. The
+    throughput marker, which `feed_texts` reads in the raw text, stays whole: an SGR code ends
+    in `[0-9;m`, and the marker starts with none of them."""
+    joined = "\n".join(texts)
+    if "\x1b" not in joined:
+        return texts
+    block = strip_ansi_block(joined)
+    lines = block.split("\n") if block is not None else texts
+    return lines if len(lines) == len(texts) else texts
+
+
 class Changed(Flag):
     """What a batch of lines changed."""
 
@@ -125,7 +138,7 @@ class RunLog:
         notable: list[tuple[int, LineEvent]] = []
         changed = Changed.NOTHING
         texts = list(texts)
-        picked = _LINES.select(self._uncoloured(texts))  # every throughput line among them
+        picked = _LINES.select(_uncoloured(texts))  # every throughput line among them
         last_throughput = max((i for i in picked if _throughput(texts[i])), default=-1)
         for i in picked:
             text = texts[i]
@@ -136,18 +149,6 @@ class RunLog:
                 notable.append((i, event))
             changed |= self.feed(event, arrival)
         return notable, changed
-
-    def _uncoloured(self, texts: list[str]) -> list[str]:
-        """The texts as `strip_ansi` makes them when colour codes are all they hold (a serve
-        log read raw), for the sieve to see what the parsers will see; else as they are. The
-        throughput marker, which `feed_texts` reads in the raw text, stays whole: an SGR code
-        ends in `[0-9;m`, and the marker starts with none of them."""
-        joined = "\n".join(texts)
-        if "\x1b" not in joined:
-            return texts
-        block = strip_ansi_block(joined)
-        lines = block.split("\n") if block is not None else texts
-        return lines if len(lines) == len(texts) else texts
 
     def feed(self, event: LineEvent, arrival: float | None = None) -> Changed:
         """One classified line."""
