@@ -132,11 +132,6 @@ def run_fleet(plan: Plan) -> dict[str, Any]:
     for n in sizes:
         out[str(n)] = run_json("bench_fleet", ["--hosts", str(n), *timing], timeout=400)
         _progress(f"  fleet {n}: {_brief(out[str(n)])}")
-    if not plan.quick:
-        # Not the product: the fix the findings propose, measured beside it.
-        out["32-coalesce"] = run_json("bench_fleet", ["--hosts", "32", *timing, "--what-if",
-                                                      "coalesce"], timeout=400)
-        _progress(f"  fleet 32 what-if coalesce: {_brief(out['32-coalesce'])}")
     return out
 
 
@@ -164,12 +159,18 @@ def _progress(text: str) -> None:
 
 
 def _commit() -> str:
+    """HEAD, and the tracked files changed in the working tree (what was measured)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                               capture_output=True, text=True, timeout=10).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    return head or "unknown"
+    changed = [line[3:] for line in status.splitlines()
+               if not line[3:].startswith(("benchmarks/", "docs/"))]
+    return (head or "unknown") + (f" + uncommitted changes to {', '.join(changed)}"
+                                  if changed else "")
 
 
 def main(argv: list[str] | None = None) -> int:

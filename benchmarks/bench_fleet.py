@@ -31,7 +31,7 @@ from benchmarks.common import CpuMeter, emit, peak_rss_mb, private_sshd, rss_mb
 from benchmarks.simhosts import sim_hosts
 from console.app import ConsoleApp
 from console.host import ConnectionState
-from console.screens.fleet import FleetRow, FleetScreen
+from console.screens.fleet import FleetScreen
 from console.session import HostSession
 from console.ssh_host import SSHHost
 from tests.sshd import Sshd
@@ -47,28 +47,7 @@ def host_side_pids(sshd: Sshd) -> list[int]:
         return []
 
 
-def coalesce_fleet_rows(screen: FleetScreen) -> None:
-    """The what-if `coalesce` (the product does not do this): the fleet table takes a host's
-    row only when it changed, and applies the changed rows twice a second, together."""
-    apply = screen.update_row
-    pending: dict[str, FleetRow] = {}
-    shown: dict[str, FleetRow] = {}
-
-    def update_row(row: FleetRow) -> None:
-        if shown.get(row.name) != row:
-            pending[row.name] = row
-
-    def flush() -> None:
-        for name, row in list(pending.items()):
-            apply(row)
-            shown[name] = row
-        pending.clear()
-
-    screen.update_row = update_row  # type: ignore[method-assign]
-    screen.set_interval(0.5, flush)
-
-
-async def fleet(n: int, settle: float, seconds: float, what_if: str = "") -> dict[str, Any]:
+async def fleet(n: int, settle: float, seconds: float) -> dict[str, Any]:
     with private_sshd() as sshd, sim_hosts(sshd, n, gpus=1, metrics_interval_s=5.0,
                                            access_log=False) as hosts:
         sessions = [HostSession(hosts.host_config(i), SSHHost(hosts.host_config(i)))
@@ -80,8 +59,6 @@ async def fleet(n: int, settle: float, seconds: float, what_if: str = "") -> dic
             probe.install_frames(app)
             while n > 1 and not isinstance(app.screen, FleetScreen):
                 await asyncio.sleep(0.01)
-            if what_if == "coalesce" and isinstance(app.screen, FleetScreen):
-                coalesce_fleet_rows(app.screen)
             deadline = t0 + 120
             while time.monotonic() < deadline:
                 connected = sum(s.host.link.state is ConnectionState.CONNECTED
@@ -118,7 +95,6 @@ async def fleet(n: int, settle: float, seconds: float, what_if: str = "") -> dic
                 **key_figures(probe),
                 "frames_per_s": round((probe.frames - frames0) / wall, 1),
                 "screen": type(app.screen).__name__,
-                "what_if": what_if,
             }
         for session in sessions:
             await session.close()
@@ -130,12 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hosts", type=int, default=8)
     p.add_argument("--settle", type=float, default=10.0)
     p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--what-if", choices=("", "coalesce"), default="",
-                   help="coalesce: try fleet rows applied only when changed, twice a second "
-                        "(the product does not do this)")
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
-    result = asyncio.run(fleet(opts.hosts, opts.settle, opts.seconds, opts.what_if))
+    result = asyncio.run(fleet(opts.hosts, opts.settle, opts.seconds))
     if opts.json:
         emit(result)
     else:

@@ -12,8 +12,6 @@ server's access log as the host follower sends them):
 - pane: `LogPane`'s per-line entry (`to_entry`: `safe_text` again, level);
 - Textual Log width: what `Log.write_lines` starts in a thread for every batch (each line's
   control codes replaced and its cell width measured).
-Two what-ifs are timed beside them (the product does neither): `safe_text` returning printable
-ASCII as it is, and the pane reusing the display text (no second `safe_text`).
 """
 
 from __future__ import annotations
@@ -28,12 +26,11 @@ from typing import Any
 from rich.cells import cell_len
 from textual.widgets import Log
 
-import console.display
 from benchmarks.common import ACCESS_LINE, emit
 from console.follower import LogBatch, LogFollower
 from console.local_host import LocalHost
 from console.telemetry.run_log import RunLog
-from widgets.log_pane import level_rank, to_entry
+from widgets.log_pane import to_entry
 
 
 def _chunks(lines: int) -> list[bytes]:
@@ -51,12 +48,6 @@ def _per_line(fn: Callable[[], Any], lines: int, repeats: int) -> float:
         fn()
         best = min(best, time.process_time() - t)
     return round(best / lines * 1e6, 3)
-
-
-def _fast_safe_text(text: str, max_len: int = console.display.DISPLAY_MAX) -> str:
-    if len(text) <= max_len and text.isascii() and text.isprintable():
-        return text
-    return console.display.safe_text(text, max_len)
 
 
 def bench(lines: int, repeats: int) -> dict[str, float]:
@@ -84,10 +75,6 @@ def bench(lines: int, repeats: int) -> dict[str, float]:
         "pane": _per_line(lambda: [to_entry(t) for t in shown], lines, repeats),
         "textual_log_width": _per_line(
             lambda: max(cell_len(process(t)) for t in shown), lines, repeats),
-        "what_if_display_fast_safe_text": _per_line(
-            lambda: [_fast_safe_text(t) for t in texts], lines, repeats),
-        "what_if_pane_no_second_safe_text": _per_line(
-            lambda: [(t, level_rank(t)) for t in shown], lines, repeats),
     }
     stages = ("follower", "telemetry", "display", "pane", "textual_log_width")
     out["total"] = round(sum(out[s] for s in stages), 3)

@@ -66,32 +66,6 @@ from tests.sshd import Sshd
 SIZE = (160, 50)
 NO_SERVE = "vc-bench-no-such-serve"
 DRAIN_S = 20.0  # how long the last line may take once the writer stopped (else: fell behind)
-WHAT_IF = {
-    "gc-freeze": "gc.freeze() once the app is up: start-up objects leave the collector's scans",
-    "gc-threshold": "gen-0 threshold 50000 (instead of 700): far fewer collections",
-    "fast-safe-text": "safe_text() returns printable ASCII within the width as it is, without "
-                      "its two regex searches",
-}
-TRYING: set[str] = set()
-
-
-def _fast_safe_text() -> None:
-    """The what-if `fast-safe-text`, patched where the log path calls it."""
-    import console.display
-    import console.follower
-    import widgets.log_pane
-
-    original = console.display.safe_text
-
-    def safe_text(text: str, max_len: int = console.display.DISPLAY_MAX) -> str:
-        if len(text) <= max_len and text.isascii() and text.isprintable():
-            return text
-        return original(text, max_len)
-
-    for module in (console.display, console.follower, widgets.log_pane):
-        module.safe_text = safe_text  # type: ignore[attr-defined]
-
-
 class GcMeter:
     """Time spent in the cyclic garbage collector (all generations) while installed."""
 
@@ -310,10 +284,6 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
                          and session.telemetry.follower.position is not None, 30,
                          "the log follower")
             probe.install(app, "bench")
-            if "gc-freeze" in TRYING:
-                gc.freeze()
-            if "gc-threshold" in TRYING:
-                gc.set_threshold(50_000, 10, 10)
             await asyncio.sleep(0.3)
             follower_pids = find_pids(b"follow_main", str(log).encode())
             console_cpu = CpuMeter([None]).start()
@@ -367,7 +337,6 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
                 "rss_mb": rss_mb(),
                 "at_marks": probe.at_marks,
                 "transport": "local" if local else "ssh",
-                "what_if": sorted(TRYING),
             }
         await session.close()
     return result
@@ -382,18 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--debug", action="store_true", help="DEBUG lines (parsed) instead of access")
     p.add_argument("--memory", action="store_true",
                    help="1M lines at 100k/s; peak RSS at 100k and 1M lines")
-    p.add_argument("--what-if", default="", metavar="CHANGE[,CHANGE]",
-                   help=f"try a change the product does not make (for the findings): "
-                        f"{', '.join(WHAT_IF)}")
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     line = DEBUG_LINE if opts.debug else ACCESS_LINE
-    for change in filter(None, opts.what_if.split(",")):
-        if change not in WHAT_IF:
-            p.error(f"unknown --what-if {change!r}; one of {', '.join(WHAT_IF)}")
-        TRYING.add(change)
-    if "fast-safe-text" in TRYING:
-        _fast_safe_text()
 
     if opts.memory:
         result = asyncio.run(flood(100_000, 10.0, marks=(100_000, 1_000_000), line=line))

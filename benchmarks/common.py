@@ -138,25 +138,41 @@ def run_json(module: str, args: Sequence[str], timeout: float) -> dict:
     """Run `python -m benchmarks.MODULE ARGS --json` in a fresh process with private XDG
     folders; its last stdout line is the result. A failure comes back as {"error": ...}."""
     with tempfile.TemporaryDirectory(prefix="vc-bench-xdg-") as tmp:
+        proc = subprocess.Popen([sys.executable, "-m", f"benchmarks.{module}", *args, "--json"],
+                                cwd=ROOT, env=private_env(Path(tmp)), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args, "--json"],
-                                  cwd=ROOT, env=private_env(Path(tmp)), capture_output=True,
-                                  text=True, timeout=timeout)
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+            proc.communicate()
             return {"error": f"{module} {' '.join(args)}: no result within {timeout:.0f} s"}
-    lines = proc.stdout.strip().splitlines()
+    lines = stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+        tail = (stderr or stdout).strip().splitlines()[-6:]
         return {"error": f"{module} {' '.join(args)} exited {proc.returncode}: "
                          + " | ".join(tail)}
     try:  # the whole output (a colleague's indented JSON), else the last line
-        result = json.loads(proc.stdout)
+        result = json.loads(stdout)
     except ValueError:
         try:
             result = json.loads(lines[-1])
         except ValueError:
             return {"error": f"{module}: no JSON result: {lines[-1][:200]}"}
     return result if isinstance(result, dict) else {"error": f"{module}: not an object"}
+
+
+def kill_tree(pid: int) -> None:
+    """A benchmark process that overran, and everything it started (some of it in sessions of
+    its own, like the console's local streams)."""
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=5)
 
 
 def emit(result: object) -> None:

@@ -223,11 +223,7 @@ def logpath(results: dict[str, Any]) -> list[str]:
                  "pane": "pane: `LogPane` entry (`safe_text` again, level)",
                  "textual_log_width": "Textual `Log.write_lines` width thread "
                                       "(control codes, cell width)",
-                 "total": "**total** (at 100k lines/s: this x 10% of a core)",
-                 "what_if_display_fast_safe_text": "what-if: display with `safe_text` "
-                                                   "passing printable ASCII as it is",
-                 "what_if_pane_no_second_safe_text": "what-if: pane reusing the display "
-                                                     "text (no second `safe_text`)"}
+                 "total": "**total** (at 100k lines/s: this x 10% of a core)"}
         out += [f"| {names.get(k, k)} | {v:.2f} |" for k, v in perline.items()]
     return out
 
@@ -301,7 +297,6 @@ def details(results: dict[str, Any]) -> list[str]:
                 "|---|---|---|---|---|---|---|---|"]
         for n, r in fleet.items():
             if _ok(r):
-                n = f"{r['hosts']}, what-if: {r['what_if']}" if r.get("what_if") else n
                 out.append(f"| {n} | {r['ready_s']} s | {_pct(r['console_cpu_pct'])} | "
                            f"{_n(r['rss_mb'])} MB ({_n(max(r['rss_mb'], r['peak_rss_mb']))} MB)"
                            f" | {_ms(r['key_p50_ms'])} / {_ms(r['key_p95_ms'])} / "
@@ -375,7 +370,7 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
     lines = ["# Benchmarks", "",
              "Measured by `python -m benchmarks` (`make bench`); see `benchmarks/`. Benchmarks "
              "are not tests: nothing fails, the figures are reported.", "",
-             f"Commit `{meta.get('commit')}`, {meta.get('date')}, {kind} "
+             f"Commit {meta.get('commit')}, {meta.get('date')}, {kind} "
              f"({meta.get('elapsed_s')} s; sections: {', '.join(meta.get('sections', []))}).",
              "", "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in machine.items()]
