@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT, run_json
-from benchmarks.machine import describe
+from benchmarks.machine import busy_processes, describe
 from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     load = os.getloadavg()
     machine["Load average at end"] = f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    machine["Other processes busy at end (> 20% of a core)"] = busy_processes()
     meta = {"commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
             "quick": plan.quick, "elapsed_s": round(elapsed), "sections": names}
     text = render(results, machine, meta)

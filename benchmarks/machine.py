@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -47,6 +49,25 @@ def _command_version(argv: list[str]) -> str:
         else "unknown"
 
 
+def busy_processes(threshold: float = 20.0, sample_s: float = 1.0) -> str:
+    """Other processes using more than `threshold`% of a core (over `sample_s`): the machine
+    may be shared, and its figures are lower for it."""
+    procs = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            proc.cpu_percent(None)
+            procs.append(proc)
+    time.sleep(sample_s)
+    busy = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            used = proc.cpu_percent(None)
+            if used >= threshold and proc.pid != os.getpid():
+                cmd = " ".join(proc.info["cmdline"] or [proc.name()])
+                busy.append(f"{used:.0f}% `{cmd[:70]}`")
+    return "; ".join(busy) or "none"
+
+
 def describe(toolong: str = "") -> dict[str, str]:
     """One line per item, for the report."""
     load = os.getloadavg()
@@ -61,4 +82,5 @@ def describe(toolong: str = "") -> dict[str, str]:
         "tmux": _command_version(["tmux", "-V"]),
         "toolong": toolong or "not run",
         "Load average at start": f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        "Other processes busy at start (> 20% of a core)": busy_processes(),
     }
