@@ -145,9 +145,8 @@ async def test_frozen_link_is_noticed_healed_and_every_stream_resumes(
         record_figure("freeze: link back after heal", back - healed_at)
         record_figure("freeze: samples back after heal", sample_at - healed_at)
         record_figure("freeze: log caught up after heal", caught_up_at - healed_at)
-        # The follower's failed attempts while the link was down must not delay it once the
-        # link is back (it used to wait out its whole backoff: ~3 s here, up to 8 s).
-        assert caught_up_at - healed_at < 3.0
+        # Loose (machines here are shared): the exact rule is tested below.
+        assert caught_up_at - healed_at < 6.0
         assert w.telemetry.snapshot.link.state is ConnectionState.CONNECTED
     assert_exactly_once(rec.numbered(), w.writer.written)
     assert "disconnected" in rec.notices()
@@ -281,3 +280,32 @@ async def test_a_refused_login_is_not_retried_on_a_timer(sshd_up: Sshd, tmp_path
     await asyncio.sleep(1.0)  # past the first backoff step
     assert ConnectionState.RECONNECTING not in states
     await host.close()
+
+
+async def test_streams_restart_at_once_when_the_link_comes_back() -> None:
+    """The follower's and the agent's failed attempts while the link was down must not delay
+    them once it is back (they used to wait out their whole backoff: the log up to 8 s behind
+    the samples, the samples a second behind the link)."""
+    from console.follower import LogFollower
+    from console.host import LinkStatus
+
+    class Host:
+        name = "fake"
+        link = LinkStatus(ConnectionState.RECONNECTING)
+
+        async def wait_connected(self, timeout: float | None = None) -> None:
+            await asyncio.sleep(0.05)
+            self.link = LinkStatus(ConnectionState.CONNECTED)
+
+    follower = LogFollower(Host(), "/x.log")  # type: ignore[arg-type]
+    started = time.monotonic()
+    await follower._wait_retry(4)  # the backoff after 4 failures is 8 s
+    assert time.monotonic() - started < 1.0
+    telemetry = HostTelemetry(Host(), sshd_free_config())  # type: ignore[arg-type]
+    started = time.monotonic()
+    await telemetry._retry(4)
+    assert time.monotonic() - started < 0.5
+
+
+def sshd_free_config() -> HostConfig:
+    return HostConfig(name="fake", hostname="127.0.0.1")
