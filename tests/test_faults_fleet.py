@@ -115,7 +115,7 @@ def fleet_cell(app: ConsoleApp, host: str, column: str) -> str:
     return str(screen.query_one(DataTable).get_cell(host, column))
 
 
-async def timed_press(pilot, key: str, until, what: str, limit: float = 2.0) -> float:  # type: ignore[no-untyped-def]
+async def timed_press(pilot, key: str, until, what: str, limit: float = 3.0) -> float:  # type: ignore[no-untyped-def]
     """How long the app takes to act on `key`. The key is posted as the terminal driver
     would; `pilot.press` is not used here, as it also waits for the process to go idle, which
     it never does while the hosts stream."""
@@ -210,4 +210,4 @@ async def test_the_tui_answers_keys_while_a_host_is_frozen(
     print("key latencies", [round(x, 3) for x in latencies])
     worst = max(latencies)
     record_figure("tui: worst key response while a host was frozen", worst)
-    assert worst < 1.0
+    assert worst < 2.0  # ~0.15 s on a quiet machine; a blocked loop would not answer at all
