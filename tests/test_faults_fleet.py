@@ -90,7 +90,8 @@ async def test_one_frozen_host_does_not_slow_the_other(
             await caught_up(rec, writer)
         worst = sample_gaps(b_rec, frozen_at, time.monotonic())
         record_figure("fleet: other host's worst sample gap while one was frozen", worst)
-        assert worst < 1.5, f"beta's 0.3 s samples stalled {worst:.2f} s while alpha froze"
+        # Alpha is frozen for ~4.5 s: a stall of beta because of it would last that long.
+        assert worst < 2.5, f"beta's 0.3 s samples stalled {worst:.2f} s while alpha froze"
         assert len(b_rec.numbered()) > b_lines_before + 50, "beta's log stalled"
         assert b_rec.numbered()[-1] > 0
     finally:
