@@ -96,8 +96,8 @@ async def fleet(n: int, settle: float, seconds: float) -> dict[str, Any]:
                 "frames_per_s": round((probe.frames - frames0) / wall, 1),
                 "screen": type(app.screen).__name__,
             }
-        for session in sessions:
-            await session.close()
+            for session in sessions:
+                await session.close()
     return result
 
 

@@ -338,7 +338,9 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
                 "at_marks": probe.at_marks,
                 "transport": "local" if local else "ssh",
             }
-        await session.close()
+            # Stop the stream before the app closes: a flood it fell behind on would
+            # otherwise keep arriving while it shuts down.
+            await session.close()
     return result
 
 
