@@ -159,7 +159,10 @@ def _progress(text: str) -> None:
 
 
 def _commit() -> str:
-    """HEAD, and the tracked files changed in the working tree (what was measured)."""
+    """HEAD, and the tracked files changed in the working tree (what was measured); for a
+    copy without git (a snapshot of a busy tree), what VC_BENCH_COMMIT says."""
+    if not (ROOT / ".git").exists():
+        return os.environ.get("VC_BENCH_COMMIT", "unknown (no git here)")
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                               capture_output=True, text=True, timeout=10).stdout.strip()
