@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
@@ -70,11 +71,14 @@ class HostScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._widgets: dict[str, Widget] = {
-            "header": self.query_one(HostHeader), "gpus": self.query_one(GpuPane),
-            "spec": self.query_one(SpecPane), "checklist": self.query_one(Checklist),
-            "diff": self.query_one(DraftDiffPane), "engine": self.query_one(EngineTree),
-            "log_pane": self.query_one(LogPane)}
+        try:
+            self._widgets: dict[str, Widget] = {
+                "header": self.query_one(HostHeader), "gpus": self.query_one(GpuPane),
+                "spec": self.query_one(SpecPane), "checklist": self.query_one(Checklist),
+                "diff": self.query_one(DraftDiffPane), "engine": self.query_one(EngineTree),
+                "log_pane": self.query_one(LogPane)}
+        except NoMatches:
+            return  # mounted while the app shuts down: stays not ready, never filled
         self.query_one("#checklist", Checklist).state = ChecklistState()
         self.query_one("#gpus", GpuPane).view = GpuView()
         self.query_one("#spec", SpecPane).view = SpecView()
