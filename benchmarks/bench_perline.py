@@ -8,7 +8,7 @@ Stages, in the order a line meets them (the real functions, fed 256 KiB chunks o
 server's access log as the host follower sends them):
 - follower: `LogFollower._data` (UTF-8 decode, line split, escape strip, `LogEntry`, ring);
 - telemetry: `RunLog.feed_texts` (what the panes learn from the log);
-- display: `LogBatch.display_lines` (`safe_text` and the width cut, per line);
+- display: `LogBatch.display_lines` (secret redaction, `safe_text` and the width cut);
 - pane: `LogPane`'s per-line entry (`to_entry`: `safe_text` again, level);
 - Textual Log width: what `Log.write_lines` starts in a thread for every batch (each line's
   control codes replaced and its cell width measured).

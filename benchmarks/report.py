@@ -219,7 +219,8 @@ def logpath(results: dict[str, Any]) -> list[str]:
                 "| Stage | µs per line |", "|---|---|"]
         names = {"follower": "follower: decode, split, strip escapes, `LogEntry`, ring",
                  "telemetry": "telemetry: `RunLog.feed_texts`",
-                 "display": "display: `LogBatch.display_lines` (`safe_text`, width cut)",
+                 "display": "display: `LogBatch.display_lines` (secret redaction, "
+                            "`safe_text`, width cut)",
                  "pane": "pane: `LogPane` entry (`safe_text` again, level)",
                  "textual_log_width": "Textual `Log.write_lines` width thread "
                                       "(control codes, cell width)",
@@ -365,6 +366,25 @@ NOT_MEASURED = """\
 - toolong over SSH (it reads local files only)."""
 
 
+def _contention(machine: dict[str, str]) -> str:
+    """A warning when the machine was busier than it has cores: every rate here is then lower,
+    and every latency and time higher, than the console on its own would give."""
+    try:
+        cores = int(machine["CPU"].rsplit(",", 1)[1].split()[0])
+        loads = [float(machine[k].split()[0]) for k in ("Load average at start",
+                                                        "Load average at end") if k in machine]
+    except (KeyError, IndexError, ValueError):
+        return ""
+    if not loads or max(loads) <= cores:
+        return ""
+    return (f"> **The machine was overloaded during this run** (load average up to "
+            f"{max(loads):.1f} on {cores} cores; the other busy processes are listed below). "
+            "The console had a fraction of a core: its rates are lower, and its latencies and "
+            "times higher, than on a machine of its own. CPU per line and the per-stage costs "
+            "hold better; see Findings for figures taken at a lower load. Re-run `make bench` "
+            "on an idle machine for the record.")
+
+
 def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any]) -> str:
     kind = "quick run" if meta.get("quick") else "full run"
     lines = ["# Benchmarks", "",
@@ -374,6 +394,9 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
              f"({meta.get('elapsed_s')} s; sections: {', '.join(meta.get('sections', []))}).",
              "", "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in machine.items()]
+    warning = _contention(machine)
+    if warning:
+        lines[lines.index("## Machine"):lines.index("## Machine")] = [warning, ""]
     loads = ", ".join(f"{k[:-1]} {v['load']}" for k, v in results.items() if k.endswith("@"))
     if loads:
         lines.append(f"- Load average (1 min) at the start of each section: {loads}")
