@@ -8,6 +8,7 @@ local host. Everything it started is stopped and removed on exit.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import socket
@@ -17,8 +18,11 @@ from pathlib import Path
 from console.commands.common import fail
 from console.commands.sim import list_scenarios
 
+_signalled: list[int] = []
+
 
 def _exit_on_signal(signum: int, frame: object) -> None:
+    _signalled.append(signum)
     raise SystemExit(128 + signum)
 
 
@@ -56,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
                 stop(SimTree.load(tree_root), timeout=5)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+            if _signalled:
+                # The terminal is gone (SIGHUP) or we were told to stop: Textual's input thread
+                # (not a daemon) would spin on the dead pty and keep the process alive, so leave
+                # now that the simulated host is stopped and removed.
+                os._exit(128 + _signalled[0])
 
 
 def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def]
