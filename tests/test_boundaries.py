@@ -37,4 +37,4 @@ def test_import_linter_contract_holds() -> None:
         pytest.fail("lint-imports is missing: install the dev extra (make test does)")
     result = subprocess.run([lint], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "broken" in result.stdout and "0 broken" in result.stdout
+    assert "0 broken" in result.stdout
