@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from benchmarks.bench_start import console_argv
-from benchmarks.common import ROOT, CpuMeter, emit, private_sshd, rss_mb
+from benchmarks.common import ROOT, CpuMeter, private_sshd, report, rss_mb
 from benchmarks.simhosts import SimHosts, sim_hosts
 from tests.sshd import Sshd
 from tests.tmux import Terminal, app_env
@@ -124,11 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     result = bench(opts.settle, opts.seconds)
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>20}: {value}")
+    report(result, opts.json)
     return 0
 
 

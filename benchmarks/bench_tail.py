@@ -20,9 +20,9 @@ from typing import Any
 from benchmarks.common import (
     CpuMeter,
     chown_to,
-    emit,
     pct,
     private_sshd,
+    report,
     stamp_of,
     writer_argv,
 )
@@ -106,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     result = asyncio.run(tail(opts.rate, opts.seconds))
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>20}: {value}")
+    report(result, opts.json)
     return 0
 
 

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ACCESS_LINE, WRITER, emit
+from benchmarks.common import ACCESS_LINE, WRITER, report
 
 VENV = Path(os.environ.get("TOOLONG_VENV", "/tmp/vc-bench-toolong-venv"))
 DRIVER = Path(__file__).with_name("toolong_driver.py")
@@ -94,11 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = follow(opts.rate, opts.seconds, keys=opts.keys)
     result["version"] = version()
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>20}: {value}")
+    report(result, opts.json)
     return 0
 
 

@@ -179,3 +179,12 @@ def emit(result: object) -> None:
     """A benchmark process's result: one JSON line, last on stdout."""
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def report(result: dict[str, object], as_json: bool) -> None:
+    """A benchmark's result for its caller (`--json`: one JSON line) or for a person."""
+    if as_json:
+        emit(result)
+    else:
+        for key, value in result.items():
+            print(f"{key:>20}: {value}")
