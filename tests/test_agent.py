@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from console.agent import agent_main
-from console.agent.samples import AgentSample
+from console.agent.samples import AgentSample, ServeTree
 from console.sim.tree import SimTree, materialise
 
 AGENT = Path(agent_main.__file__)
@@ -291,3 +291,17 @@ def test_once_gives_its_sample_even_with_stdin_closed() -> None:
                          capture_output=True, timeout=30)
     kinds = [json.loads(line)["t"] for line in out.stdout.splitlines()]
     assert kinds == ["hello", "sample"]
+
+
+def test_an_engine_core_taking_gpu_memory_changes_the_tree_shape() -> None:
+    # nvidia-smi can list the EngineCore a sample after the process appeared: the tree's
+    # shape (what raises ServeTreeChanged) must change then, or its GPU memory is never told.
+    tree = {"root": 10, "procs": [
+        {"pid": 10, "ppid": 1, "depth": 0, "comm": "vllm", "argv": ["vllm", "serve"]},
+        {"pid": 11, "ppid": 10, "depth": 1, "comm": "VLLM::EngineCor",
+         "argv": ["VLLM::EngineCore"], "state": "S"}]}
+    before = ServeTree.from_json(tree, {})
+    after = ServeTree.from_json(tree, {11: 20480.0})
+    assert before.shape != after.shape
+    assert after.gpu_mem_mib == 20480.0
+    assert ServeTree.from_json(tree, {11: 20000.0}).shape == after.shape  # amounts alone: no

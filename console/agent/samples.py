@@ -179,9 +179,11 @@ class ServeTree:
         return next((p for p in self.procs if p.pid == self.root), None)
 
     @property
-    def shape(self) -> tuple[tuple[int, str, str], ...]:
-        """What makes the tree different to a person: pids, names, states."""
-        return tuple((p.pid, p.name, p.state) for p in self.procs)
+    def shape(self) -> tuple[tuple[int, str, str, bool], ...]:
+        """What makes the tree different to a person: pids, names, states, and which processes
+        hold GPU memory (an EngineCore that has loaded its weights; nvidia-smi may list it a
+        sample after the process itself appeared)."""
+        return tuple((p.pid, p.name, p.state, p.gpu_mem_mib is not None) for p in self.procs)
 
     @property
     def gpu_mem_mib(self) -> float | None:
