@@ -175,19 +175,20 @@ def test_exports_are_private_whatever_the_umask(tmp_path: Path) -> None:
     json.loads(path.read_text())
 
 
-def remote_processes(user: str, port: int) -> list[psutil.Process]:
-    """The user's processes that came in through the sshd on `port` (sshd puts the server port
-    in every session's SSH_CONNECTION, and children inherit it)."""
-    found = []
+def remote_processes(user: str, port: int) -> dict[int, str]:
+    """The user's live processes that came in through the sshd on `port` (sshd puts the server
+    port in every session's SSH_CONNECTION, and children inherit it), pid to command line. One
+    that ends (or turns zombie) while it is read is not running: it is left out."""
+    found = {}
     for proc in psutil.process_iter(["username", "environ"]):
         try:
             if proc.info["username"] != user:
                 continue
             conn = (proc.info["environ"] or {}).get("SSH_CONNECTION", "")
+            if conn.endswith(f" {port}") and proc.status() != psutil.STATUS_ZOMBIE:
+                found[proc.pid] = " ".join(proc.cmdline())[:120]
         except (psutil.Error, OSError):
             continue
-        if conn.endswith(f" {port}") and proc.status() != psutil.STATUS_ZOMBIE:
-            found.append(proc)
     return found
 
 
@@ -238,13 +239,13 @@ async def test_a_session_leaves_only_the_restarted_server_and_private_helpers(
         server = psutil.Process(result.new_pid)
         serve_tree = {server.pid, *(c.pid for c in server.children(recursive=True))}
         for _ in range(50):
-            left = {p.pid: " ".join(p.cmdline())[:120] for p in
-                    remote_processes(private.user, private.port) if p.pid not in serve_tree}
+            left = {pid: cmd for pid, cmd in remote_processes(private.user, private.port).items()
+                    if pid not in serve_tree}
             if not left:
                 break
             await asyncio.sleep(0.1)
         assert left == {}, f"left running on the host: {left}"
-        assert any(p.pid == server.pid for p in remote_processes(private.user, private.port))
+        assert server.pid in remote_processes(private.user, private.port)
     finally:
         stop(tree, timeout=5)
         private.kill()

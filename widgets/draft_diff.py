@@ -40,8 +40,17 @@ class DraftDiffPane(VerticalScroll):
     diff: reactive[DraftDiff | None] = reactive(None, always_update=True)
     full: reactive[bool] = reactive(False)
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        # Held, not queried: the diff can arrive after the pane is mounted but before its body
+        # is (the pane sits in a tab, mounted lazily), when a query finds nothing.
+        self._body = Static(id="diff-body")
+
     def compose(self):  # type: ignore[no-untyped-def]
-        yield Static(id="diff-body")
+        yield self._body
+
+    def on_mount(self) -> None:
+        self._show_body()
 
     def watch_diff(self) -> None:
         self._show_body()
@@ -53,9 +62,8 @@ class DraftDiffPane(VerticalScroll):
         self.full = not self.full
 
     def _show_body(self) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one("#diff-body", Static).update(self._content())
+        if self.is_attached:
+            self._body.update(self._content())
 
     def _content(self) -> Group | Text:
         v = self.app.theme_variables

@@ -124,18 +124,22 @@ class LogPane(Vertical, can_focus=False):
         self._match_y = -1
         self._prompt_mode = ""
         self.highlighter = LogHighlighter()
+        # Held, not queried: a message can reach the pane after it is mounted but before its
+        # children are (a busy machine, a lazily mounted tab), when a query finds nothing.
+        self._status = Static(id="log-status")
+        self._log = Log(max_lines=max_lines, highlight=True, id="log")
+        self._log.highlighter = self.highlighter
+        self._log.can_focus = True
+        self._prompt = Input(id="log-prompt", classes="hidden")
 
     def compose(self) -> ComposeResult:
-        yield Static(id="log-status")
-        log = Log(max_lines=self.max_lines, highlight=True, id="log")
-        log.highlighter = self.highlighter
-        log.can_focus = True
-        yield log
-        yield Input(id="log-prompt", classes="hidden")
+        yield self._status
+        yield self._log
+        yield self._prompt
 
     @property
     def log_widget(self) -> Log:
-        return self.query_one("#log", Log)
+        return self._log
 
     def on_mount(self) -> None:
         self._update_status()
@@ -280,7 +284,7 @@ class LogPane(Vertical, can_focus=False):
             self.set_search("")
 
     def _open_prompt(self, mode: str, value: str, placeholder: str) -> None:
-        prompt = self.query_one("#log-prompt", Input)
+        prompt = self._prompt
         self._prompt_mode = mode
         prompt.placeholder = placeholder
         prompt.value = value
@@ -290,7 +294,7 @@ class LogPane(Vertical, can_focus=False):
     @on(Input.Submitted, "#log-prompt")
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        prompt = self.query_one("#log-prompt", Input)
+        prompt = self._prompt
         prompt.add_class("hidden")
         if self._prompt_mode == "search":
             self.set_search(event.value)
@@ -299,7 +303,7 @@ class LogPane(Vertical, can_focus=False):
         self.log_widget.focus()
 
     def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
-        prompt = self.query_one("#log-prompt", Input)
+        prompt = self._prompt
         if event.key == "escape" and prompt.has_focus:
             event.stop()
             prompt.add_class("hidden")
@@ -313,4 +317,4 @@ class LogPane(Vertical, can_focus=False):
         if self._search_text:
             where = f" line {self._match_y + 1}" if self._match_y >= 0 else ""
             parts.append(f"search /{self._search_text}/{where}")
-        self.query_one("#log-status", Static).update(" · ".join(parts))
+        self._status.update(" · ".join(parts))
