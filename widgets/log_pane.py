@@ -12,12 +12,14 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message_pump import NoActiveAppError
 from textual.reactive import reactive
 from textual.widgets import Input, Log, Static
 
@@ -95,6 +97,28 @@ def compile_query(query: str) -> re.Pattern[str] | None:
         return re.compile(re.escape(query), re.IGNORECASE)
 
 
+class _Log(Log):
+    """Textual's `Log`, with its width worker made safe for a log removed while it runs.
+
+    `Log.write_lines` measures the new lines in a thread, which then finds the app through the
+    widget's parents. Lines written as the console closes (a batch in flight when `q` is
+    pressed) reach a `Log` that is detached by the time the thread looks: the stock worker then
+    raises `NoActiveAppError` and the app exits with a traceback. A width for a log no longer
+    on screen is moot: this one drops it.
+    """
+
+    @work(thread=True, exit_on_error=False)
+    def _update_size(self, updates: int, lines: list[str]) -> None:
+        if not lines:
+            return
+        process = self._process_line
+        width = max(cell_len(process(line)) for line in lines)
+        try:
+            self.app.call_from_thread(self._update_maximum_width, updates, width)
+        except (NoActiveAppError, RuntimeError):
+            return  # detached, or the app has stopped: nothing left to size
+
+
 class LogPane(Vertical, can_focus=False):
     """The serve log pane."""
 
@@ -127,7 +151,7 @@ class LogPane(Vertical, can_focus=False):
         # Held, not queried: a message can reach the pane after it is mounted but before its
         # children are (a busy machine, a lazily mounted tab), when a query finds nothing.
         self._status = Static(id="log-status")
-        self._log = Log(max_lines=max_lines, highlight=True, id="log")
+        self._log = _Log(max_lines=max_lines, highlight=True, id="log")
         self._log.highlighter = self.highlighter
         self._log.can_focus = True
         self._prompt = Input(id="log-prompt", classes="hidden")
