@@ -11,7 +11,6 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,14 @@ from console.telemetry.snapshot import HostSnapshot
 EXPECTED_ACCEPTANCE = {"dflash": 6.4}
 
 
-@dataclass(frozen=True)
 class ActionError(Exception):
-    """An action could not be carried out; the message is for the person."""
+    """An action could not be carried out; the message is for the person. (A plain exception,
+    not a frozen dataclass: Python sets `__traceback__` on exceptions as they propagate, which a
+    frozen one refuses, turning the message into a FrozenInstanceError.)"""
 
-    message: str
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
     def __str__(self) -> str:
         return self.message

@@ -7,12 +7,14 @@ on the host, and nothing left running on the host after a session except a resta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -148,8 +150,14 @@ def test_readonly_refuses_restart_and_writes(tmp_path: Path,
 
         session = HostSession(demo_config(tree, readonly=True), LocalHost("demo"))
 
+        @contextlib.contextmanager
+        def caller() -> Iterator[None]:  # a caller's own `with` around the action
+            yield
+
         async def actions() -> None:
-            with pytest.raises(ActionError, match="read-only"):
+            # The refusal crosses a caller's context manager as itself (a frozen exception
+            # turned into FrozenInstanceError when contextlib set its traceback).
+            with pytest.raises(ActionError, match="read-only"), caller():
                 await session.plan_restart()
             with pytest.raises(ActionError, match="read-only"):
                 await session.apply_reference()
