@@ -367,18 +367,19 @@ NOT_MEASURED = """\
 
 
 def _contention(machine: dict[str, str]) -> str:
-    """A warning when the machine was busier than it has cores: every rate here is then lower,
-    and every latency and time higher, than the console on its own would give."""
+    """A warning when other work competed with the run: the machine busier than it has cores
+    before it began, or other processes busy at its start or end. (The load average at the
+    end alone says little: the fleet and follower sections load the machine themselves.)"""
     try:
         cores = int(machine["CPU"].rsplit(",", 1)[1].split()[0])
-        loads = [float(machine[k].split()[0]) for k in ("Load average at start",
-                                                        "Load average at end") if k in machine]
+        start = float(machine["Load average at start"].split()[0])
     except (KeyError, IndexError, ValueError):
         return ""
-    if not loads or max(loads) <= cores:
+    others = [v for k, v in machine.items() if k.startswith("Other processes busy at")]
+    if start <= cores and all(o == "none" for o in others):
         return ""
-    return (f"> **The machine was overloaded during this run** (load average up to "
-            f"{max(loads):.1f} on {cores} cores; the other busy processes are listed below). "
+    return (f"> **Other work competed with this run** (load average {start:.1f} on {cores} "
+            "cores at its start; the other busy processes are listed below). "
             "The console had a fraction of a core: its rates are lower, and its latencies and "
             "times higher, than on a machine of its own. CPU per line and the per-stage costs "
             "hold better; see Findings for figures taken at a lower load. Re-run `make bench` "
