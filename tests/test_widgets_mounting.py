@@ -4,6 +4,7 @@ lazily, the console closing) is shown once they are there, never lost and never 
 from __future__ import annotations
 
 import pytest
+from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
 from textual.message_pump import NoActiveAppError
@@ -11,7 +12,7 @@ from textual.widgets import Log, Static
 
 from console.draft_diff import DraftDiff
 from widgets.draft_diff import DraftDiffPane
-from widgets.log_pane import LogPane, _Log
+from widgets.log_pane import LogPane, _Log, display_safe
 
 
 class Bare(App[None]):
@@ -36,10 +37,25 @@ async def test_a_diff_and_log_lines_set_before_the_children_mount_are_shown() ->
         assert "paused" in status
 
 
-def test_a_log_measured_after_it_was_detached_is_no_error() -> None:
-    # `q` with a batch in flight: the log's width thread can run once the log is out of the
-    # DOM. Stock Textual's thread then raised NoActiveAppError, and the console exited with it.
+def test_a_log_measured_off_the_dom_is_no_error() -> None:
+    # `q` with a batch in flight: stock Textual measured the lines in a thread that then looked
+    # for the app through the log's parents, and raised NoActiveAppError once the log was out
+    # of the DOM, ending the console with a traceback. The pane's log measures on the loop.
     detached = _Log()
     with pytest.raises(NoActiveAppError):
         Log._update_size.__wrapped__(detached, 0, ["a line"])  # type: ignore[attr-defined]
-    assert _Log._update_size.__wrapped__(detached, 0, ["a line"]) is None  # type: ignore[attr-defined]
+    detached._update_size(0, ["a line", "wide 日本語"])
+    assert detached._width == cell_len("wide 日本語")  # CJK: two cells each
+    detached._update_size(0, ["x" * 30])
+    assert detached._width == 30
+
+
+def test_lines_are_made_inert_once_per_batch() -> None:
+    plain = ["INFO 05-14 10:00:00 [x.py:1] ok", "WARNING 05-14 10:00:01 [x.py:2] hm"]
+    assert display_safe(plain) == plain
+    hostile = display_safe(["ok", "\x1b[2Jcleared\x07", "\u202eevil"])
+    assert hostile[0] == "ok"
+    assert "\x1b" not in hostile[1]
+    assert "\\x1b" in hostile[1]
+    assert "\u202e" not in hostile[2]
+    assert display_safe(["y" * 5000])[0].endswith("[+3000 chars]")

@@ -8,34 +8,25 @@ The pane keeps its own bounded copy of the lines so that a filter change can re-
 from __future__ import annotations
 
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.message_pump import NoActiveAppError
 from textual.reactive import reactive
 from textual.widgets import Input, Log, Static
 
-from console.display import safe_text
+from console.display import plain_ascii, safe_text
 
 LEVELS = ("all", "info", "warning", "error")
 _MIN_RANK = {"all": -1, "info": 1, "warning": 2, "error": 3}
 ENGINE_START = "Initializing a V1 LLM engine"
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One line as the pane keeps it: display text and its level rank (-1 when none)."""
-
-    text: str
-    rank: int
 
 
 def level_rank(text: str) -> int:
@@ -58,8 +49,11 @@ _PREFIX_LEVELS = ((" ERROR ", 3), (" CRITICAL ", 3), (" WARNING ", 2), (" INFO "
                   (" INFO:", 1), (" DEBUG ", 0))
 
 
-def to_entry(text: str) -> Entry:
-    return Entry(safe_text(text), level_rank(text))  # safe_text is ~free on safe text
+def display_safe(lines: Iterable[str]) -> list[str]:
+    """`lines` made inert for the screen (`safe_text`), checked once per batch: a batch of
+    printable ASCII (nearly every batch) is safe as it is."""
+    batch = list(lines)
+    return batch if plain_ascii(batch) else list(map(safe_text, batch))
 
 
 class LogHighlighter(Highlighter):
@@ -98,25 +92,25 @@ def compile_query(query: str) -> re.Pattern[str] | None:
 
 
 class _Log(Log):
-    """Textual's `Log`, with its width worker made safe for a log removed while it runs.
+    """Textual's `Log`, measuring new lines on the event loop instead of in a thread.
 
-    `Log.write_lines` measures the new lines in a thread, which then finds the app through the
-    widget's parents. Lines written as the console closes (a batch in flight when `q` is
-    pressed) reach a `Log` that is detached by the time the thread looks: the stock worker then
-    raises `NoActiveAppError` and the app exits with a traceback. A width for a log no longer
-    on screen is moot: this one drops it.
+    Stock `Log.write_lines` starts a thread worker per call to measure the lines' cell width,
+    which then calls back into the app. At a log flood that is a worker, a thread hop and a
+    callback per batch, and as the console closes a batch in flight reached a `Log` already
+    out of the DOM: the thread raised `NoActiveAppError` and the app exited with a traceback.
+    The pane's lines are display-safe and nearly all printable ASCII, whose width is their
+    length: one C-speed check per batch, and `cell_len` only for a batch that needs it.
     """
 
-    @work(thread=True, exit_on_error=False)
-    def _update_size(self, updates: int, lines: list[str]) -> None:
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
         if not lines:
             return
-        process = self._process_line
-        width = max(cell_len(process(line)) for line in lines)
-        try:
-            self.app.call_from_thread(self._update_maximum_width, updates, width)
-        except (NoActiveAppError, RuntimeError):
-            return  # detached, or the app has stopped: nothing left to size
+        if plain_ascii(lines, max_len=sys.maxsize):
+            width = max(map(len, lines))
+        else:
+            process = self._process_line
+            width = max(cell_len(process(line)) for line in lines)
+        self._update_maximum_width(updates, width)
 
 
 class LogPane(Vertical, can_focus=False):
@@ -139,7 +133,7 @@ class LogPane(Vertical, can_focus=False):
     def __init__(self, max_lines: int = 20_000, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.max_lines = max_lines
-        self._entries: deque[Entry] = deque(maxlen=max_lines)
+        self._entries: deque[str] = deque(maxlen=max_lines)  # display-safe lines
         self._filter: re.Pattern[str] | None = None
         self._filter_text = ""
         self._invert = False
@@ -184,11 +178,12 @@ class LogPane(Vertical, can_focus=False):
     # -- data in ---------------------------------------------------------------------------
     def add_lines(self, lines: Iterable[str]) -> None:
         """Append one batch of lines, escapes already stripped (one call per batch)."""
-        batch = [to_entry(line) for line in lines]
+        batch = display_safe(lines)
         if not batch:
             return
         self._entries.extend(batch)
-        visible = [e.text for e in batch if self._visible(e)]
+        plain = self.level == "all" and self._filter is None
+        visible = batch if plain else [t for t in batch if self._visible(t)]
         if visible:
             log = self.log_widget
             log.write_lines(visible, scroll_end=self.follow)
@@ -205,17 +200,18 @@ class LogPane(Vertical, can_focus=False):
     def visible_lines(self) -> list[str]:
         return list(self.log_widget.lines)
 
-    def _visible(self, entry: Entry) -> bool:
-        if entry.rank < _MIN_RANK[self.level]:
+    def _visible(self, text: str) -> bool:
+        least = _MIN_RANK[self.level]
+        if least >= 0 and level_rank(text) < least:  # ranked only when a level is chosen
             return False
         if self._filter is None:
             return True
-        return (self._filter.search(entry.text) is None) == self._invert
+        return (self._filter.search(text) is None) == self._invert
 
     def _rerender(self) -> None:
         log = self.log_widget
         log.clear()
-        log.write_lines([e.text for e in self._entries if self._visible(e)],
+        log.write_lines([t for t in self._entries if self._visible(t)],
                         scroll_end=self.follow)
         log.refresh()
         self._match_y = -1
