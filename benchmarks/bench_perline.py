@@ -9,9 +9,11 @@ server's access log as the host follower sends them):
 - follower: `LogFollower._data` (UTF-8 decode, line split, escape strip, `LogEntry`, ring);
 - telemetry: `RunLog.feed_texts` (what the panes learn from the log);
 - display: `LogBatch.display_lines` (secret redaction, `safe_text` and the width cut);
-- pane: `LogPane`'s per-line entry (`to_entry`: `safe_text` again, level);
-- Textual Log width: what `Log.write_lines` starts in a thread for every batch (each line's
-  control codes replaced and its cell width measured).
+- pane: `LogPane`'s batch check (`display_safe`: one printable-ASCII test per batch, the
+  level ranked only when a level is chosen);
+- log width: the pane's `Log` measuring a batch (`_Log._update_size`: the batch's length when
+  it is printable ASCII, each line's cell width otherwise; stock Textual did the latter for
+  every line, in a thread per batch).
 """
 
 from __future__ import annotations
@@ -23,14 +25,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.cells import cell_len
-from textual.widgets import Log
-
 from benchmarks.common import ACCESS_LINE, emit
 from console.follower import LogBatch, LogFollower
 from console.local_host import LocalHost
 from console.telemetry.run_log import RunLog
-from widgets.log_pane import to_entry
+from widgets.log_pane import _Log, display_safe
 
 
 def _chunks(lines: int) -> list[bytes]:
@@ -67,14 +66,13 @@ def bench(lines: int, repeats: int) -> dict[str, float]:
     texts = [e.text for e in entries]
     batch = LogBatch(entries)
     shown = batch.display_lines()
-    process = Log._process_line
+    log = _Log()
     out = {
         "follower": _per_line(follower, lines, repeats),
         "telemetry": _per_line(lambda: RunLog().feed_texts(texts, None), lines, repeats),
         "display": _per_line(batch.display_lines, lines, repeats),
-        "pane": _per_line(lambda: [to_entry(t) for t in shown], lines, repeats),
-        "textual_log_width": _per_line(
-            lambda: max(cell_len(process(t)) for t in shown), lines, repeats),
+        "pane": _per_line(lambda: display_safe(shown), lines, repeats),
+        "textual_log_width": _per_line(lambda: log._update_size(0, shown), lines, repeats),
     }
     stages = ("follower", "telemetry", "display", "pane", "textual_log_width")
     out["total"] = round(sum(out[s] for s in stages), 3)

@@ -221,9 +221,8 @@ def logpath(results: dict[str, Any]) -> list[str]:
                  "telemetry": "telemetry: `RunLog.feed_texts`",
                  "display": "display: `LogBatch.display_lines` (secret redaction, "
                             "`safe_text`, width cut)",
-                 "pane": "pane: `LogPane` entry (`safe_text` again, level)",
-                 "textual_log_width": "Textual `Log.write_lines` width thread "
-                                      "(control codes, cell width)",
+                 "pane": "pane: `LogPane` batch check (`display_safe`)",
+                 "textual_log_width": "pane's `Log`: width of the batch",
                  "total": "**total** (at 100k lines/s: this x 10% of a core)"}
         out += [f"| {names.get(k, k)} | {v:.2f} |" for k, v in perline.items()]
     return out

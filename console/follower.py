@@ -35,10 +35,10 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from console.agent.client import FOLLOW_SCRIPT, python_line
-from console.display import DISPLAY_MAX, safe_text
+from console.display import DISPLAY_MAX, plain_ascii, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle
 from console.parsers.lines import LineAssembler
-from console.parsers.redact import redact_text
+from console.parsers.redact import may_hold_secret, redact_text
 from console.remote_scripts import RemoteScripts, script_source
 
 SIG_BYTES = 64
@@ -144,8 +144,16 @@ class LogBatch:
         return [e.text for e in self.entries]
 
     def display_lines(self, width: int = DISPLAY_MAX) -> list[str]:
-        """Everything for one `Log.write_lines`: notices first, then the lines, cut to width."""
-        return [n.text for n in self.notices] + [e.display(width) for e in self.entries]
+        """Everything for one `Log.write_lines`: notices first, then the lines, cut to width.
+
+        Checked once per batch first: a batch of printable ASCII lines within `width` with no
+        secret-looking word in any of them (nearly every batch of a busy log) is shown as it is,
+        and only a batch that fails the check pays for `LogEntry.display` line by line."""
+        notices = [n.text for n in self.notices]
+        texts = [e.text for e in self.entries]
+        if plain_ascii(texts, width) and not may_hold_secret("\n".join(texts)):
+            return notices + texts
+        return notices + [e.display(width) for e in self.entries]
 
 
 class FrameError(HostError):

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from console.display import safe_text
 from console.parsers import prefix
 from console.parsers.classifier import (
     MESSAGE_ANCHORS,
@@ -406,3 +407,24 @@ def test_caches_stay_small_on_hostile_lines() -> None:
     prefix._PREFIXES.clear()
     parse_line("(x pid=1) INFO 05-14 10:02:03 [" + "a" * 300 + ":1] " + "m" * 100_000)
     assert all(len(key) < 500 for key in prefix._PREFIXES)
+
+
+# -- the screen's batch check -------------------------------------------------------------
+SECRETISH = ["'api_key': 'sk-live-1'", "--api-key sk-2", "HF_TOKEN=hf_x", "token: abc",
+             "Authorization: Bearer z", "tokens/s", "keyboard", "a\tb", "\x1b[2J", "\u202e",
+             "é", "\x7f", "x" * 40]
+screen_line = st.lists(st.one_of(st.sampled_from(SECRETISH), st.sampled_from(PIECES),
+                                 st.text(max_size=4)), max_size=12).map(" ".join)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(screen_line, max_size=8), st.sampled_from([30, 80, 2000]))
+def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
+                                                             width: int) -> None:
+    from console.follower import LogBatch, LogEntry
+    from widgets.log_pane import display_safe
+
+    batch = LogBatch(tuple(LogEntry(i, t) for i, t in enumerate(texts)))
+    each = [e.display(width) for e in batch.entries]
+    assert batch.display_lines(width) == each
+    assert display_safe(each) == [safe_text(t) for t in each]

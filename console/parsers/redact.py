@@ -84,9 +84,10 @@ _TEXT_FLAG = re.compile(r"""(?P<key>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>\s+)"""
 _SEPARATORS = frozenset("'\":= \t")
 
 
-def _may_hold_secret(text: str) -> bool:
+def may_hold_secret(text: str) -> bool:
     """Cheap test (no regex: this runs on every log line shown): a secret word ends a word
-    that a separator follows (`api_key'`, `token=`, `--api-key `)."""
+    that a separator follows (`api_key'`, `token=`, `--api-key `). Lines joined with `\n`
+    test as each would alone (a newline neither extends a word nor separates a value)."""
     low = text.lower()
     size = len(low)
     for stem in _STEMS:
@@ -118,6 +119,6 @@ def redact_text(text: str, limit: int = 64 * 1024) -> str:
     log). Only the first `limit` characters are looked at (what a screen can show)."""
     if len(text) > limit:
         return redact_text(text[:limit], limit) + text[limit:]
-    if not _may_hold_secret(text):
+    if not may_hold_secret(text):
         return text
     return _TEXT_FLAG.sub(_hide, _TEXT_PAIR.sub(_hide, text))
