@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tmux import Terminal, app_env
+from tests.tmux import Terminal, app_env, demo_processes
 
 pytestmark = pytest.mark.tmux
 
@@ -63,7 +63,11 @@ def demo(tmp_path: Path):  # type: ignore[no-untyped-def]
                 "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)})
     term = Terminal([*CONSOLE, "demo"], env=env).start()
     yield term
-    term.stop()
+    term.stop()  # the terminal closed under it (tmux kill-server), not `q`
+    deadline = time.monotonic() + 15
+    while demo_processes(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert demo_processes(tmp_path) == [], "the console or its host outlived the terminal"
 
 
 def test_hostile_log_lines_are_inert_in_a_real_terminal(demo: Terminal, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tmux import Terminal, app_env
+from tests.tmux import Terminal, app_env, demo_processes
 
 pytestmark = pytest.mark.tmux
 
@@ -27,19 +27,6 @@ def terminal(tmp_path: Path):
     term.start()
     yield term
     term.stop()
-
-
-def demo_processes(tmp_path: Path) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if str(tmp_path) in cmdline and "vllm" in cmdline:
-                found.append(cmdline)
-    return found
 
 
 def test_demo_tells_the_incident_story_in_a_real_terminal(terminal: Terminal,

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -77,3 +78,21 @@ def app_env() -> dict[str, str]:
             "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
             "XDG_CONFIG_HOME": os.environ.get("XDG_CONFIG_HOME", ""),
             "XDG_STATE_HOME": os.environ.get("XDG_STATE_HOME", "")}
+
+
+def demo_processes(tmp_path: Path) -> list[str]:
+    """What a `vllm-console demo` started with TMPDIR=tmp_path still runs: the simulated host
+    (its tree is under tmp_path) and the console itself (its environment names tmp_path)."""
+    found = []
+    marker = f"TMPDIR={tmp_path}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ or (str(tmp_path) in cmdline and "vllm" in cmdline):
+            found.append(cmdline)
+    return found
