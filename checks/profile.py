@@ -34,7 +34,8 @@ class ProfileError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              defer_build=True)
 
 
 class CodeVariant(_Strict):

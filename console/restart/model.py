@@ -13,7 +13,7 @@ from console.parsers import StartupPhase
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, defer_build=True)
 
 
 class Stage(StrEnum):
