@@ -6,7 +6,7 @@ repeats so that other work on a shared machine does not count.
 
 Stages, in the order a line meets them (the real functions, fed 256 KiB chunks of a busy
 server's access log as the host follower sends them):
-- follower: `LogFollower._data` (UTF-8 decode, line split, escape strip, `LogEntry`, ring);
+- follower: `LogFollower._data` (UTF-8 decode, line split, escape strip, the batch and the ring);
 - telemetry: `RunLog.feed_texts` (what the panes learn from the log);
 - display: `LogBatch.display_lines` (secret redaction, `safe_text` and the width cut);
 - pane: `LogPane`'s batch check (`display_safe`: one printable-ASCII test per batch, the
@@ -62,9 +62,8 @@ def bench(lines: int, repeats: int) -> dict[str, float]:
         return f
 
     sample = follower()
-    entries = tuple(sample._pending)
-    texts = [e.text for e in entries]
-    batch = LogBatch(entries)
+    texts = list(sample._pending)
+    batch = LogBatch(tuple(texts))
     shown = batch.display_lines()
     log = _Log()
     out = {

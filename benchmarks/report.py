@@ -217,7 +217,7 @@ def logpath(results: dict[str, Any]) -> list[str]:
         out += ["", "### What each line costs, stage by stage (CPU µs per line, no I/O; "
                 "`bench_perline`)", "",
                 "| Stage | µs per line |", "|---|---|"]
-        names = {"follower": "follower: decode, split, strip escapes, `LogEntry`, ring",
+        names = {"follower": "follower: decode, split, strip escapes, batch, ring",
                  "telemetry": "telemetry: `RunLog.feed_texts`",
                  "display": "display: `LogBatch.display_lines` (secret redaction, "
                             "`safe_text`, width cut)",

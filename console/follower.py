@@ -29,7 +29,7 @@ import inspect
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -132,16 +132,27 @@ class FollowPosition:
 
 @dataclass(frozen=True, slots=True)
 class LogBatch:
-    """Lines and notices that arrived together; `live` is False while the backlog is replayed."""
+    """Lines and notices that arrived together; `live` is False while the backlog is replayed.
 
-    entries: tuple[LogEntry, ...]
+    The lines are kept as their texts, the first one's `seq` beside them: no object per line
+    on the hot path (`entries` builds the `LogEntry`s for whoever asks)."""
+
+    texts: tuple[str, ...]
     notices: tuple[FollowNotice, ...] = ()
     live: bool = True
     position: FollowPosition | None = None
+    first_seq: int = 0
+
+    @classmethod
+    def of(cls, entries: Iterable[LogEntry], **kw: Any) -> LogBatch:
+        """A batch of these entries (consecutive `seq`s)."""
+        listed = tuple(entries)
+        return cls(tuple(e.text for e in listed), first_seq=listed[0].seq if listed else 0, **kw)
 
     @property
-    def texts(self) -> list[str]:
-        return [e.text for e in self.entries]
+    def entries(self) -> tuple[LogEntry, ...]:
+        return tuple(map(LogEntry, range(self.first_seq, self.first_seq + len(self.texts)),
+                         self.texts))
 
     def display_lines(self, width: int = DISPLAY_MAX) -> list[str]:
         """Everything for one `Log.write_lines`: notices first, then the lines, cut to width.
@@ -150,7 +161,7 @@ class LogBatch:
         secret-looking word in any of them (nearly every batch of a busy log) is shown as it is,
         and only a batch that fails the check pays for `LogEntry.display` line by line."""
         notices = [n.text for n in self.notices]
-        texts = [e.text for e in self.entries]
+        texts = list(self.texts)
         if plain_ascii(texts, width) and not may_hold_secret("\n".join(texts)):
             return notices + texts
         return notices + [e.display(width) for e in self.entries]
@@ -238,13 +249,13 @@ class LogFollower:
         self.python = python
         self.scripts = scripts or RemoteScripts(host)
         self._clock = clock
-        self._ring: deque[LogEntry] = deque()
+        self._ring: deque[tuple[int, str]] = deque()  # (seq, text)
         self._ring_bytes = 0
         self._seq = 0
         self._assembler = LineAssembler()
         self._partial = 0
         self._position: FollowPosition | None = None
-        self._pending: list[LogEntry] = []
+        self._pending: list[str] = []  # texts; the first one's seq is _seq - len(_pending)
         self._notices: list[FollowNotice] = []
         self._first_pending = 0.0
         self._last_flush = 0.0
@@ -266,7 +277,7 @@ class LogFollower:
 
     def recent(self) -> tuple[LogEntry, ...]:
         """The lines kept (at most `max_lines`, about `max_bytes` of text), oldest first."""
-        return tuple(self._ring)
+        return tuple(map(LogEntry._make, self._ring))
 
     def stop(self) -> None:
         """End `run()` soon (it also ends when its task is cancelled)."""
@@ -414,7 +425,7 @@ class LogFollower:
         if not self._pending and not self._notices:
             return
         batch = LogBatch(tuple(self._pending), tuple(self._notices), self._live,
-                         self._position)
+                         self._position, self._seq - len(self._pending))
         self._pending = []
         self._notices = []
         self._last_flush = self._clock()
@@ -489,11 +500,14 @@ class LogFollower:
             return
         if not self._pending and not self._notices:
             self._first_pending = self._clock()
-        entries = list(map(LogEntry, range(self._seq, self._seq + len(texts)), texts))
-        self._seq += len(entries)
-        self._pending.extend(entries)
+        seqs = range(self._seq, self._seq + len(texts))
+        self._seq += len(texts)
+        self._pending.extend(texts)
         ring = self._ring
-        ring.extend(entries)
+        # Plain tuples, not `LogEntry`s: the collector untracks a plain tuple of str and int
+        # once it has survived a collection, never a tuple subclass, so a ring of 100k
+        # `LogEntry`s was walked by every full collection of a flood.
+        ring.extend(zip(seqs, texts, strict=True))
         size = self._ring_bytes + sum(map(len, texts))
         while ring and (len(ring) > self.max_lines or size > self.max_bytes):
             size -= len(ring.popleft()[1])
@@ -513,9 +527,10 @@ class LogFollower:
         for header, payload in decoder.feed(result.stdout):
             self._frame(header, payload)
         self._lines(self._assembler.flush_stripped())
-        batch = LogBatch(tuple(self._pending), tuple(self._notices), False, self._position)
+        batch = LogBatch(tuple(self._pending), tuple(self._notices), False, self._position,
+                         self._seq - len(self._pending))
         self._pending, self._notices = [], []
-        if not result.ok and not batch.entries:
+        if not result.ok and not batch.texts:
             why = result.error_text.strip() or f"exit {result.exit_status}"
             raise HostError(f"{self.host.name}: cannot read {self.path}: {why}")
         return batch

@@ -137,7 +137,7 @@ class ReplaySession(HostSession):
     async def run(self, on_event) -> None:  # type: ignore[no-untyped-def,override]
         on_event(ev.LinkChanged(HOST, LinkStatus(ConnectionState.CONNECTED)))
         on_event(ev.GpuSampled(HOST, sample()))
-        batch = LogBatch(tuple(LogEntry(i, t) for i, t in enumerate(self._texts)))
+        batch = LogBatch.of(LogEntry(i, t) for i, t in enumerate(self._texts))
         on_event(ev.LogLinesReceived(HOST, batch, ()))
         on_event(ev.RunUpdated(HOST, self._run, new_run=True))
         on_event(ev.SpecDecodeUpdated(HOST, self._spec))

@@ -249,7 +249,7 @@ async def test_one_pass_read_for_status(tmp_path: Path) -> None:
     log.write_text("\n".join([PREAMBLE, ENGINE, "old run end", PREAMBLE, ENGINE, "now"]))
     host = LocalHost()
     batch = await LogFollower(host, str(log), start="run").read_once()
-    assert batch.texts == [PREAMBLE, ENGINE, "now"]  # the unfinished last line too
+    assert list(batch.texts) == [PREAMBLE, ENGINE, "now"]  # the unfinished last line too
     missing = await LogFollower(host, str(tmp_path / "nope.log")).read_once()
     assert missing.entries == ()
     assert missing.notices[0].kind is NoticeKind.MISSING

@@ -424,7 +424,7 @@ def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
     from console.follower import LogBatch, LogEntry
     from widgets.log_pane import display_safe
 
-    batch = LogBatch(tuple(LogEntry(i, t) for i, t in enumerate(texts)))
+    batch = LogBatch.of(LogEntry(i, t) for i, t in enumerate(texts))
     each = [e.display(width) for e in batch.entries]
     assert batch.display_lines(width) == each
     assert display_safe(each) == [safe_text(t) for t in each]
