@@ -23,3 +23,42 @@ def sshd() -> Iterator[Sshd]:
     yield server
     server.kill()
     shutil.rmtree(server.directory, ignore_errors=True)
+
+
+def _report_tasks_that_outlive_their_test() -> None:
+    """When a test's event loop closes, its leftover tasks are cancelled and awaited. A task
+    that will not end then hangs the run until pytest-timeout, whose dump shows only threads.
+    Seen rarely at the teardown of the first app test of a run and not reproduced since: if a
+    teardown takes over 10 s, print each task still pending with its stack, so the log of the
+    run that hangs says which one. (Reads asyncio's private `_cancel_all_tasks`; diagnostics
+    only, nothing is changed or skipped.)"""
+    import asyncio.runners
+    import sys
+    import threading
+
+    cancel_all = getattr(asyncio.runners, "_cancel_all_tasks", None)
+    if cancel_all is None:
+        return
+
+    def cancel_all_and_report(loop: asyncio.AbstractEventLoop) -> None:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+
+        def report() -> None:
+            for task in pending:
+                if not task.done():
+                    print(f"\n[conftest] task still pending at loop teardown: {task!r}",
+                          file=sys.stderr)
+                    task.print_stack(file=sys.stderr)
+
+        timer = threading.Timer(10.0, report)
+        timer.daemon = True
+        timer.start()
+        try:
+            cancel_all(loop)
+        finally:
+            timer.cancel()
+
+    asyncio.runners._cancel_all_tasks = cancel_all_and_report  # type: ignore[attr-defined]
+
+
+_report_tasks_that_outlive_their_test()
