@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import importlib.util
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-
-import asyncssh
+from typing import TYPE_CHECKING, Any, cast
 
 from console.host import (
     CommandResult,
@@ -32,6 +34,28 @@ from console.host import (
 )
 from console.settings import HostConfig
 
+
+def _lazy_module(name: str) -> Any:
+    """`name`, imported when first used (the standard library's `LazyLoader` recipe): asyncssh
+    and the cryptography under it take ~0.2 s to import, which the console's first frame need
+    not wait for; the first connection (in a worker, after that frame) pays it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no module named {name!r}")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    import asyncssh
+else:
+    asyncssh = _lazy_module("asyncssh")
+
 CHUNK = 256 * 1024
 MAX_CHANNELS = 4
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
@@ -47,9 +71,10 @@ def known_hosts_name(host: str, port: int | None) -> str:
     return host if port in (None, 22) else f"[{host}]:{port}"
 
 
-class _KeyCheckingClient(asyncssh.SSHClient):
+class _KeyChecking:
     """Sees the server's key when known_hosts does not vouch for it: records it (so the refusal
-    can name its fingerprint) and, in accept-new mode, accepts a key for a host that has none."""
+    can name its fingerprint) and, in accept-new mode, accepts a key for a host that has none.
+    Mixed into `asyncssh.SSHClient` when the first connection is made (`_key_checking_client`)."""
 
     def __init__(self, known: asyncssh.SSHKnownHosts, accept_new: bool) -> None:
         self._known = known
@@ -63,6 +88,11 @@ class _KeyCheckingClient(asyncssh.SSHClient):
         matched = self._known.match(host, addr, port if port != 22 else None)
         self.changed = bool(matched[0] or matched[1])
         return self._accept_new and not self.changed
+
+
+@functools.cache
+def _key_checking_client() -> type:
+    return type("_KeyCheckingClient", (_KeyChecking, asyncssh.SSHClient), {})
 
 
 class SSHHost(Host):
@@ -130,7 +160,7 @@ class SSHHost(Host):
     async def _open(self) -> asyncssh.SSHClientConnection:
         cfg = self.config
         known = self._read_known()
-        client = _KeyCheckingClient(known, cfg.accept_new)
+        client = cast(_KeyChecking, _key_checking_client()(known, cfg.accept_new))
         options: dict[str, object] = {
             "known_hosts": known,
             "agent_forwarding": False,
@@ -158,7 +188,7 @@ class SSHHost(Host):
             self._record_key(*client.offered)
         return conn
 
-    def _key_refusal(self, client: _KeyCheckingClient) -> HostKeyError:
+    def _key_refusal(self, client: _KeyChecking) -> HostKeyError:
         if client.offered is None:
             return HostKeyError(f"{self.name}: host key not verifiable")
         host, _addr, port, key = client.offered
