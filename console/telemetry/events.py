@@ -70,7 +70,7 @@ class LogSourceChanged(TelemetryEvent):
 class LogLinesReceived(TelemetryEvent):
     """A batch of log lines: `batch.display_lines()` for one `Log.write_lines`. `notable`:
     the lines of the batch that are something (error, warning, engine start, spec decode, ...),
-    each with its index in `batch.entries` and its classification."""
+    each with its index in `batch.texts` and its classification."""
 
     batch: LogBatch
     notable: tuple[tuple[int, LineEvent], ...] = ()
