@@ -72,10 +72,12 @@ class LocalHost(Host):
             await _reap(proc)
             raise HostError(f"command timed out after {timeout:g} s: {_show(argv)}") from None
         except asyncio.CancelledError:
-            # The caller went away (a worker cancelled at exit): leave no process behind.
+            # The caller went away (a worker cancelled at exit): leave no process behind. The
+            # wait is bounded like `_reap`'s: a teardown once hung here for good (a killed
+            # group whose exit the loop never heard of), and leaving must never hang.
             _terminate(proc)
             with contextlib.suppress(BaseException):
-                await asyncio.shield(proc.wait())
+                await asyncio.wait_for(asyncio.shield(proc.wait()), 5)
             raise
         return CommandResult(_show(argv), proc.returncode or 0, out, err)
 
