@@ -1,5 +1,6 @@
-"""Data that reaches a pane while its children mount or unmount (a busy machine, a tab mounted
-lazily, the console closing) is shown once they are there, never lost and never an error."""
+"""Panes mounted bare in an app: data that reaches a pane while its children mount or unmount
+(a busy machine, a tab mounted lazily, the console closing) is shown once they are there, never
+lost and never an error; and what a pane says, line by line."""
 
 from __future__ import annotations
 
@@ -59,3 +60,21 @@ def test_lines_are_made_inert_once_per_batch() -> None:
     assert "\\x1b" in hostile[1]
     assert "\u202e" not in hostile[2]
     assert display_safe(["y" * 5000])[0].endswith("[+3000 chars]")
+
+
+async def test_a_configured_drafter_with_no_drafts_yet_reads_on_two_lines() -> None:
+    from console.parsers.engine import SpeculativeSettings
+    from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
+    from widgets.spec_pane import SpecPane, SpecView
+
+    app = Bare()
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = SpecPane()
+        await app.query_one("#box").mount(pane)
+        pane.view = SpecView(SpecDecodeState(SpecDecodeStatus.NO_EVIDENCE, SpeculativeSettings(
+            "dflash", "/models/Qwen3.6-27B-DFlash/", 15)), 6.4)
+        await pilot.pause()
+        text = pane.render()
+        assert str(text).splitlines() == [
+            "dflash · 15 speculative tokens · Qwen3.6-27B-DFlash",
+            "configured; no drafts seen yet (idle server, or still starting)"]

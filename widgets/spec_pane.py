@@ -68,6 +68,8 @@ class SpecPane(Widget):
             model = (conf.model or "").rstrip("/").rsplit("/", 1)[-1]
             head.append(f"{model}", style="dim")
         if state.status is SpecDecodeStatus.NO_EVIDENCE or state.latest is None:
+            if head:  # the configuration on its own line, then what is (not) seen yet
+                head.append("\n")
             head.append("configured; no drafts seen yet (idle server, or still starting)",
                         style=v.get("status-unknown", ""))
             return head
