@@ -96,7 +96,8 @@ _NOTICE_TEXT = {
 class LogEntry(NamedTuple):
     """One log line, terminal escapes stripped, whole. `seq` counts lines since the start."""
 
-    # A NamedTuple (immutable, like the parsers' LogLine): one is built per line, 100k/s.
+    # Built on request only (`LogBatch.entries`, `LogFollower.recent`): the hot path and the
+    # ring carry plain texts and (seq, text) tuples, which cost less and the collector untracks.
     seq: int
     text: str
 
