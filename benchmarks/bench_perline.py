@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.common import ACCESS_LINE, emit
+from benchmarks.common import ACCESS_LINE, report
 from console.follower import LogBatch, LogFollower
 from console.local_host import LocalHost
 from console.telemetry.run_log import RunLog
@@ -84,12 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
-    result = bench(opts.lines, opts.repeats)
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>34}: {value:7.3f} µs/line")
+    report(bench(opts.lines, opts.repeats), opts.json, unit="µs/line")
     return 0
 
 

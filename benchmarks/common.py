@@ -181,10 +181,11 @@ def emit(result: object) -> None:
     sys.stdout.flush()
 
 
-def report(result: dict[str, object], as_json: bool) -> None:
-    """A benchmark's result for its caller (`--json`: one JSON line) or for a person."""
+def report(result: dict[str, object], as_json: bool, unit: str = "") -> None:
+    """A benchmark's result for its caller (`--json`: one JSON line) or for a person (each value
+    followed by `unit` when all share one)."""
     if as_json:
         emit(result)
     else:
         for key, value in result.items():
-            print(f"{key:>20}: {value}")
+            print(f"{key:>20}: {value}{f' {unit}' if unit else ''}")
