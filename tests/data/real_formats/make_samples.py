@@ -507,10 +507,7 @@ class _Writer:
                 rounds: int = 1, **kw: object) -> None:
         loggers, clock = self._stat_loggers()
         config = self._config(device)
-        if aggregated:
-            logger = loggers.AggregatedLoggingStatLogger(config, engines)
-        else:
-            logger = None
+        logger = loggers.AggregatedLoggingStatLogger(config, engines) if aggregated else None
         per = {e: loggers.LoggingStatLogger(config, e) for e in engines}
         for _ in range(rounds):
             for e in engines:
