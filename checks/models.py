@@ -18,6 +18,12 @@ LINK_IDS = ("code-present", "fields-extracted", "runtime-activation", "config-co
 
 EXCERPT_MAX = 4000
 
+# `check`'s exit statuses, the monitoring-plugin convention (Nagios, Icinga, Sensu, Zabbix).
+EXIT_OK = 0
+EXIT_WARNING = 1
+EXIT_CRITICAL = 2
+EXIT_UNKNOWN = 3
+
 
 class Status(StrEnum):
     """A link's verdict. `unknown` is "no evidence either way" and never counts as a pass."""
@@ -92,8 +98,13 @@ class ChainReport(_Frozen):
 
     @property
     def exit_code(self) -> int:
-        """0 when every link passed, else 1 (DESIGN.md; 2 is the caller's, for could-not-run)."""
-        return 0 if all(link.status is Status.PASS for link in self.links) else 1
+        """The monitoring-plugin status (DESIGN.md): 0 OK, every link passed; 1 WARNING, none
+        failed but one is `unknown` or `error`; 2 CRITICAL, a link failed. (3 UNKNOWN, could
+        not run, is the caller's: there is no report then.)"""
+        statuses = {link.status for link in self.links}
+        if Status.FAIL in statuses:
+            return EXIT_CRITICAL
+        return EXIT_OK if statuses <= {Status.PASS} else EXIT_WARNING
 
     def link(self, link_id: str) -> LinkResult:
         """The result of one link by id."""

@@ -2,7 +2,8 @@
 
 The commands and their exit codes are the external contract (DESIGN.md). Each subcommand lives in
 `console/commands/<name>.py` with a `run(args) -> int`; this module only parses and dispatches,
-turning every expected failure into a one-line message and exit status 2, never a traceback.
+turning every expected failure into a one-line message and exit status 2 (3 for `check`, which
+follows the monitoring-plugin convention), never a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ _VALUE_OPTIONS = {
     "--draft", "--match", "--url", "--nvidia-smi", "--reference", "--scenario", "--root",
     "--port", "--theme",
 }
+
+_ARGPARSE_USAGE = 2
 
 HOST_HELP = "a hosts-file name, an ssh_config alias, or [user@]host[:port]"
 
@@ -84,9 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="run the verification chain headless",
                            description="Run the chain code-present -> fields-extracted -> "
-                                       "runtime-activation -> config-correct on HOST. Exit 0: "
-                                       "every link passed; 1: a link failed or has no "
-                                       "evidence; 2: could not run.")
+                                       "runtime-activation -> config-correct on HOST. Exit "
+                                       "status as a monitoring plugin's: 0 OK, every link "
+                                       "passed; 1 WARNING, none failed but one is unknown or "
+                                       "error; 2 CRITICAL, a link failed; 3 UNKNOWN, it could "
+                                       "not run.")
     check.add_argument("host", metavar="HOST", help=HOST_HELP)
     check.add_argument("--json", action="store_true", help="print one JSON object")
     _common(check)
@@ -144,7 +149,17 @@ def _normalise(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(_normalise(args_in))
+    words = _normalise(args_in)
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as exc:
+        # argparse says "bad usage" with 2, which is CRITICAL to a monitoring system running
+        # `check`: for check, bad usage is UNKNOWN (DESIGN.md), argparse's message kept.
+        if words[:1] == ["check"] and exc.code == _ARGPARSE_USAGE:
+            from checks.models import EXIT_UNKNOWN  # here: pydantic stays off the first frame
+
+            return EXIT_UNKNOWN
+        raise
     module = importlib.import_module(f"console.commands.{args.command}")
     try:
         return int(module.run(args))

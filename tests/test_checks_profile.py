@@ -153,8 +153,11 @@ def test_json_has_exactly_the_documented_keys_and_no_details() -> None:
     assert "secret" not in json.dumps(out)
     assert out["links"][3]["status"] == "fail"
     assert len(out["links"][0]["evidence"][0]["excerpt"]) < 4200  # cut, and says so
-    assert report.exit_code == 1
+    assert report.exit_code == 2  # CRITICAL: a link failed, whatever the others say
     assert _report(*(Status.PASS,) * 4).exit_code == 0
+    assert _report(Status.PASS, Status.ERROR, Status.PASS, Status.PASS).exit_code == 1
+    assert _report(Status.PASS, Status.PASS, Status.UNKNOWN, Status.PASS).exit_code == 1
+    assert _report(Status.FAIL, Status.ERROR, Status.UNKNOWN, Status.PASS).exit_code == 2
 
 
 def test_the_human_table(monkeypatch: pytest.MonkeyPatch) -> None:

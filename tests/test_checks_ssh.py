@@ -16,6 +16,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,13 @@ def _statuses(report: ChainReport) -> dict[str, str]:
     return {link.id: link.status.value for link in report.links}
 
 
+def _plugin_status(links: dict[str, str]) -> int:
+    """DESIGN.md's exit status for these verdicts: 0 OK, 1 WARNING, 2 CRITICAL."""
+    if "fail" in links.values():
+        return 2
+    return 0 if set(links.values()) == {"pass"} else 1
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 async def test_every_scenario_gets_its_verdict(sshd: Sshd, sims: dict[str, Running],
                                                name: str) -> None:
@@ -163,7 +171,7 @@ async def test_every_scenario_gets_its_verdict(sshd: Sshd, sims: dict[str, Runni
     assert _statuses(report) == expected.links, {k.id: k.summary for k in report.links}
     assert report.broken_link == expected.broken_link
     assert report.root_cause == expected.root_cause
-    assert report.exit_code == (0 if expected.broken_link is None else 1)
+    assert report.exit_code == _plugin_status(expected.links)
     for link in report.links:
         assert link.summary
         assert link.evidence, link.id
@@ -273,7 +281,7 @@ def test_check_json_is_the_documented_object(sshd: Sshd, sims: dict[str, Running
 
     if sshd.proc is None:
         sshd.start()
-    assert main(_cli(sshd, sims["incident"], "--json")) == 1
+    assert main(_cli(sshd, sims["incident"], "--json")) == 2  # CRITICAL: config-correct failed
     out = json.loads(capsys.readouterr().out)
     assert list(out) == ["host", "profile", "links", "broken_link", "root_cause"]
     assert out["profile"] == "dflash-swa"
@@ -295,7 +303,7 @@ def test_check_human_output_and_an_explicit_reference(
 
     if sshd.proc is None:
         sshd.start()
-    assert main(_cli(sshd, sims["incident"])) == 1
+    assert main(_cli(sshd, sims["incident"])) == 2
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[1].split()[:2] == ["PASS", "code-present"]
@@ -307,40 +315,81 @@ def test_check_human_output_and_an_explicit_reference(
     # The incident's own config as the reference: it matches itself field by field.
     reference = tmp_path / "reference.json"
     reference.write_bytes((sims["incident"].tree.draft / "config.json").read_bytes())
-    assert main(_cli(sshd, sims["incident"], "--reference", str(reference))) == 1
+    assert main(_cli(sshd, sims["incident"], "--reference", str(reference))) == 1  # unknown
     out = capsys.readouterr().out
     assert "root cause: none proven" in out
     assert "matches reference.json" in out
 
 
-def test_could_not_run_is_exit_2_with_one_line(sshd: Sshd, sims: dict[str, Running],
+def test_could_not_run_is_exit_3_with_one_line(sshd: Sshd, sims: dict[str, Running],
                                                tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from console.cli import main
 
     item = sims["healthy"]
-    assert main(_cli(sshd, item, "--profile", "no-such-profile")) == 2
+    assert main(_cli(sshd, item, "--profile", "no-such-profile")) == 3
     assert "no profile named 'no-such-profile'" in capsys.readouterr().err
-    assert main(_cli(sshd, item, "--reference", str(tmp_path / "none.json"))) == 2
+    assert main(_cli(sshd, item, "--reference", str(tmp_path / "none.json"))) == 3
     assert "reference" in capsys.readouterr().err
     bad_profile = tmp_path / "p.toml"
     bad_profile.write_text('name = "x"\nbogus = 1\n')
-    assert main(_cli(sshd, item, "--profile", str(bad_profile))) == 2
+    assert main(_cli(sshd, item, "--profile", str(bad_profile))) == 3
     assert "unknown key 'bogus'" in capsys.readouterr().err
     hosts = tmp_path / "hosts.toml"
     hosts.write_text("[hosts.gpu1]\nssh = 'x'\nsurprise = 1\n")
-    assert main(["check", "gpu1", "--config", str(hosts)]) == 2
+    assert main(["check", "gpu1", "--config", str(hosts)]) == 3
     assert "unknown key" in capsys.readouterr().err
     closed = _port()
-    assert main(["check", f"127.0.0.1:{closed}", "--known-hosts", str(sshd.known_hosts)]) == 2
+    assert main(["check", f"127.0.0.1:{closed}", "--known-hosts", str(sshd.known_hosts)]) == 3
     err = capsys.readouterr().err
     assert "cannot connect" in err
     assert "Traceback" not in err
     empty_known = tmp_path / "known_hosts"
     empty_known.write_text("")
     assert main(["check", f"{sshd.user}@127.0.0.1:{sshd.port}", "--identity",
-                 str(sshd.client_key), "--known-hosts", str(empty_known)]) == 2
+                 str(sshd.client_key), "--known-hosts", str(empty_known)]) == 3
     assert "unknown host key" in capsys.readouterr().err
+
+
+def _run_check(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`vllm-console check ...` as a monitoring system runs it: a process, its exit status."""
+    return subprocess.run([sys.executable, "-m", "console", *argv], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_check_exit_status_is_the_monitoring_plugin_convention(
+        sshd: Sshd, sims: dict[str, Running], tmp_path: Path) -> None:
+    """0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (DESIGN.md), each as a separate process."""
+    if sshd.proc is None:
+        sshd.start()
+    verdicts = {}
+    for key, code in (("healthy-traced", 0), ("healthy", 1), ("incident", 2)):
+        result = _run_check(*_cli(sshd, sims[key], "--json"))
+        links = {link["id"]: link["status"] for link in json.loads(result.stdout)["links"]}
+        verdicts[key] = (result.returncode, links)
+        assert result.returncode == code, (key, links, result.stderr)
+    assert set(verdicts["healthy-traced"][1].values()) == {"pass"}
+    assert "fail" not in verdicts["healthy"][1].values()
+    assert verdicts["healthy"][1]["runtime-activation"] == "unknown"
+    assert verdicts["incident"][1]["config-correct"] == "fail"
+    assert _run_check(*_cli(sshd, sims["incident"])).returncode == 2  # the human form too
+
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.gpu1]\nssh = 'x'\nsurprise = 1\n")
+    could_not_run = {
+        "unreachable host": ["check", f"127.0.0.1:{_port()}", "--known-hosts",
+                             str(sshd.known_hosts)],
+        "no HOST": ["check", "--json"],
+        "unknown option": [*_cli(sshd, sims["healthy"]), "--no-such-option"],
+        "bad hosts file": ["check", "gpu1", "--config", str(hosts)],
+        "unknown profile": _cli(sshd, sims["healthy"], "--profile", "no-such-profile"),
+    }
+    for what, argv in could_not_run.items():
+        result = _run_check(*argv)
+        assert result.returncode == 3, (what, result.stderr)
+        assert result.stdout == "", what
+        assert "Traceback" not in result.stderr, what
+        assert result.stderr.strip(), what
 
 
 # -- a host that drops mid-check -----------------------------------------------------------------

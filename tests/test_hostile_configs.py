@@ -140,13 +140,15 @@ def test_check_prints_bad_draft_configs_without_a_traceback(
     args = ["check", "bad", "--local", "--python", str(tree.python), "--log", str(tree.log),
             "--target", str(tree.target), "--draft", str(draft), "--match",
             f"{tmp_path}/none serve"]
-    assert main(args) == 1
+    code = main(args)
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
     assert "config-correct" in out.out
-    assert main([*args, "--json"]) == 1
+    assert main([*args, "--json"]) == code
     report = json.loads(capsys.readouterr().out)
     assert report["links"][3]["status"] in ("error", "fail")
+    statuses = {link["status"] for link in report["links"]}
+    assert code == (2 if "fail" in statuses else 1)  # CRITICAL on a fail, else WARNING
 
 
 @pytest.mark.parametrize("name", ["truncated", "deeply-nested-list", "binary",

@@ -91,7 +91,7 @@ def test_hostile_hosts_file_values(clean: Sshd, tmp_path: Path,
     status = json.loads(out)
     assert status["serve"]["running"] is False
     code, _, err = cli(["check", "evil", "--config", config], capsys)
-    assert code == 2  # the reference file cannot be read: could not run, said in one line
+    assert code == 3  # the reference file cannot be read: could not run (UNKNOWN), in one line
     assert err.count("\n") == 1
     # Without the unreadable reference the chain runs, every link says what it could not do.
     config = str(hosts_file(tmp_path / "hosts2.toml", clean, "evil", serve,
@@ -118,7 +118,7 @@ def test_hostile_command_line_overrides(clean: Sshd, tmp_path: Path,
     assert code == 1, err
     code, _, err = cli(["check", dest, *common, *overrides, "--profile", nasty("profile"),
                         "--reference", nasty("ref")], capsys)
-    assert code == 2
+    assert code == 3
     assert err.count("\n") == 1
     assert markers(clean) == []
 
@@ -169,7 +169,7 @@ def test_discovery_status_check_and_restart_of_a_hostile_serve_process(
     assert status["serve"]["pid"] == pid
     assert shlex.split(status["serve"]["cmdline"]) == argv  # shown exactly, as data
     code, out, err = cli(["check", "nasty", "--config", config, "--json"], capsys)
-    assert code == 1, err
+    assert code == 2, err  # CRITICAL: the incident's config fails config-correct
     links = {link["id"]: link["status"] for link in json.loads(out)["links"]}
     assert links["code-present"] == "pass"  # probes ran with the hostile interpreter path
     assert links["config-correct"] == "fail"  # the incident's draft config, read from there

@@ -1,9 +1,11 @@
 """`vllm-console check HOST [--json]`: the verification chain, headless.
 
-Exit 0: every link passed; 1: a link failed or has no evidence; 2: could not run (bad usage or
-configuration, an unknown or unreadable profile or reference, an unreachable host). Human
-output: one line per link (status, id, summary), then the broken link and root cause, then the
-hints; colour only on a terminal (and never with NO_COLOR). `--json`: DESIGN.md's object.
+Exit status, the monitoring-plugin convention (Nagios, Icinga, Sensu, Zabbix): 0 OK, every link
+passed; 1 WARNING, no link failed but one is `unknown` or `error`; 2 CRITICAL, a link failed;
+3 UNKNOWN, it could not run (bad usage or configuration, an unknown or unreadable profile or
+reference, an unreachable host). Human output: one line per link (status, id, summary), then
+the broken link and root cause, then the hints; colour only on a terminal (and never with
+NO_COLOR). `--json`: DESIGN.md's object.
 Never a traceback.
 """
 
@@ -25,6 +27,7 @@ from checks import (
     load_reference_file,
     run_chain,
 )
+from checks.models import EXIT_UNKNOWN
 from console.commands.common import one_line
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
@@ -89,14 +92,14 @@ def run(args: argparse.Namespace) -> int:
         report = asyncio.run(_check(args))
     except (ConfigError, ProfileError) as exc:
         print(f"vllm-console check: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return EXIT_UNKNOWN
     except HostError as exc:
         print(f"vllm-console check: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return EXIT_UNKNOWN
     except Exception as exc:  # never a traceback: say what broke, and that it is ours
         print(f"vllm-console check: could not run: {type(exc).__name__}: {one_line(exc)} "
               "(please report this)", file=sys.stderr)
-        return 2
+        return EXIT_UNKNOWN
     text = json.dumps(report.to_json(), indent=2) if getattr(args, "json", False) else \
         render(report, colour=_use_colour(sys.stdout))
     try:
