@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -222,6 +223,13 @@ throughput_samples = st.builds(
     kv_cache_usage_pct=st.none() | _grid(10, 1000),
     prefix_cache_hit_rate_pct=st.none() | _grid(10, 1000),
     extra=_extra.map(tuple),
+    aggregated_engines=st.none() | st.integers(2, 64),
+    kv_cache_device=st.none() | st.sampled_from(["GPU", "XPU", "CPU"]),
+    deferred=st.none() | st.integers(0, 10**6),
+    kv_fetch=st.none() | st.tuples(*[st.integers(0, 10**6)] * 3),
+    preemptions=st.none() | st.integers(0, 10**6),
+    corrupted=st.none() | st.integers(0, 10**6),
+    mm_cache_hit_rate_pct=st.none() | _grid(10, 1000),
 )
 
 
@@ -229,6 +237,12 @@ throughput_samples = st.builds(
 def test_throughput_round_trip(sample: ThroughputSample) -> None:
     if sample.prompt_throughput is None and sample.generation_throughput is None:
         return  # a line needs one of them to be recognised at all
+    # A line names its engine or the aggregate, not both; a device only with its usage.
+    sample = replace(
+        sample,
+        aggregated_engines=None if sample.engine is not None else sample.aggregated_engines,
+        kv_cache_device=sample.kv_cache_device if sample.kv_cache_usage_pct is not None
+        else None)
     assert parse_throughput(format_throughput(sample)) == sample
 
 

@@ -21,6 +21,7 @@ def test_current_format() -> None:
         waiting=0,
         kv_cache_usage_pct=1.0,
         prefix_cache_hit_rate_pct=36.2,
+        kv_cache_device="GPU",
     )
     assert format_throughput(parse_throughput(CURRENT) or ThroughputSample()) == CURRENT
 
@@ -50,10 +51,8 @@ def test_newer_fields_and_missing_ones() -> None:
     assert sample.generation_throughput == 55.5
     assert sample.waiting is None
     assert sample.prefix_cache_hit_rate_pct == 10.0
-    assert dict(sample.extra) == {
-        "External prefix cache hit rate": "2.0%",
-        "MM cache hit rate": "0.0%",
-    }
+    assert sample.mm_cache_hit_rate_pct == 0.0
+    assert dict(sample.extra) == {"External prefix cache hit rate": "2.0%"}
 
 
 @pytest.mark.parametrize(

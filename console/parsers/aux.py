@@ -1,8 +1,9 @@
 """The auxiliary-layer line: which target layers feed the drafter's hidden states.
 
-`Using auxiliary layers from speculative config: (2, 17, 32, 47, 62)` (newer wording: `Using
-Eagle3 auxiliary layers from config: (...)`). With PR #40727 these are `target_layer_ids + 1`,
-so the line is the runtime proof that the offset ran.
+`Using auxiliary layers from speculative config: (2, 17, 32, 47, 62)` (the V1 model runner), or
+the V2 runner's `Using Eagle3 auxiliary layers from config: (...)` and, when the drafter's config
+named no layer ids, `... from model: (...)`. With PR #40727 these are `target_layer_ids + 1`, so
+the line is the runtime proof that the offset ran.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 
 _AUX = re.compile(
-    r"Using (?:\w+ )?auxiliary layers from (?:speculative |draft |model )?config:\s*"
+    r"Using (?:\w+ )?auxiliary layers from (?:(?:speculative |draft |model )?config|model):\s*"
     r"[(\[](?P<ids>[\d,\s]{0,10000})[)\]]"
 )
 

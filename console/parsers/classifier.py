@@ -104,6 +104,7 @@ MESSAGE_ANCHORS = (
     "EngineCore failed to start",
     "Engine core initialization failed",
     "Traceback (most recent call last)",  # the start of a traceback's lines
+    "Process ",  # `Process EngineCore:`, multiprocessing's line before a child's traceback
     'File "',
     *_CHAIN,
     # An exception line's part before its first colon ends with one of these (and EngineDeadError)

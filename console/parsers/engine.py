@@ -140,7 +140,7 @@ def parse_non_default_args(message: str) -> NonDefaultArgs | None:
     return NonDefaultArgs(
         args=MappingProxyType(args),
         model=model if isinstance(model, str) else None,
-        speculative=_speculative(args.get("speculative_config")),
+        speculative=_from_args(args),
     )
 
 
@@ -163,6 +163,30 @@ def parse_version_banner(message: str) -> VersionBanner | None:
     if m is not None:
         return VersionBanner(None, m["model"])
     return None
+
+
+# `vllm serve --spec-method M --spec-model D --spec-tokens N` (0.30+) logs these instead of, or
+# beside, `speculative_config`; the engine gets the config with them filled in.
+_SPEC_FLAGS = (("spec_method", "method"), ("spec_model", "model"),
+               ("spec_tokens", "num_speculative_tokens"))
+
+
+def _from_args(args: Mapping[str, Any]) -> SpeculativeSettings | None:
+    """The speculative config that `non-default args` asks for: `speculative_config` (a dict or
+    JSON text), its gaps filled from the `--spec-*` flags."""
+    config = args.get("speculative_config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            config = None
+    merged = dict(config) if isinstance(config, Mapping) else {}
+    if merged.get("num_spec_tokens") is not None:
+        merged.setdefault("num_speculative_tokens", merged["num_spec_tokens"])
+    for flag, key in _SPEC_FLAGS:
+        if args.get(flag) is not None and merged.get(key) is None:
+            merged[key] = args[flag]
+    return _speculative(merged) if merged else None
 
 
 def _speculative(value: Any) -> SpeculativeSettings | None:

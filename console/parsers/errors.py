@@ -20,6 +20,7 @@ class ErrorKind(StrEnum):
     ENGINE_FAILED = "engine-failed"  # EngineCore failed to start.
     ENGINE_INIT_FAILED = "engine-init-failed"  # RuntimeError: Engine core initialization failed
     ENGINE_DEAD = "engine-dead"  # EngineDeadError
+    PROCESS_DIED = "process-died"  # Process EngineCore: (multiprocessing, before its traceback)
     TRACEBACK = "traceback"  # Traceback (most recent call last):
     TRACEBACK_FRAME = "traceback-frame"  # File "...", line N, in f
     TRACEBACK_CHAIN = "traceback-chain"  # The above exception was the direct cause ...
@@ -85,6 +86,9 @@ _EXCEPTION = re.compile(
     r"(?:Error|Exception|Exit|Interrupt))(?::\s?(?P<msg>.*))?$",
     re.DOTALL,
 )
+# multiprocessing's report that a child process's target raised: `Process EngineCore:` on its
+# stderr, unprefixed since 0.31 (vLLM's prefix is only in its log format), then the traceback.
+_PROCESS_DIED = re.compile(r"^Process [\w.\-]{1,100}:$")
 _CHAIN = (
     "The above exception was the direct cause of the following exception",
     "During handling of the above exception, another exception occurred",
@@ -109,6 +113,8 @@ def parse_error(message: str, level: str | None = None) -> ErrorEvent | None:
         return ErrorEvent(ErrorKind.ENGINE_DEAD, text, exception_type=_exception_type(text))
     if text.startswith("Traceback (most recent call last)"):
         return ErrorEvent(ErrorKind.TRACEBACK, text)
+    if text.startswith("Process ") and _PROCESS_DIED.match(text) is not None:
+        return ErrorEvent(ErrorKind.PROCESS_DIED, text)
     if text.startswith('File "') and _FRAME.match(text) is not None:
         return ErrorEvent(ErrorKind.TRACEBACK_FRAME, text)
     if text.startswith(_CHAIN):

@@ -53,7 +53,10 @@ _ENGINE_START = re.compile(r"Initializing an? (?:V\d+ )?LLM engine \(v?([^()\s]{
 _WEIGHTS_TOOK = re.compile(rf"Loading weights took {_NUM} s")
 _MODEL_LOADED = re.compile(rf"Model loading took {_NUM} ?GiB(?: memory)? and {_NUM} s")
 _KV_MEMORY = re.compile(rf"Available KV cache memory: {_NUM} ?GiB")
-_KV_SIZE = re.compile(r"GPU KV cache size: ([\d,]{1,30}) tokens")
+# `GPU KV cache size: N tokens, Maximum concurrency for ...` (`XPU`, `CPU` on other devices;
+# `GPU + host` with a host pool, 0.33+).
+_KV_SIZE = re.compile(r"(?:(?P<pool>[A-Za-z]{1,10}(?: \+ host)?) )?KV cache size: "
+                      r"(?P<tokens>[\d,]{1,30}) tokens")
 _GRAPHS = re.compile(rf"Graph capturing finished in {_NUM} secs?(?:, took {_NUM} ?GiB)?")
 _INIT_ENGINE = re.compile(rf"init engine \(.{{0,200}}?\) took {_NUM} s")
 _SERVER = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S{1,500})")
@@ -74,6 +77,8 @@ def parse_startup(message: str) -> StartupEvent | None:
         model = message.split("Starting to load model", 1)[1].strip()
         model = model.removesuffix("...").strip()[:1000]
         return StartupEvent(StartupPhase.LOADING_WEIGHTS, detail=model)
+    elif "Loading model from scratch" in message:  # the V2 model runner (default since 0.30)
+        return StartupEvent(StartupPhase.LOADING_WEIGHTS, detail="loading model from scratch")
     elif "Loading weights took" in message:
         m = _WEIGHTS_TOOK.search(message)
         if m is not None:
@@ -95,8 +100,10 @@ def parse_startup(message: str) -> StartupEvent | None:
     elif "KV cache size" in message:
         m = _KV_SIZE.search(message)
         if m is not None:
-            tokens = int(m[1].replace(",", "")[:18] or 0)
-            return StartupEvent(StartupPhase.KV_CACHE, detail=f"{m[1]} tokens", tokens=tokens)
+            tokens = int(m["tokens"].replace(",", "")[:18] or 0)
+            pool = f" ({m['pool']})" if m["pool"] not in (None, "GPU") else ""
+            return StartupEvent(StartupPhase.KV_CACHE, detail=f"{m['tokens']} tokens{pool}",
+                                tokens=tokens)
     elif "Graph capturing finished" in message:
         m = _GRAPHS.search(message)
         if m is not None:
