@@ -108,7 +108,10 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
         run_log.spec.set_totals(totals(parsed))
         scraped = load_from_metrics(parsed, now)
         if scraped is not None:
-            load = load.merged(scraped) if load is not None else scraped
+            # The stat line's figures are one instant's, as the engine logged them: they are
+            # kept, `/metrics` fills what the line lacks, and the source says "log". Without a
+            # stat line (data parallel with several API servers logs none) it is "metrics".
+            load = scraped.merged(load) if load is not None else scraped
     agent_status = (AgentStatus(AgentState.RUNNING, hello.gpu_reason, hello) if hello
                     else AgentStatus(AgentState.LOST, notes[0] if notes else ""))
     return HostSnapshot(host.name, link=host.link, agent=agent_status, sample=sample,

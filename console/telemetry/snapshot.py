@@ -1,13 +1,15 @@
 """`HostSnapshot`: everything known about one host at one instant, immutable.
 
 Panes render it (or the piece an event carries); `status_json()` is the `status --json` object
-of DESIGN.md, exactly.
+of DESIGN.md, exactly: what is not known is null, never guessed.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -15,11 +17,43 @@ from console.agent.samples import AgentHello, AgentSample, ServeTree
 from console.follower import FollowState
 from console.host import ConnectionState, LinkStatus
 from console.parsers.engine import SpeculativeSettings
-from console.parsers.redact import redact
+from console.parsers.redact import redact, redact_text
 from console.telemetry.run_log import RunInfo
 from console.telemetry.server import Health, Readiness, ServerLoad
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from console.telemetry.startup import StartupState, StartupStatus
+
+ERROR_LINE_MAX = 2000
+"""An error line in `status --json` is cut here (a traceback line can be a whole repr)."""
+
+
+class ServeState(StrEnum):
+    """`serve.state` of `status --json`: the server's life in one word."""
+
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"  # a fatal line in the current run (engine failed, a DFlash refusal)
+    EXITED = "exited"  # the current run's process is gone, with no fatal line
+    DOWN = "down"  # no serve process, and no run in the log
+    UNKNOWN = "unknown"
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    """`2026-12-03T05:41:01Z`: the form jq's `fromdateiso8601` reads."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _int_field(sources: tuple[Mapping[str, Any], ...], *keys: str) -> int | None:
+    """The first integer under one of `keys`, the engine line first, then the API server's
+    arguments (what the user asked for, which the engine line then confirms)."""
+    for source in sources:
+        for key in keys:
+            value = source.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
 
 
 class AgentState(StrEnum):
@@ -88,6 +122,50 @@ class HostSnapshot:
             return self.sample.gpu_source
         return self.agent.gpu_source
 
+    @property
+    def gpu_source_reason(self) -> str | None:
+        """Why there are no GPU figures (None while there are)."""
+        if self.gpu_source != "none":
+            return None
+        reason = self.sample.gpu_reason if self.sample is not None else ""
+        return reason or self.agent.detail or None
+
+    @property
+    def serve_state(self) -> ServeState:
+        """The server's state: the start-up tracker's view of the current run, with `/health`
+        for a server whose log says nothing (unreadable, or rotated since it started)."""
+        startup, health = self.startup, self.readiness.health
+        if startup.failure is not None:
+            return ServeState.FAILED
+        if health is Health.HEALTHY and self.serve.running is not False:
+            return ServeState.READY
+        state = startup.state
+        if state is StartupState.STARTING and startup.run_started is None and \
+                health is not Health.STARTING:
+            return ServeState.UNKNOWN  # a process, but neither its log nor its port says more
+        return {StartupState.STARTING: ServeState.STARTING, StartupState.READY: ServeState.READY,
+                StartupState.EXITED: ServeState.EXITED,
+                StartupState.NOT_RUNNING: ServeState.DOWN}.get(state, ServeState.UNKNOWN)
+
+    @property
+    def started_at(self) -> float | None:
+        """When the server started (host clock, epoch s): its process's start time while it
+        runs, else the current run's first log line."""
+        root = self.tree.root_proc
+        if self.serve.running and root is not None and root.pid == self.serve.pid \
+                and root.start_time is not None:
+            return root.start_time
+        return self.run.started_at if self.run.started_at is not None else (
+            self.startup.run_started)
+
+    def uptime_s(self, state: ServeState) -> float | None:
+        """Seconds since the start of a server that is up or coming up; None otherwise."""
+        started = self.started_at
+        now = max(self.startup.now, self.sample.ts if self.sample is not None else 0.0)
+        if state not in (ServeState.READY, ServeState.STARTING) or started is None or not now:
+            return None
+        return round(max(0.0, now - started), 1)
+
     def status_json(self) -> dict[str, Any]:
         """The `status --json` object (DESIGN.md)."""
         engine = self.run.engine_json()
@@ -96,12 +174,51 @@ class HostSnapshot:
             engine["model"] = self.serve.target
         if self.run.engine is None and self.run.args is None and self.serve.speculative:
             engine["speculative_config"] = self.serve.speculative.to_json()
+        engine.update(self._engine_extra())
+        state = self.serve_state
+        phase = self.startup.phase
         return {
             "host": self.host,
             "gpus": self.sample.gpus_json() if self.sample is not None else [],
             "gpu_source": self.gpu_source,
+            "gpu_source_reason": self.gpu_source_reason,
             "serve": {"running": bool(self.serve.running), "pid": self.serve.pid,
-                      "cmdline": self.serve.cmdline, "health": self.readiness.health.value},
+                      "cmdline": self.serve.cmdline, "health": self.readiness.health.value,
+                      "state": state.value,
+                      "phase": phase.value if state is ServeState.STARTING and phase else None,
+                      "started_at": iso_utc(self.started_at),
+                      "uptime_s": self.uptime_s(state), "log": self.serve.log,
+                      "url": self.serve.url},
             "engine": engine,
             "spec_decode": self.spec_decode.to_json(),
+            "throughput": self._throughput_json(),
+            "errors": self._errors_json(),
         }
+
+    def _engine_extra(self) -> dict[str, Any]:
+        sources = (self.run.engine.fields if self.run.engine is not None else {},
+                   self.run.args.args if self.run.args is not None else {})
+        aux = self.run.aux_layers
+        return {"aux_layers": list(aux) if aux is not None else None,
+                "max_model_len": _int_field(sources, "max_seq_len", "max_model_len"),
+                "tensor_parallel_size": _int_field(sources, "tensor_parallel_size"),
+                "data_parallel_size": _int_field(sources, "data_parallel_size")}
+
+    def _throughput_json(self) -> dict[str, Any]:
+        load = self.load
+        if load is None:
+            return dict.fromkeys(("prompt_tps", "generation_tps", "running", "waiting",
+                                  "kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "source"))
+        return {"prompt_tps": load.prompt_tps, "generation_tps": load.generation_tps,
+                "running": load.running, "waiting": load.waiting,
+                "kv_cache_usage_pct": load.kv_cache_usage_pct,
+                "prefix_cache_hit_rate_pct": load.prefix_cache_hit_pct,
+                "source": load.source or None}
+
+    def _errors_json(self) -> list[dict[str, str]]:
+        """Each error kind of the current run once, with its first line, secrets hidden."""
+        first: dict[str, str] = {}
+        for error in self.run.errors:
+            first.setdefault(error.kind.value, error.message)
+        return [{"kind": kind, "line": redact_text(line[:ERROR_LINE_MAX])}
+                for kind, line in first.items()]
