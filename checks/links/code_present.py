@@ -55,6 +55,12 @@ def _excerpt(data: Mapping[str, Any]) -> str:
     if dist:
         lines.append(f"distribution: {dist.get('name')} {dist.get('version')} at "
                      f"{dist.get('dist_info')}")
+        named = dist.get("named")
+        if named:
+            lines.append(f"  it owns the {data.get('package_dir', '').rsplit('/', 1)[-1]} "
+                         f"package; the distribution named {named.get('name')} "
+                         f"({named.get('version')}, {named.get('dist_info')}) owns none of its "
+                         "files (metadata only)")
         if dist.get("direct_url"):
             lines.append(f"direct_url.json: {dist.get('direct_url')}")
     record = data.get("record")
@@ -128,6 +134,10 @@ def evaluate(spec: CodePresentSpec, python: str, run: ScriptRun | None,
         warnings.append("no installed distribution metadata: the install cannot be verified")
     elif record is None:
         warnings.append("no RECORD: the install cannot be verified file by file")
+    elif dist.get("owns_package") is False:
+        warnings.append(f"no installed distribution's RECORD lists the {spec.package} "
+                        f"package ({dist.get('name')}'s does not): the install cannot be "
+                        "verified file by file")
     elif not record.get("skipped") and (record["missing_count"] or record["mismatched_count"]):
         first = (record["missing"] + record["mismatched"])[:2]
         fails.append(f"incomplete install: {record['missing_count']} file(s) missing, "
@@ -162,8 +172,9 @@ def evaluate(spec: CodePresentSpec, python: str, run: ScriptRun | None,
                       "; ".join(hints) + (f" (also: {'; '.join(warnings)})" if warnings else ""),
                       evidence, details)
     verified = ""
-    if record and not record.get("skipped"):
-        verified = f"; RECORD: {record['hashed']} files verified"
+    if record and not record.get("skipped") and dist and dist.get("owns_package") is not False:
+        verified = f"; RECORD of {dist.get('name')} {dist.get('version')}: " \
+                   f"{record['hashed']} files verified"
     summary = f"{version}: {good[0]['name']} symbols present{verified}{warn}"
     hint = "warning: " + "; ".join(warnings) if warnings else ""
     return result(LINK, title, Status.PASS, summary, hint, evidence, details)

