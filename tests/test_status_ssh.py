@@ -107,6 +107,9 @@ def hosts(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
         # The healthy server again, with a GPU tool that is not there.
         entries.append(host_entry(sshd, "nogpu", trees["healthy"], False).replace(
             f'nvidia_smi = "{trees["healthy"].nvidia_smi}"', 'nvidia_smi = "/nonexistent/smi"'))
+        # And with a log that is not there: only the process, /health and /metrics speak.
+        entries.append(host_entry(sshd, "nolog", trees["healthy"], True).replace(
+            f'log = "{trees["healthy"].log}"', 'log = "/nonexistent/serve.log"'))
         config.write_text("".join(entries))
         yield config, trees
     finally:
@@ -332,3 +335,29 @@ def test_status_that_cannot_run_exits_2_with_one_line(hosts, tmp_path: Path) -> 
 def _port_of(config: Path) -> str:
     line = next(x for x in config.read_text().splitlines() if x.startswith("ssh = "))
     return line.rsplit(":", 1)[1].strip('"')
+
+
+def test_status_without_the_log_says_the_load_comes_from_metrics(hosts) -> None:
+    config, trees = hosts
+    tree = trees["healthy"]
+    result = status(config, "nolog", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    check_schema(data)
+    serve = data["serve"]
+    assert serve["log"] == "/nonexistent/serve.log"
+    assert serve["state"] == "ready"  # /health answers, though no log line says so
+    assert 0 <= serve["uptime_s"] <= time.time() - LAUNCHED["healthy"] + 2
+    throughput = data["throughput"]
+    assert throughput["source"] == "metrics"
+    assert throughput["prompt_tps"] is None  # a rate needs two scrapes: not known, not guessed
+    assert throughput["generation_tps"] is None
+    assert isinstance(throughput["running"], int)
+    assert 0 <= throughput["kv_cache_usage_pct"] <= 100
+    assert data["engine"]["max_model_len"] is None  # only the log says it
+    assert data["engine"]["aux_layers"] is None
+    assert data["errors"] == []
+    human = status(config, "nolog").stdout
+    assert "load    prompt ?, generation ?, running " in human
+    assert "(from /metrics)" in human
+    assert str(tree.root) in serve["cmdline"]
