@@ -360,7 +360,8 @@ LEVEL_LINES = [f"(EngineCore_DP0 pid=7) {level} 05-14 10:02:03 [core.py:1] step"
                for level in ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL")]
 EVERY_WAY = [*NOTABLE, *(HEAD + n for n in NOTABLE), *LEVEL_LINES, "FATAL:    x",
              "WARNING:  x", "shards: 50% | 1/2 [00:01<00:01, 1.52s/it]",
-             "shards: 50% | 1/2 [00:01<00:01, 3.2it/s]", *INCIDENT]
+             "shards: 50% | 1/2 [00:01<00:01, 3.2it/s]", *INCIDENT,
+             "[vllm-console] restart at 2026-05-14T10:05:00+00:00 by me@h; trace=on"]
 
 
 @pytest.mark.parametrize("colour", ["", "\x1b[1;36m", "\x1b[m"])

@@ -257,3 +257,76 @@ def test_only_the_newest_throughput_line_of_a_batch_is_read() -> None:
     assert log.info.throughput is not None
     assert log.info.throughput.running == 4
     assert [i for i, _ in notable] == [2, 5]
+
+
+# -- the current run: one rule with the chain (issue 19) ------------------------------------------
+
+API_NOPREFIX = "(APIServer pid=4242) INFO 05-14 10:{}:{} [utils.py:253] "
+# vLLM 0.31+: the API server's uncaught traceback carries no prefix (VLLM_FACTS.md).
+CONFIG_ERROR = [
+    "Traceback (most recent call last):",
+    '  File "/v/bin/vllm", line 8, in <module>',
+    "    sys.exit(main())",
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+    "  Value error, DFlash needs num_speculative_tokens <= 16 [type=value_error, "
+    "input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+]
+RESTART = "[vllm-console] restart at 2026-05-14T10:20:00+00:00 by me@laptop; trace=off"
+
+
+def test_a_start_up_that_dies_before_its_engine_line_is_the_current_run_and_failed() -> None:
+    log = run_log()
+    feed(log, api(0, 0, BANNER), api(0, 0, ARGS), core(0, 5, ENGINE),
+         "(APIServer pid=1) INFO:     Application startup complete.")
+    assert log.startup.status(T0 + 60, running=True).state is StartupState.READY
+    changed = feed(log, api(9, 0, BANNER), api(9, 0, ARGS), *CONFIG_ERROR)
+    assert changed & Changed.NEW_RUN
+    assert log.info.started_at == T0 + 540
+    assert log.info.engine is None
+    status = log.startup.status(T0 + 545, running=True)
+    assert status.state is StartupState.FAILED
+    assert status.failure == ("pydantic_core._pydantic_core.ValidationError: 1 validation error "
+                              "for SpeculativeConfig")
+    assert log.info.errors[-1].exception_type == "pydantic_core._pydantic_core.ValidationError"
+
+
+def test_each_failed_start_up_is_a_run_of_its_own() -> None:
+    log = run_log()
+    feed(log, api(0, 0, BANNER), api(0, 0, ARGS), "ValueError: first attempt")
+    assert feed(log, api(1, 0, BANNER), api(1, 0, ARGS), "RuntimeError: second attempt") \
+        & Changed.NEW_RUN
+    assert log.info.started_at == T0 + 60
+    assert [e.message for e in log.info.errors] == ["RuntimeError: second attempt"]
+    assert log.startup.status(T0 + 61, running=True).failure == "RuntimeError: second attempt"
+    # Without a banner (an old or trimmed log), a second `non-default args` is the next run too.
+    assert feed(log, api(2, 0, ARGS)) & Changed.NEW_RUN
+    assert log.startup.status(T0 + 121, running=True).state is StartupState.STARTING
+
+
+def test_the_consoles_restart_marker_starts_a_run() -> None:
+    log = run_log()
+    feed(log, api(0, 0, ARGS), core(0, 5, ENGINE),
+         "(APIServer pid=1) INFO:     Application startup complete.")
+    changed = feed(log, RESTART, "ModuleNotFoundError: No module named 'torch'")
+    assert changed & Changed.NEW_RUN
+    assert log.info.started_at == T0 + 1200  # the marker's own time
+    assert log.startup.status(T0 + 1201, running=False).failure == (
+        "ModuleNotFoundError: No module named 'torch'")
+    # The relaunch's banner, arguments and engine line go on with the run the marker began.
+    log = run_log()
+    feed(log, RESTART)
+    for line in (api(20, 1, BANNER), api(20, 1, ARGS), core(20, 5, ENGINE)):
+        assert not feed(log, line) & Changed.NEW_RUN
+    assert log.info.started_at == T0 + 1200
+    assert log.info.engine is not None
+
+
+def test_an_exception_the_api_server_went_on_from_is_no_failure() -> None:
+    log = run_log()
+    feed(log, api(0, 0, BANNER), api(0, 0, ARGS), "ValueError: logged and handled")
+    assert log.startup.status(T0 + 1, running=True).state is StartupState.FAILED
+    assert not feed(log, core(0, 5, ENGINE)) & Changed.NEW_RUN
+    assert log.startup.status(T0 + 6, running=True).state is StartupState.STARTING
+    # Once the engine runs, an exception alone (a request's) does not end the start-up.
+    feed(log, core(0, 9, "ValueError: a bad request"))
+    assert log.startup.status(T0 + 10, running=True).state is StartupState.STARTING

@@ -2,14 +2,17 @@
 
 Each line goes through the parsers once (`parse_line`, `classify`); what it says lands in
 `RunInfo` (engine config, version, aux layers, errors, load), the spec-decode tracker and the
-start-up tracker. A run starts at its preamble (version banner, `non-default args`) or engine start
-line; a preamble after an engine start line begins the next run, and everything is reset.
+start-up tracker. Where a run starts is `startup.starts_run`'s rule (the chain's runtime link uses
+the same): at the console's restart marker, the version banner, `non-default args` or the engine
+start line, whichever comes first of a run; a mark that goes back in that order begins the next
+run, and everything is reset.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import Flag, auto
 from typing import Any
 
@@ -30,7 +33,14 @@ from console.parsers.startup import StartupEvent, StartupPhase
 from console.parsers.throughput import ThroughputSample
 from console.telemetry.logclock import LogClock
 from console.telemetry.spec_decode import SpecDecodeTracker, SpecSource
-from console.telemetry.startup import STALL_AFTER_S, StartupTracker
+from console.telemetry.startup import (
+    RESTART_MARKER,
+    STALL_AFTER_S,
+    RunMark,
+    StartupTracker,
+    run_mark,
+    starts_run,
+)
 
 MAX_ERRORS = 50
 _NOT_KEPT = frozenset({ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_CHAIN})
@@ -58,7 +68,7 @@ _PROGRESS = ("/s]", "/it]")
 # A line that holds none of these, nor a control character, is OTHER for `classify` whatever
 # its level, and no progress bar: it changes nothing, and `feed_texts` skips it unparsed (as it
 # does per-request lines). Every throughput line holds `Avg ` (of MESSAGE_ANCHORS).
-_LINES = Sieve((*MESSAGE_ANCHORS, *LEVEL_ANCHORS, *_PROGRESS), (LOGO_UTF8,))
+_LINES = Sieve((*MESSAGE_ANCHORS, *LEVEL_ANCHORS, *_PROGRESS, RESTART_MARKER), (LOGO_UTF8,))
 
 
 def _uncoloured(texts: list[str]) -> list[str]:
@@ -121,7 +131,7 @@ class RunLog:
         self.spec = SpecDecodeTracker()
         self.startup = StartupTracker(stall_after_s)
         self.info = RunInfo()
-        self._has_engine = False
+        self._mark: RunMark | None = None
         self._last_at: float | None = None
         self.throughput_at: float | None = None
 
@@ -154,6 +164,9 @@ class RunLog:
         """One classified line."""
         kind = event.kind
         if kind is LineKind.OTHER or kind is LineKind.WARNING:
+            if kind is LineKind.OTHER and RESTART_MARKER in event.line.text:
+                return self._run_boundary(RunMark.RESTART, _restart_at(event.line.text)
+                                          or self._at(event, arrival))
             if not self.startup.started or self.startup.ready:
                 return Changed.NOTHING
             text = event.line.text
@@ -163,10 +176,10 @@ class RunLog:
         at = self._at(event, arrival)
         payload = event.payload
         changed = Changed.NOTHING
-        if kind in (LineKind.NON_DEFAULT_ARGS, LineKind.VERSION, LineKind.ENGINE_START):
-            changed |= self._run_boundary(kind, at)
+        mark = run_mark(event)
+        if mark is not None:
+            changed |= self._run_boundary(mark, at)
         if kind is LineKind.ENGINE_START and isinstance(payload, EngineConfig):
-            self._has_engine = True
             self.info = replace(self.info, engine=payload,
                                 version=payload.version or self.info.version,
                                 model=payload.model or self.info.model)
@@ -199,20 +212,21 @@ class RunLog:
             if payload.kind not in _NOT_KEPT:
                 self.info = replace(self.info, errors=(*self.info.errors, payload)[-MAX_ERRORS:])
                 changed |= Changed.RUN
-            if self.startup.fail(payload, at):
+            before_engine = self._mark is not None and self._mark < RunMark.ENGINE
+            if self.startup.fail(payload, at, before_engine=before_engine):
                 changed |= Changed.STARTUP
         return changed
 
     def _startup(self, event: StartupEvent, at: float) -> Changed:
         return Changed.STARTUP if self.startup.feed(event, at) else Changed.NOTHING
 
-    def _run_boundary(self, kind: LineKind, at: float) -> Changed:
-        """A preamble after an engine start line, or the first run marker, starts a run."""
-        preamble = kind is not LineKind.ENGINE_START
-        if self.info.started_at is not None and not (preamble and self._has_engine):
+    def _run_boundary(self, mark: RunMark, at: float) -> Changed:
+        """A run mark: it begins a new run or goes on with this one (`starts_run`)."""
+        new = starts_run(self._mark, mark)
+        self._mark = mark
+        if not new:
             return Changed.NOTHING
         self.info = RunInfo(started_at=at)
-        self._has_engine = False
         self.spec.reset()
         self.startup.reset(at)
         return Changed.NEW_RUN | Changed.RUN | Changed.SPEC | Changed.STARTUP
@@ -225,3 +239,12 @@ class RunLog:
             at = self.clock.now()
         self._last_at = at
         return at
+
+
+def _restart_at(text: str) -> float | None:
+    """The time a restart marker gives (`... restart at 2026-05-14T10:05:00+00:00 by ...`)."""
+    word = text.partition(RESTART_MARKER)[2].split(maxsplit=1)
+    try:
+        return datetime.fromisoformat(word[0]).timestamp() if word else None
+    except ValueError:
+        return None

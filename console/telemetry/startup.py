@@ -3,14 +3,21 @@ is stuck, while its HTTP port still refuses or hangs.
 
 The log says where it is ("loading weights 2m10s"); when no progress line comes for
 `stall_after_s` it is shown as "stalled N s" (not "dead": the process still lives). A fatal line
-(engine failed, a DFlash refusal) makes it "failed"; the serve tree vanishing makes it "exited".
+(engine failed, a DFlash refusal, an exception before the engine started) makes it "failed";
+the serve tree vanishing makes it "exited".
+
+Which lines start a run and which end its start-up is one rule (`RunMark`, `starts_run`,
+`current_run_start`, `ends_startup`), used by the telemetry (`RunLog`) and by the chain's
+runtime-activation link alike, so that the status bar and `check` never tell two stories.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
+from console.parsers.classifier import LineEvent, LineKind
 from console.parsers.errors import ErrorEvent, ErrorKind
 from console.parsers.startup import StartupEvent, StartupPhase
 
@@ -28,6 +35,65 @@ _ACTIVITY = {
     StartupPhase.READY: "ready",
 }
 _FATAL = frozenset({ErrorKind.ENGINE_FAILED, ErrorKind.ENGINE_INIT_FAILED, ErrorKind.ENGINE_DEAD})
+
+RESTART_MARKER = "[vllm-console] restart at"
+"""The line a console restart writes into the serve log before it relaunches."""
+
+
+class RunMark(IntEnum):
+    """A line that marks a run of `vllm serve`, in the order one run writes them."""
+
+    RESTART = 0  # the console's restart marker
+    BANNER = 1  # `vLLM server version X`, the logo's rows, older `vLLM API server version X`
+    ARGS = 2  # `non-default args: {...}`
+    ENGINE = 3  # `Initializing a V1 LLM engine (vX) with config: ...`
+
+
+_MARKS = {LineKind.VERSION: RunMark.BANNER, LineKind.NON_DEFAULT_ARGS: RunMark.ARGS,
+          LineKind.ENGINE_START: RunMark.ENGINE}
+# Marks one run writes once: a second one is the next run. (The logo banner spans rows, and
+# each data-parallel engine writes its own engine line: those repeat within a run.)
+_ONCE = frozenset({RunMark.RESTART, RunMark.ARGS})
+
+
+def run_mark(event: LineEvent) -> RunMark | None:
+    """The run mark a classified line is, or None."""
+    mark = _MARKS.get(event.kind)
+    if mark is None and event.kind is LineKind.OTHER and RESTART_MARKER in event.line.text:
+        return RunMark.RESTART
+    return mark
+
+
+def starts_run(last: RunMark | None, mark: RunMark) -> bool:
+    """Whether `mark` begins a new run, after `last` (the latest mark of the run so far, None
+    before any): a run writes restart marker, banner, `non-default args`, engine line in that
+    order, so a mark that goes back in that order (or repeats one written once) is the next
+    run. A start-up that dies before its engine line is still a run of its own."""
+    if last is None or mark < last:
+        return True
+    return mark == last and mark in _ONCE
+
+
+def current_run_start(marks: Iterable[RunMark | None]) -> int | None:
+    """The index of the mark that starts the last run among lines' marks (None: no mark)."""
+    start = None
+    last: RunMark | None = None
+    for i, mark in enumerate(marks):
+        if mark is None:
+            continue
+        if starts_run(last, mark):
+            start = i
+        last = mark
+    return start
+
+
+def ends_startup(error: ErrorEvent, *, before_engine: bool) -> bool:
+    """Whether a failure line ends the run's start-up: an engine failure or a DFlash refusal
+    always; any exception while the run has not reached its engine line (the API server dies
+    on an uncaught one, e.g. a configuration error raised while building the engine config)."""
+    if error.dflash or error.kind in _FATAL:
+        return True
+    return before_engine and error.kind is ErrorKind.EXCEPTION
 
 
 class StartupState(StrEnum):
@@ -133,6 +199,7 @@ class StartupTracker:
         self._ready_at: float | None = None
         self._failure: str | None = None
         self._dflash_failure = False
+        self._failure_before_engine = False
         self._steps: list[StartupStep] = []
 
     @property
@@ -147,6 +214,9 @@ class StartupTracker:
         """A start-up line at `at`. True: the status changed."""
         if self._run_started is None:
             self._run_started = at
+        if event.phase is StartupPhase.ENGINE_START and self._failure_before_engine:
+            self._failure = None  # the API server went on: that exception was not its end
+            self._failure_before_engine = False
         self._last_progress = at
         step = StartupStep(event.phase, at, event.seconds, event.detail)
         last = self._steps[-1] if self._steps else None
@@ -173,15 +243,19 @@ class StartupTracker:
         """A progress bar moved (no phase change): not stalled."""
         self._last_progress = at
 
-    def fail(self, error: ErrorEvent, at: float) -> bool:
-        """A failure line. Fatal ones (engine failed, a DFlash refusal) fail the start; the
-        DFlash refusal is the message kept, as the root cause."""
-        if not (error.dflash or error.kind in _FATAL):
+    def fail(self, error: ErrorEvent, at: float, *, before_engine: bool = False) -> bool:
+        """A failure line (`before_engine`: the run has not reached its engine line). Fatal
+        ones (`ends_startup`) fail the start; a DFlash refusal is the message kept, as the root
+        cause. One before the engine line holds until an engine line shows the server went
+        on."""
+        if not ends_startup(error, before_engine=before_engine):
             return False
         if self._failure is not None and (self._dflash_failure or not error.dflash):
             return False
         self._failure = error.message[:500]
         self._dflash_failure = error.dflash
+        self._failure_before_engine = before_engine and not error.dflash \
+            and error.kind not in _FATAL
         return True
 
     def status(self, now: float, running: bool | None) -> StartupStatus:
