@@ -358,9 +358,7 @@ class _Writer:
         self.non_default_args()
         self.switch("EngineCore")
         self.engine_line()
-        self.switch("Worker" if self.v >= (0, 31) else "EngineCore")
-        self.loading()
-        self.switch("EngineCore")
+        self.loading()  # one GPU: the engine runs its worker in-process (uni executor)
         self.kv_lines(host=False)
         self.switch("APIServer")
         self.log(self._serve_rel(), "Starting vLLM server on", "Starting vLLM server on %s",
@@ -437,13 +435,19 @@ class _Writer:
         if self.v < (0, 34):
             self.log("v1/worker/gpu_model_runner.py", "auxiliary layers from speculative",
                      "Using auxiliary layers from speculative config: %s", (2, 17, 32, 47, 62))
+        self.log("v1/worker/gpu/model_runner.py", "Model loading took",
+                 "Model loading took %s GiB memory and %.6f seconds", "53.43", 152.093456)
         self.tick(40)
+        self.log("v1/worker/gpu_worker.py", "Available KV cache memory",
+                 "Available KV cache memory: %s GiB", "70.6")
 
     def kv_lines(self, host: bool) -> None:
         pools = "GPU + host" if host else "GPU"
         self.log("v1/core/kv_cache_utils.py", "KV cache size: %s tokens",
                  "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: "
                  "%.2fx", pools, f"{1234567:,}", f"{262144:,}", 4.71)
+        self.log("v1/worker/gpu/model_runner.py", "Graph capturing finished",
+                 "Graph capturing finished in %.0f secs, took %.2f GiB", 7.0, 0.64)
         self.log("v1/engine/core.py", "init engine (profile, create kv cache",
                  "init engine (profile, create kv cache, warmup model) took %.2f s", 95.12)
 
