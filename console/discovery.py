@@ -1,8 +1,10 @@
 """Finding the running `vllm serve` on a host, and what it was started with.
 
-`discover_serve(host, settings)` runs one stdlib script on the host (`discovery_probe.py`, one
-pass over /proc) and returns the serve process — the top-most process of the login user whose
-command line matches `settings.match` (never another user's) — or None when none runs. From its
+`resolve_serve(host, settings)` runs one stdlib script on the host (`discovery_probe.py`, one
+pass over /proc) and returns the serve process chosen by the one rule written there (a server
+entry point of the login user, never another user's; with a configured `url`, the one that
+listens on its port), with what else it found: look-alikes, the port's holders, orphaned
+engines, a supervising parent. `discover_serve` is its process alone. From its
 command line it reads the target (`serve TARGET` or `--model`), the draft and number of
 speculative tokens (`--speculative-config JSON`, also `--speculative_config` and the dotted
 `--speculative-config.model X` form) and the URL (`--host`/`--port`, default 127.0.0.1:8000).
@@ -20,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 from console.host import Host, HostError
 from console.remote_scripts import RemoteScripts, script_source
@@ -92,6 +95,14 @@ class ServeProcess:
     others: tuple[int, ...] = ()
     """Other top-most matching processes (more than one server matches `match`)."""
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    start_ticks: int = 0
+    """Start time in clock ticks since boot: with the pid, the process's identity."""
+    matched: bool = True
+    """Whether its command line matches `match` (a server found by its port may not)."""
+    supervisor: str = ""
+    """Why its parent would start it again by itself (a shell loop, supervisord), or ""."""
+    notes: tuple[str, ...] = ()
+    """What the resolver wants said about its choice (other candidates, look-alikes)."""
 
     @property
     def target(self) -> str | None:
@@ -198,18 +209,71 @@ def _child(obj: Mapping[str, Any]) -> ChildProcess:
                         str(obj.get("cmdline", "")))
 
 
-def serve_from_facts(facts: Mapping[str, Any]) -> ServeProcess | None:
+def configured_port(url: str) -> int | None:
+    """The port of a configured server URL (None when no URL is configured)."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        return parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+
+
+def _shown(argv: Sequence[Any], limit: int = 160) -> str:
+    text = " ".join(str(a) for a in argv)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def resolution_notes(facts: Mapping[str, Any], match: str) -> tuple[str, ...]:
+    """One line per thing the resolver found besides the server, for status, checks and the
+    restart's confirm dialog."""
+    notes: list[str] = []
+    serves = [s for s in facts.get("serves") or [] if isinstance(s, dict)]
+    first = serves[0] if serves else None
+    port = facts.get("port") if isinstance(facts.get("port"), dict) else None
+    if first is not None and len(serves) > 1:
+        notes.append(f"{len(serves)} serve processes match {match!r}: using pid "
+                     f"{first['pid']}; others: " + "; ".join(f"pid {s['pid']}: {_shown(s.get('argv') or [])}"
+                                            for s in serves[1:]))
+    if first is not None and not first.get("matched", True):
+        notes.append(f"pid {first['pid']} listens on the configured port but does not match "
+                     f"{match!r}: it is the server all the same")
+    if first is not None and first.get("supervisor"):
+        notes.append(f"pid {first['pid']}: {first['supervisor']}")
+    for item in facts.get("lookalikes") or []:
+        notes.append(f"pid {item['pid']} matches {match!r} but is no vLLM server "
+                     f"({_shown(item.get('argv') or [])}): left alone")
+    if port is not None and first is None and port.get("listening"):
+        holders = port.get("holders") or []
+        who = "; ".join(f"pid {h['pid']} ({h.get('comm')}: {_shown(h.get('argv') or [])})"
+                        for h in holders) or "a process of another user (not visible)"
+        notes.append(f"port {port['port']} is held by {who}, which is no vLLM server "
+                     "of this user")
+    for item in facts.get("other_ports") or []:
+        notes.append(f"pid {item['pid']} serves port {item['port']}, not the configured "
+                     f"{port['port'] if port else '?'}: not this host entry's server")
+    for orphan in facts.get("orphans") or []:
+        members = ", ".join(f"{m['comm']} {m['pid']}" for m in orphan.get("tree") or [])
+        notes.append(f"orphaned engine pid {orphan['pid']} ({orphan.get('comm')}"
+                     f"{'; ' + members if members else ''}) runs without its server"
+                     f"{' and holds the port' if orphan.get('holds_port') else ''}")
+    return tuple(notes)
+
+
+def serve_from_facts(facts: Mapping[str, Any], match: str = "vllm serve"
+                     ) -> ServeProcess | None:
     """Build the ServeProcess from the probe's answer (None when nothing matched). An answer
     of the wrong shape (a host's python3 that is not what it says) is a DiscoveryError: the
     telemetry retries on that, where any other exception would end it."""
     try:
-        return _serve_from_facts(facts)
+        return _serve_from_facts(facts, match)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise DiscoveryError(f"the discovery probe's answer is not what it should be: "
                              f"{type(exc).__name__}: {exc}") from None
 
 
-def _serve_from_facts(facts: Mapping[str, Any]) -> ServeProcess | None:
+def _serve_from_facts(facts: Mapping[str, Any], match: str) -> ServeProcess | None:
     serves = facts.get("serves") or []
     if not serves:
         return None
@@ -244,20 +308,55 @@ def _serve_from_facts(facts: Mapping[str, Any]) -> ServeProcess | None:
         children=tuple(_child(c) for c in obj.get("children") or ()),
         others=tuple(int(s["pid"]) for s in serves[1:]),
         environ=MappingProxyType(dict(obj.get("environ") or {})),
+        start_ticks=int(obj.get("start") or 0),
+        matched=bool(obj.get("matched", True)),
+        supervisor=str(obj.get("supervisor") or ""),
+        notes=resolution_notes(facts, match),
     )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The resolver's whole answer: the server (None when none qualifies) and the rest."""
+
+    process: ServeProcess | None
+    facts: Mapping[str, Any] = field(repr=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def orphans(self) -> list[dict[str, Any]]:
+        return [o for o in self.facts.get("orphans") or [] if isinstance(o, dict)]
+
+    @property
+    def lookalikes(self) -> list[dict[str, Any]]:
+        return [o for o in self.facts.get("lookalikes") or [] if isinstance(o, dict)]
+
+    @property
+    def port(self) -> dict[str, Any]:
+        port = self.facts.get("port")
+        return port if isinstance(port, dict) else {}
 
 
 async def discover_serve(host: Host, settings: ServeSettings, *,
                          scripts: RemoteScripts | None = None,
                          python: str = "python3") -> ServeProcess | None:
-    """The serve process on `host` matching `settings.match`, or None when none runs.
+    """The serve process on `host` (see `resolve_serve`), or None when none runs.
     Raises DiscoveryError when discovery itself cannot run (no python3, link lost)."""
+    return (await resolve_serve(host, settings, scripts=scripts, python=python)).process
+
+
+async def resolve_serve(host: Host, settings: ServeSettings, *,
+                        scripts: RemoteScripts | None = None,
+                        python: str = "python3") -> Resolution:
+    """The serve process on `host` by the one rule (`console.discovery_probe`), and what else
+    was found. Raises DiscoveryError when discovery itself cannot run."""
     scripts = scripts or RemoteScripts(host)
+    payload = {"match": settings.match.split(), "port": configured_port(settings.url)}
     try:
         path = await scripts.path("discovery_probe.py",
                                   script_source("console", "discovery_probe.py"))
         result = await host.run([python, path], timeout=30,
-                                input=json.dumps({"match": settings.match.split()}).encode())
+                                input=json.dumps(payload).encode())
     except HostError as exc:
         raise DiscoveryError(f"{host.name}: cannot look for the serve process: {exc}") from None
     text = result.text
@@ -269,7 +368,8 @@ async def discover_serve(host: Host, settings: ServeSettings, *,
         why = (result.error_text.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
         raise DiscoveryError(f"{host.name}: cannot look for the serve process: {python}: "
                              f"{why}")
-    return serve_from_facts(facts)
+    process = serve_from_facts(facts, settings.match)
+    return Resolution(process, facts, resolution_notes(facts, settings.match))
 
 
 @dataclass(frozen=True)
@@ -309,10 +409,8 @@ def effective_serve(settings: ServeSettings, process: ServeProcess | None,
     if process is None:
         notes.append(f"no process matching {match_words or settings.match!r} runs for the "
                      "login user: using the configured settings")
-    elif process.others:
-        notes.append(f"{1 + len(process.others)} serve processes match "
-                     f"{settings.match!r}: using pid {process.pid} (the oldest); others: "
-                     f"{', '.join(map(str, process.others))} (narrow serve.match to choose)")
+    else:
+        notes.extend(process.notes)
     if process is not None and process.log_deleted:
         notes.append(f"the serve log {process.log} was rotated or deleted while pid "
                      f"{process.pid} still writes to it")

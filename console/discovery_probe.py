@@ -1,17 +1,33 @@
 """Serve-process discovery, run on the host with `python3` (stdlib only, Python 3.8+).
 
-One pass over /proc: every process of the login user whose command line matches the `match`
-words (each word a substring of a distinct argv element, in order), keeping the top-most ones
-(whose parent does not match — forked children share the parent's command line). For those:
-ppid, start time, uid, argv, cwd, exe, the interpreter that runs it, environment, where fd 1/2
-point, and the whole process tree below (EngineCore children rename themselves, so they are
-found by parentage, with their `comm`). Other users' processes are never reported.
+One pass over /proc, and one rule for which process is the server (telemetry, checks and
+restart all use this answer):
 
-stdin: {"match": ["vllm", "serve"]}; stdout: a marker line, then one JSON object.
+1. A candidate is a process of the login user whose command line matches the `match` words
+   (each word a substring of a distinct argv element, in order) *and* starts a vLLM server
+   (`server_entry`: `vllm serve`, `python -m vllm.entrypoints.cli.main serve`,
+   `python -m vllm.entrypoints.openai.api_server`). A matching process that is no server (a
+   `vllm bench serve` client, `python -c ... vllm serve`) is a look-alike: reported, never
+   taken. Top-most only: a forked child shares its parent's command line.
+2. With a configured port, the process tree listening on it is the server: its top-most
+   server entry point, even when it does not match `match` (with a note). A port held by
+   something else (a look-alike, an orphaned engine, another user) gives no server and says
+   who holds it; with nothing listening, only candidates started for that port qualify.
+3. Without a port: candidates with an engine child first, then the oldest; the others listed.
+
+For the server: ppid, start time, uid, argv, cwd, exe, the interpreter that runs it,
+environment, where fd 1/2 point, its tree (EngineCore children rename themselves, so they are
+found by parentage, with their `comm`) and its parent (a supervisor that would restart it).
+Orphans of a serve tree (`VLLM::*` processes whose server is gone) are listed too. Other users'
+processes are never reported.
+
+stdin: {"match": ["vllm", "serve"], "port": 8000 or null}; stdout: a marker line, then one
+JSON object.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -20,6 +36,16 @@ import sys
 from typing import Any
 
 MARKER = "@@vllm-console-json@@"
+SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
+CLI_MODULES = ("vllm.entrypoints.cli.main",)
+# Python options that take a value as the next word (`python -X dev -m ...`).
+_PY_VALUE_OPTIONS = ("-X", "-W", "-Q")
+SUPERVISORS = ("supervisord", "tini", "dumb-init", "docker-init", "s6-supervise", "runsv",
+               "circusd", "pm2", "catatonit", "systemd")
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "fish")
+LOOP_WORDS = ("while", "until", "for")
+# Hook variables a traced restart adds: the same server with or without them.
+_OWN_ENV_PREFIXES = ("VLLM_CONSOLE_",)
 
 
 def _read(path: str) -> bytes | None:
@@ -60,6 +86,100 @@ def matches(argv: list[str], words: list[str]) -> bool:
             return False
         at += 1
     return True
+
+
+def server_entry(argv: list[str]) -> bool:
+    """Whether argv starts a vLLM server: the `vllm` console script with `serve` (run as it
+    is or by a python), `python -m vllm.entrypoints.cli.main serve`, or `python -m
+    vllm.entrypoints.openai.api_server`. `vllm bench serve`, `python -c ... vllm serve` and
+    the like are not."""
+    words = list(argv)
+    at = 0
+    if words and os.path.basename(words[0]).startswith("python"):
+        at = 1
+        while at < len(words) and words[at].startswith("-") and words[at] != "-m":
+            if words[at] == "-c" or words[at].startswith("-c"):
+                return False
+            at += 2 if words[at] in _PY_VALUE_OPTIONS else 1
+        if at < len(words) and words[at] == "-m":
+            module = words[at + 1] if at + 1 < len(words) else ""
+            rest = words[at + 2:]
+            if module in SERVER_MODULES:
+                return True
+            return module in CLI_MODULES and bool(rest) and rest[0] == "serve"
+    return at + 1 < len(words) and os.path.basename(words[at]) == "vllm" and \
+        words[at + 1] == "serve"
+
+
+def argv_port(argv: list[str]) -> int:
+    """The port a serve command line asks for (`--port N`, `--port=N`; vLLM's default 8000)."""
+    port = 8000
+    for i, word in enumerate(argv):
+        value = ""
+        if word == "--port" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith("--port="):
+            value = word.split("=", 1)[1]
+        if value.isdigit():
+            port = int(value)
+    return port
+
+
+def env_digest(env: dict[str, str]) -> str:
+    """A digest of an environment, our own hook variables left out: a forked engine shows its
+    server's environment, so an orphan and the command that started it digest alike."""
+    items = sorted((k, v) for k, v in env.items() if not k.startswith(_OWN_ENV_PREFIXES)
+                   and not (k == "PYTHONPATH" and "trace-hook-" in v))
+    return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def listen_inodes(port: int) -> set[str]:
+    """`socket:[INODE]` names of the TCP sockets listening on `port` (v4 and v6)."""
+    found: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        raw = _read(f"/proc/net/{table}") or b""
+        for line in raw.decode("ascii", "replace").splitlines()[1:]:
+            parts = line.split()
+            try:
+                if len(parts) > 9 and parts[3] == "0A" and \
+                        int(parts[1].rsplit(":", 1)[-1], 16) == port:
+                    found.add(f"socket:[{parts[9]}]")
+            except ValueError:
+                continue
+    return found
+
+
+def holds(pid: int, names: set[str]) -> bool:
+    """Whether the process has one of the socket `names` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    return any(_readlink(f"/proc/{pid}/fd/{fd}") in names for fd in fds)
+
+
+def supervisor(ppid: int, comm: str, argv: list[str]) -> str:
+    """Why the parent `ppid` would start the server again by itself ("" when it would not):
+    a process supervisor, a container's init, or a shell running a loop."""
+    if ppid <= 1:
+        return ""
+    name = os.path.basename(argv[0]) if argv else comm
+    for word in (name, comm, *[os.path.basename(a) for a in argv[1:2]]):
+        base = word.lstrip("-")
+        if base in SUPERVISORS or (base.startswith("python") and
+                                   any("supervisord" in a for a in argv[1:3])):
+            return f"its parent pid {ppid} is {base}, which restarts it"
+    if comm in SHELLS or name.lstrip("-") in SHELLS:
+        script = ""
+        if "-c" in argv[1:]:
+            i = argv.index("-c")
+            script = argv[i + 1] if i + 1 < len(argv) else ""
+        elif len(argv) > 1 and not argv[1].startswith("-"):
+            script = (_read(argv[1]) or b"")[:65536].decode("utf-8", "replace")
+        words = script.replace(";", " ").split()
+        if any(w in LOOP_WORDS for w in words):
+            return f"its parent pid {ppid} is a shell loop ({' '.join(argv)[:120]})"
+    return ""
 
 
 def _which(name: str, env: dict[str, str], cwd: str | None) -> str | None:
@@ -127,82 +247,210 @@ def _boot_time() -> float:
     return 0.0
 
 
-def probe(params: dict[str, Any]) -> dict[str, Any]:
-    """The matching serve processes of this user, top-most first by start time."""
-    words = [w for w in params.get("match", []) if w]
-    uid = os.getuid()
-    me = {os.getpid(), os.getppid()}
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    btime = _boot_time()
-    procs: dict[int, tuple[str, int, int]] = {}
-    owned: set[int] = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        raw = _read(f"/proc/{pid}/stat")
-        parsed = parse_stat(raw) if raw else None
-        if parsed is None:
-            continue
-        procs[pid] = parsed
-        try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
-                owned.add(pid)
-        except OSError:
-            pass
-    argvs: dict[int, list[str]] = {}
-    matched: set[int] = set()
-    for pid in owned - me:
-        raw = _read(f"/proc/{pid}/cmdline")
-        if not raw:
-            continue
-        argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
-        argvs[pid] = argv
-        if words and matches(argv, words):
-            matched.add(pid)
-    top = [pid for pid in matched if procs[pid][1] not in matched]
-    top.sort(key=lambda p: procs[p][2])
-    children: dict[int, list[int]] = {}
-    for pid, (_comm, ppid, _start) in procs.items():
-        children.setdefault(ppid, []).append(pid)
+def _environ(pid: int) -> dict[str, str] | None:
+    raw = _read(f"/proc/{pid}/environ")
+    if raw is None:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
 
-    def tree(root: int) -> list[dict[str, Any]]:
-        out, stack = [], list(children.get(root, []))
-        while stack:
-            pid = stack.pop(0)
-            comm, ppid, _start = procs[pid]
-            raw = _read(f"/proc/{pid}/cmdline") or b""
-            cmd = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:300]
-            out.append({"pid": pid, "ppid": ppid, "comm": comm, "cmdline": cmd})
-            stack.extend(children.get(pid, []))
+
+class _Table:
+    """The one pass over /proc: this user's processes, their command lines and parentage."""
+
+    def __init__(self) -> None:
+        self.uid = os.getuid()
+        self.procs: dict[int, tuple[str, int, int]] = {}
+        self.owned: set[int] = set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            raw = _read(f"/proc/{pid}/stat")
+            parsed = parse_stat(raw) if raw else None
+            if parsed is None:
+                continue
+            self.procs[pid] = parsed
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == self.uid:
+                    self.owned.add(pid)
+            except OSError:
+                pass
+        me = {os.getpid(), os.getppid()}
+        self.argvs: dict[int, list[str]] = {}
+        for pid in self.owned - me:
+            raw = _read(f"/proc/{pid}/cmdline")
+            if raw:
+                self.argvs[pid] = [a.decode("utf-8", "replace")
+                                   for a in raw.rstrip(b"\0").split(b"\0")]
+        self.children: dict[int, list[int]] = {}
+        for pid, (_comm, ppid, _start) in self.procs.items():
+            self.children.setdefault(ppid, []).append(pid)
+        self.entries = {pid for pid, argv in self.argvs.items() if server_entry(argv)}
+
+    def ancestors(self, pid: int) -> list[int]:
+        out: list[int] = []
+        at = self.procs.get(pid, ("", 0, 0))[1]
+        while at > 1 and at in self.procs and at not in out:
+            out.append(at)
+            at = self.procs[at][1]
         return out
 
-    serves = []
-    for pid in top:
-        comm, ppid, start = procs[pid]
-        argv = argvs[pid]
-        env_raw = _read(f"/proc/{pid}/environ") or b""
-        env = {}
-        for item in env_raw.split(b"\0"):
-            key, sep, value = item.partition(b"=")
-            if sep:
-                env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    def top_entry(self, pid: int) -> int | None:
+        """The top-most server entry point among `pid` and its ancestors."""
+        found = None
+        for at in [pid, *self.ancestors(pid)]:
+            if at in self.entries:
+                found = at
+        return found
+
+    def descendants(self, root: int) -> list[int]:
+        out, queue = [], list(self.children.get(root, []))
+        while queue:
+            pid = queue.pop(0)
+            if pid not in out:
+                out.append(pid)
+                queue.extend(self.children.get(pid, []))
+        return out
+
+    def comm(self, pid: int) -> str:
+        return self.procs.get(pid, ("", 0, 0))[0]
+
+    def start(self, pid: int) -> int:
+        return self.procs.get(pid, ("", 0, 0))[2]
+
+    def tree(self, root: int) -> list[dict[str, Any]]:
+        out = []
+        for pid in self.descendants(root):
+            comm, ppid, start = self.procs[pid]
+            raw = _read(f"/proc/{pid}/cmdline") or b""
+            cmd = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:300]
+            out.append({"pid": pid, "ppid": ppid, "comm": comm, "cmdline": cmd,
+                        "start": start})
+        return out
+
+    def brief(self, pid: int) -> dict[str, Any]:
+        comm, ppid, start = self.procs.get(pid, ("", 0, 0))
+        return {"pid": pid, "ppid": ppid, "comm": comm, "start": start,
+                "argv": self.argvs.get(pid, [])[:40]}
+
+
+def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
+    """Engines (`VLLM::*`) of this user whose server is gone (a SIGKILLed API server leaves
+    them running, holding GPU memory and maybe the port), with the resource tracker that the
+    server left beside them (same working directory, re-parented likewise)."""
+    out = []
+    for pid in sorted(table.owned):
+        comm = table.comm(pid)
+        parent = table.procs.get(pid, ("", 0, 0))[1]
+        if not comm.startswith("VLLM::") or table.comm(parent).startswith("VLLM::") or \
+                table.top_entry(pid) is not None:
+            continue
+        env = _environ(pid)
+        tree = table.tree(pid)
+        out.append({**table.brief(pid), "cwd": _readlink(f"/proc/{pid}/cwd"),
+                    "env_digest": env_digest(env) if env else "",
+                    "holds_port": bool(names) and any(
+                        holds(p, names) for p in [pid, *(m["pid"] for m in tree)]),
+                    "tree": tree})
+    for pid in sorted(table.owned):
+        argv = table.argvs.get(pid, [])
+        if not any("multiprocessing.resource_tracker" in a for a in argv[:3]) or \
+                table.top_entry(pid) is not None:
+            continue
         cwd = _readlink(f"/proc/{pid}/cwd")
-        exe = _readlink(f"/proc/{pid}/exe")
-        python, python_from = interpreter(argv, env, cwd, exe)
-        serves.append({
-            "pid": pid, "ppid": ppid, "comm": comm,
-            "start_time": btime + start / float(ticks) if btime else None,
-            "uid": uid, "argv": argv, "cwd": cwd, "exe": exe,
-            "python": python, "python_from": python_from, "environ": env,
-            "stdout": _fd_target(pid, 1), "stderr": _fd_target(pid, 2),
-            "children": tree(pid),
-        })
+        for orphan in out:
+            if orphan["cwd"] == cwd and table.procs[pid][1] == orphan["ppid"]:
+                orphan["tree"].append({"pid": pid, "ppid": table.procs[pid][1],
+                                       "comm": table.comm(pid), "start": table.start(pid),
+                                       "cmdline": " ".join(argv)[:300]})
+                break
+    return out
+
+
+def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float,
+           ticks: float) -> dict[str, Any]:
+    comm, ppid, start = table.procs[pid]
+    argv = table.argvs[pid]
+    env = _environ(pid) or {}
+    cwd = _readlink(f"/proc/{pid}/cwd")
+    exe = _readlink(f"/proc/{pid}/exe")
+    python, python_from = interpreter(argv, env, cwd, exe)
+    parent_argv = [a.decode("utf-8", "replace") for a in
+                   (_read(f"/proc/{ppid}/cmdline") or b"").rstrip(b"\0").split(b"\0") if a]
+    tree = table.tree(pid)
+    return {
+        "pid": pid, "ppid": ppid, "comm": comm, "start": start,
+        "start_time": btime + start / float(ticks) if btime else None,
+        "uid": table.uid, "argv": argv, "cwd": cwd, "exe": exe,
+        "python": python, "python_from": python_from, "environ": env,
+        "env_digest": env_digest(env),
+        "stdout": _fd_target(pid, 1), "stderr": _fd_target(pid, 2),
+        "children": tree, "matched": matched,
+        "holds_port": bool(names) and any(holds(p, names)
+                                          for p in [pid, *(m["pid"] for m in tree)]),
+        "supervisor": supervisor(ppid, table.comm(ppid), parent_argv),
+        "parent": {"pid": ppid, "comm": table.comm(ppid), "argv": parent_argv[:8]},
+    }
+
+
+def probe(params: dict[str, Any]) -> dict[str, Any]:
+    """The serve process of this user by the rule in the module's docstring (first in
+    `serves`, the other candidates after it), look-alikes, the port's holders and orphans."""
+    words = [w for w in params.get("match", []) if w]
+    port = params.get("port")
+    port = port if isinstance(port, int) and 0 < port < 65536 else None
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    btime = _boot_time()
+    table = _Table()
+    matched = {pid for pid, argv in table.argvs.items() if words and matches(argv, words)}
+    tops = [pid for pid in table.entries
+            if not any(a in table.entries for a in table.ancestors(pid))]
+
+    def engine_first(pid: int) -> tuple[bool, int]:
+        return (not any(table.comm(d).startswith("VLLM::") for d in table.descendants(pid)),
+                table.start(pid))
+
+    lookalikes = sorted(
+        pid for pid in matched if pid not in table.entries and table.top_entry(pid) is None
+        and not any(d in table.entries for d in table.descendants(pid)))
+    names = listen_inodes(port) if port else set()
+    port_info: dict[str, Any] | None = None
+    other_ports: list[dict[str, Any]] = []
+    if port:
+        holders = sorted(pid for pid in table.owned if names and holds(pid, names))
+        servers = sorted({table.top_entry(h) for h in holders} - {None},
+                         key=lambda p: table.start(p or 0))
+        port_info = {"port": port, "listening": bool(names),
+                     "holders": [table.brief(h) for h in holders]}
+        if servers or names:
+            chosen = [p for p in servers if p is not None]
+        else:
+            chosen = sorted((p for p in tops if p in matched
+                             and argv_port(table.argvs[p]) == port), key=engine_first)
+        other_ports = [{**table.brief(p), "port": argv_port(table.argvs[p])}
+                       for p in tops if p in matched and p not in chosen
+                       and argv_port(table.argvs[p]) != port]
+    else:
+        chosen = sorted((p for p in tops if p in matched), key=engine_first)
+    serves = []
+    for n, pid in enumerate(chosen):
+        if n == 0:
+            serves.append(_serve(table, pid, pid in matched, names, btime, ticks))
+        else:
+            serves.append({**table.brief(pid), "start_time": btime + table.start(pid) /
+                           float(ticks) if btime else None})
     try:
-        user = pwd.getpwuid(uid).pw_name
+        user = pwd.getpwuid(table.uid).pw_name
     except KeyError:
-        user = str(uid)
-    return {"uid": uid, "user": user, "matched": len(matched), "serves": serves}
+        user = str(table.uid)
+    return {"uid": table.uid, "user": user, "matched": len(matched), "serves": serves,
+            "lookalikes": [table.brief(p) for p in lookalikes], "port": port_info,
+            "other_ports": other_ports, "orphans": _orphans(table, names)}
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 
 from console.restart import (
     Outcome,
+    RestartError,
     RestartOptions,
     RestartResult,
     RestartStep,
@@ -184,12 +186,12 @@ async def test_restart_replaces_the_whole_tree_and_spares_look_alikes(lab: Lab) 
     mine = await lab.same_user_decoy(served.tree)
     theirs = lab.other_user_decoy(served.tree)
     log_before = served.log_text()
-    # Discovery sees two matching processes of the login user (the decoy's words match too):
-    # the one with the engine goes.
+    # The decoy's words match too, but it is no server entry point: named, left alone.
     config = served.config
     plan = await plan_restart(lab.host, config)
     assert plan.pid == served.pid
-    assert any(f"left alone: {mine}" in note for note in plan.notes), plan.notes
+    assert any(note.startswith(f"pid {mine} matches") and note.endswith("left alone")
+               for note in plan.notes), plan.notes
     assert {pid for pid, _s, _n in plan.members} == {p.pid for p in old}
     assert plan.command.startswith(str(served.tree.python))
     assert plan.log == str(served.tree.log)
@@ -360,3 +362,191 @@ def test_cli_restart_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
         started.wait()
         shutil.rmtree(root, ignore_errors=True)
 
+
+
+# -- issue 14: the wrong process, a hang with the server down, a dead server called ready ------
+BENCH = "#!/usr/bin/python3\nimport time\ntime.sleep(600)\n"
+
+
+async def bench_client(lab: Lab, tree: SimTree) -> int:
+    """`vllm bench serve --model M --port P`: a client of the server, same user, run by the
+    venv's `vllm` script as a person would."""
+    script = lab.sshd.user_dir("bench") / "vllm"
+    lab.dirs.append(script.parent)
+    script.write_text(BENCH)
+    script.chmod(0o755)
+    chown_to(script.parent, lab.sshd.user)
+    pid = await lab.host.start_detached(
+        ["/usr/bin/python3", str(script), "bench", "serve", "--model", str(tree.target),
+         "--port", str(tree.port)], log="/dev/null")
+    lab.pids.append(pid)
+    return pid
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a server and its whole tree, as an OOM killer or a careless `kill -9` would."""
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=5)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_a_look_alike_is_never_stopped_for_the_server(lab: Lab) -> None:
+    served = await lab.serve("incident")
+    first = await restart(lab.host, served.config, options=FAST)  # a last launch on record
+    assert_came_up(first, served)
+    assert first.new_pid
+    kill_tree(first.new_pid)
+    client = await bench_client(lab, served.tree)
+    result = await restart(lab.host, served.config, options=FAST)
+    assert result.outcome is Outcome.ERROR, (result.reason, result.steps)
+    assert f"pid {client}" in result.reason
+    assert "no server" in result.reason
+    assert "nothing was stopped" in result.reason
+    assert alive(client)
+    assert served.log_text().count(MARKER) == 1
+
+
+async def test_status_and_check_skip_an_older_look_alike(lab: Lab) -> None:
+    """A same-user `python -c sleep ... vllm serve ...` started before the server."""
+    from console.discovery import discover_serve
+
+    root = lab.sshd.user_dir("early-decoy")
+    lab.dirs.append(root)
+    tree = materialise("incident", root, port=free_port(), startup_s=0.5)
+    chown_to(root, lab.sshd.user)
+    lab.trees.append(tree)
+    decoy = await lab.same_user_decoy(tree)
+    time.sleep(0.05)
+    pid = await lab.host.start_detached(tree.serve_argv(), log=str(tree.log),
+                                        cwd=str(tree.root), env=tree.serve_env())
+    assert await asyncio.to_thread(wait_ready, tree, None, 20), self_log(tree)
+    config = lab.sshd.host_config(serve={"match": f"serve {tree.target}"})
+    found = await discover_serve(lab.host, config.serve)
+    assert found is not None
+    assert found.pid == pid
+    assert any(n.startswith(f"pid {decoy} matches") for n in found.notes), found.notes
+
+
+async def test_the_configured_port_chooses_the_server(lab: Lab) -> None:
+    """Two servers of one user match `vllm serve`; the entry's url names one. The other (the
+    older, which discovery used to take) is never stopped, also once ours is gone."""
+    theirs = await lab.serve("healthy")
+    ours = await lab.serve("incident")
+    config = lab.sshd.host_config(serve={"url": ours.tree.url},
+                                  gpu={"nvidia_smi": str(ours.tree.nvidia_smi)})
+    kept = theirs.tree_pids()
+    plan = await plan_restart(lab.host, config)
+    assert plan.pid == ours.pid
+    result = await restart(lab.host, config, plan=plan, options=FAST)
+    assert_came_up(result, ours)
+    assert all(alive(p.pid) for p in kept)
+    # Ours is gone now: the other one still matches `vllm serve`, but serves another port.
+    assert result.new_pid
+    kill_tree(result.new_pid)
+    again = await plan_restart(lab.host, config)
+    assert again.pid is None
+    assert theirs.pid not in {pid for pid, _s, _n in again.members}
+    assert any(f"pid {theirs.pid} serves port {theirs.tree.port}" in n for n in again.notes)
+    assert all(alive(p.pid) for p in kept)
+
+
+async def test_a_port_held_by_a_look_alike_is_never_restarted_over(lab: Lab) -> None:
+    served = await lab.serve("incident")
+    config = lab.sshd.host_config(serve={"url": served.tree.url},
+                                  gpu={"nvidia_smi": str(served.tree.nvidia_smi)})
+    kill_tree(served.pid)
+    # Something that is no vLLM server now listens on the configured port.
+    holder = await lab.host.start_detached(
+        ["/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1",
+         str(served.tree.port)], log="/dev/null", cwd="/tmp")
+    lab.pids.append(holder)
+    deadline = time.monotonic() + 10
+    while not any(c.laddr.port == served.tree.port for c in psutil.Process(holder).net_connections()
+                  if c.status == psutil.CONN_LISTEN) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    with pytest.raises(RestartError, match=f"port {served.tree.port} is held by pid {holder}"):
+        await plan_restart(lab.host, config)
+    assert alive(holder)
+
+
+async def test_a_last_launch_is_started_again_only_for_its_own_entry(lab: Lab) -> None:
+    """Entry A's record must never start for entry B, though A's command matches B's words."""
+    a = await lab.serve("incident")
+    b = await lab.serve("healthy")
+    words = {"match": "serve /tmp/vc-restart-"}  # both servers match
+    config_a = lab.sshd.host_config(serve={**words, "url": a.tree.url},
+                                    gpu={"nvidia_smi": str(a.tree.nvidia_smi)})
+    config_b = lab.sshd.host_config(name="entry-b", serve={**words, "url": b.tree.url},
+                                    gpu={"nvidia_smi": str(b.tree.nvidia_smi)})
+    host_b = SSHHost(config_b)
+    try:
+        kill_tree(b.pid)
+        first = await restart(lab.host, config_a, options=FAST)
+        assert_came_up(first, a)
+        assert first.new_pid
+        result = await restart(host_b, config_b, options=FAST)
+    finally:
+        await host_b.close()
+    assert result.outcome is Outcome.ERROR, (result.reason, result.steps)
+    assert "no earlier launch by the console for this host entry" in result.reason
+    assert "'sshd-test'" in result.reason
+    assert alive(first.new_pid)
+    assert a.log_text().count(MARKER) == 1
+    assert MARKER not in b.log_text()
+
+
+async def test_a_server_run_by_a_shell_loop_is_left_to_the_loop(lab: Lab) -> None:
+    root = lab.sshd.user_dir("loop")
+    tree = materialise("healthy", root, port=free_port(), startup_s=0.5)
+    chown_to(root, lab.sshd.user)
+    lab.trees.append(tree)
+    loop = f"while true; do {shlex.join(tree.serve_argv())}; sleep 1; done"
+    shell = await lab.host.start_detached(["bash", "-c", loop], log=str(tree.log),
+                                          cwd=str(tree.root))
+    lab.pids.append(shell)
+    assert await asyncio.to_thread(wait_ready, tree, None, 20), self_log(tree)
+    server = psutil.Process(shell).children()[0].pid
+    config = lab.sshd.host_config(serve={"url": tree.url})
+    result = await restart(lab.host, config, options=FAST)
+    assert result.outcome is Outcome.ERROR
+    assert f"the server pid {server} is supervised" in result.reason
+    assert "shell loop" in result.reason
+    assert "restarting belongs to it" in result.reason
+    assert alive(server)
+    assert MARKER not in tree.log.read_text()
+    os.killpg(shell, signal.SIGKILL)
+
+
+async def test_a_fifo_log_never_hangs_the_restart(lab: Lab) -> None:
+    """The server writes into a FIFO that `cat >> real.log` drains; the reader exits with the
+    old server. The relaunch writes to a regular file instead, and says where."""
+    root = lab.sshd.user_dir("fifo")
+    tree = materialise("incident", root, port=free_port(), startup_s=0.5)
+    fifo = root / "serve.fifo"
+    os.mkfifo(fifo)
+    chown_to(root, lab.sshd.user)
+    lab.trees.append(tree)
+    reader = await lab.host.start_detached(["sh", "-c", f"cat < {fifo} >> {tree.log}"],
+                                           log="/dev/null")
+    lab.pids.append(reader)
+    pid = await lab.host.start_detached(tree.serve_argv(), log=str(fifo), cwd=str(tree.root),
+                                        env=tree.serve_env())
+    assert await asyncio.to_thread(wait_ready, tree, None, 20), self_log(tree)
+    config = lab.sshd.host_config(serve={"url": tree.url, "log": str(fifo),
+                                         "match": f"serve {tree.target}"},
+                                  gpu={"nvidia_smi": str(tree.nvidia_smi)})
+    plan = await plan_restart(lab.host, config)
+    assert plan.log != str(fifo)
+    assert any(f"the log {fifo} is a FIFO" in n and plan.log in n for n in plan.notes)
+    result = await asyncio.wait_for(restart(lab.host, config, plan=plan, options=FAST), 60)
+    assert_came_up(result, Served(tree, pid, config))
+    assert result.log == plan.log

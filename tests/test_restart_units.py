@@ -630,15 +630,138 @@ def _run_step(tmp_path: Path, **plan: object) -> list[dict]:
 
 
 def test_a_port_taken_by_someone_else_is_never_restarted_over(tmp_path: Path) -> None:
+    """Said at once, before anything is stopped: waiting the 60 s for the port to be freed
+    is pointless when what holds it is not being stopped."""
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        records = _run_step(tmp_path, port=port, url=f"http://127.0.0.1:{port}")
+        t0 = time.monotonic()
+        records = _run_step(tmp_path, port=port, url=f"http://127.0.0.1:{port}",
+                            timeouts={"term": 1, "kill": 1, "free": 60, "startup": 1})
+        took = time.monotonic() - t0
     last = records[-1]
     assert last["step"] == "failed"
-    assert f"port {port} is still taken" in last["message"]
-    assert f"pid {os.getpid()}" in last["message"]
+    assert last["message"].startswith("nothing was stopped: ")
+    assert f"port {port} is held by pid {os.getpid()}" in last["message"]
+    assert "stopping" not in [r["step"] for r in records]
     assert "launching" not in [r["step"] for r in records]
+    assert took < 15
+
+
+# -- issue 14: what a restart must never do ----------------------------------------------------
+@pytest.mark.parametrize(("argv", "server"), [
+    (["/v/bin/python3", "/v/bin/vllm", "serve", "/m/t", "--port", "8000"], True),
+    (["/v/bin/vllm", "serve", "/m/t"], True),
+    (["vllm", "serve"], True),
+    (["python", "-m", "vllm.entrypoints.cli.main", "serve", "/m/t"], True),
+    (["python3", "-u", "-X", "dev", "-m", "vllm.entrypoints.openai.api_server", "--port", "1"],
+     True),
+    (["/v/bin/python3", "/v/bin/vllm", "bench", "serve", "--model", "/m/t", "--port", "8000"],
+     False),
+    (["python3", "-c", "import time; time.sleep(600)", "vllm", "serve", "/m/t"], False),
+    (["python", "-m", "vllm.entrypoints.cli.main", "bench", "serve"], False),
+    (["bash", "-c", "vllm serve /m/t"], False),
+    (["sleep", "600", "vllm", "serve"], False),
+    (["VLLM::EngineCore"], False),
+    ([], False),
+])
+def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) -> None:
+    from console.discovery_probe import server_entry
+
+    assert server_entry(argv) is server
+
+
+@pytest.mark.parametrize(("argv", "loop"), [
+    (["bash", "-c", "while true; do vllm serve /m; done"], True),
+    (["sh", "-c", "until vllm serve /m; do sleep 1; done"], True),
+    (["/usr/bin/supervisord", "-c", "/etc/s.conf"], True),
+    (["/sbin/tini", "--", "vllm", "serve"], True),
+    (["-bash"], False),
+    (["bash", "-c", "exec vllm serve /m"], False),
+    (["tmux", "new-session"], False),
+])
+def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
+    from console.discovery_probe import supervisor
+
+    comm = os.path.basename(argv[0]).lstrip("-")
+    assert bool(supervisor(4242, comm, argv)) is loop
+
+
+def test_a_stuck_phase_ends_and_says_which(tmp_path: Path) -> None:
+    """Any blocking call (here the open of a FIFO nobody reads) ends with the phase bound."""
+    from console.restart.host.step import StepFailed, bounded
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    with pytest.raises(StepFailed, match="the relaunch phase did not end within 0.5 s"), \
+            bounded("relaunch", 0.5):
+        os.open(fifo, os.O_WRONLY)
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_fifo_log_is_refused_before_anything_is_stopped(
+        tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    fifo = tmp_path / "serve.log"
+    os.mkfifo(fifo)
+    info = read_proc(sleeper.pid)
+    assert info is not None
+    t0 = time.monotonic()
+    records = _run_step(tmp_path, log=str(fifo),
+                        members=[{"pid": info.pid, "start": info.start}])
+    assert time.monotonic() - t0 < 20
+    assert records[-1]["step"] == "failed"
+    assert records[-1]["message"] == (f"nothing was stopped: the log {fifo} is a FIFO, not a "
+                                      "regular file; a relaunch writing to it could block for "
+                                      "good")
+    assert sleeper.poll() is None
+
+
+def test_a_removed_model_is_found_before_anything_is_stopped(
+        tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    info = read_proc(sleeper.pid)
+    assert info is not None
+    gone_model = tmp_path / "models" / "gone"
+    records = _run_step(tmp_path, inputs=[str(gone_model)],
+                        members=[{"pid": info.pid, "start": info.start}])
+    assert records[-1]["message"] == (f"nothing was stopped: {gone_model}, which the relaunch "
+                                      "loads, is gone")
+    assert sleeper.poll() is None
+
+
+def test_ready_needs_the_relaunched_tree_to_own_the_port(
+        sleeper: subprocess.Popen[bytes]) -> None:
+    """Another server on the port (a supervisor's, one never stopped) answers /health too: the
+    relaunch is not ready until its own tree holds the listening socket."""
+    import http.server
+    import threading
+
+    from console.restart.host.launch import wait_ready
+    from console.restart.host.step import answered_by
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    port = other.server_address[1]
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        outcome, message, _code = wait_ready(
+            sleeper, lambda: True, None, f"http://127.0.0.1:{port}", 1.5,
+            lambda: answered_by(port, sleeper.pid))
+        owned = answered_by(port, os.getpid())
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert outcome == "timeout"
+    assert f"port {port} is answered by pid {os.getpid()}" in message
+    assert f"not by the relaunched pid {sleeper.pid}" in message
+    assert owned == ""

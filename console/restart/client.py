@@ -84,7 +84,8 @@ def plan_document(plan: RestartPlan, options: RestartOptions, *, restart_id: str
                   paths: dict[str, str], by: str, nvidia_smi: str) -> dict[str, Any]:
     """The plan as the host-side step reads it (`console/restart/host/step.py`)."""
     return {
-        "id": restart_id, "by": by, "mode": plan.mode, "unit": plan.unit,
+        "id": restart_id, "by": by, "entry": plan.host, "inputs": list(plan.inputs),
+        "mode": plan.mode, "unit": plan.unit,
         "user_unit": plan.user_unit,
         "members": [{"pid": pid, "start": start} for pid, start, _ in plan.members],
         "argv": list(plan.argv), "cwd": plan.cwd, "env": plan.launch_env,
@@ -113,7 +114,7 @@ class _Run:
         self.paths = {
             "status": posixpath.join(private, f"restart-{self.id}.status"),
             "lock": posixpath.join(private, "restart.lock"),
-            "last": posixpath.join(private, "last-launch.json"),
+            "last": posixpath.join(private, f"last-launch-{plan.last_key or 'default'}.json"),
         }
         self.plan_path = posixpath.join(private, f"plan-{self.id}.json")
         self.out_path = posixpath.join(private, f"restart-{self.id}.out")
@@ -196,7 +197,8 @@ class _Run:
             await self.log_task
         with contextlib.suppress(HostError):
             rest = await self.host.run(
-                ["tail", "-c", f"+{self.log_follower.offset + 1}", "--", self.plan.log],
+                ["tail", "-c", f"+{self.log_follower.offset + 1}", "--",
+                 self.log_follower.path],
                 timeout=30)
             for line in rest.text.split("\n")[:-1] if rest.ok else []:
                 self.tracker.feed(line.rstrip("\r"))

@@ -162,6 +162,10 @@ class RestartPlan(_Frozen):
     """The host-side step's installed path."""
     hook_dir: str = ""
     """The trace hook's directory on the host (traced runs)."""
+    last_key: str = ""
+    """Names this host entry's last-launch record on the host (entries never share one)."""
+    inputs: tuple[str, ...] = ()
+    """Paths the relaunch needs (model, draft): checked before anything is stopped."""
 
     def describe(self) -> str:
         """Several lines for the confirm dialog: what stops, what starts, where it logs."""
@@ -169,9 +173,12 @@ class RestartPlan(_Frozen):
         if self.mode == "unit":
             lines.append(f"systemctl{' --user' if self.user_unit else ''} stop/start "
                          f"{self.unit}")
+        names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
         if self.pid is not None:
-            names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
             lines.append(f"stop: {names}")
+        elif names:
+            lines.append(f"stop: {names} (left by an earlier server); the last launch is "
+                         "started again")
         else:
             lines.append("stop: nothing runs (the last launch is started again)")
         if self.mode != "unit":

@@ -11,10 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from console.discovery import discover_serve
+from console.discovery import (
+    DiscoveryError,
+    Resolution,
+    configured_port,
+    parse_serve_argv,
+    resolve_serve,
+)
+from console.discovery_probe import env_digest, matches
 from console.host import Host, HostError, quote_argv
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes, trace_hook_source
@@ -85,51 +93,76 @@ def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
     return f"http://{shown}:{port}", port
 
 
-async def _find_root(host: Host, config: HostConfig, python: str, bundle: str,
-                     scripts: RemoteScripts) -> tuple[int | None, str, list[str]]:
-    """(pid of the serve process or None, interpreter that runs it, notes).
+def _last_key(entry: str) -> str:
+    """The file name part of a host entry's last-launch record (entries never share one)."""
+    return hashlib.sha256(entry.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
-    `console.discovery.discover_serve` finds it. Where several processes match, discovery takes
-    the oldest; a restart must not guess, so then the one with an EngineCore child is taken
-    (a look-alike command line has none), and with no single such one the restart refuses."""
-    notes: list[str] = []
-    serve = await discover_serve(host, config.serve, scripts=scripts, python=python)
+
+async def _resolve(host: Host, config: HostConfig, python: str,
+                   scripts: RemoteScripts) -> tuple[Resolution, str]:
+    """The serve process by the console's one rule (`console.discovery.resolve_serve`, which
+    telemetry and the checks use too), checked for what a restart must never act on: a
+    look-alike, a port held by something else, a server a supervisor restarts by itself,
+    several servers with nothing to choose between them. Returns it and the interpreter."""
+    try:
+        found = await resolve_serve(host, config.serve, scripts=scripts, python=python)
+    except DiscoveryError as exc:
+        raise RestartError(str(exc)) from None
+    serve = found.process
+    match = config.serve.match
     if serve is None:
-        return None, python, notes
+        looks = "; ".join(f"pid {item['pid']}: {quote_argv(item.get('argv') or [])[:200]}"
+                          for item in found.lookalikes)
+        if looks:
+            raise RestartError(f"{host.name}: no vLLM server runs; what matches {match!r} is "
+                               f"no server ({looks}): nothing was stopped")
+        port = found.port
+        orphan_pids = {int(m["pid"]) for o in found.orphans for m in [o, *o.get("tree", [])]}
+        holders = port.get("holders") or []
+        if port.get("listening") and (not holders or any(
+                int(h["pid"]) not in orphan_pids for h in holders)):
+            who = "; ".join(f"pid {h['pid']} ({h.get('comm')}: "
+                            f"{quote_argv(h.get('argv') or [])[:200]})" for h in holders) \
+                or "a process this user cannot see (another user's)"
+            raise RestartError(f"{host.name}: port {port['port']} is held by {who}, which is "
+                               "no vLLM server of this user: nothing was stopped")
+        return found, python
     python = config.serve.python or serve.python or python
-    if not serve.others:
-        return serve.pid, python, notes
-    # Several match: look at each candidate's tree.
-    words = (config.serve.match or "vllm serve").split()
-    found = await run_bundle(host, python, bundle, "find", *words)
-    candidates = [c for c in found.get("candidates", []) if isinstance(c, dict)]
-    with_engine = [c for c in candidates if c.get("engine")]
-    pick = with_engine or candidates
-    if not pick:
-        return None, python, notes
-    if len(pick) > 1:
-        listed = "; ".join(f"pid {c['pid']}: {quote_argv(c.get('argv', []))[:120]}"
-                           for c in pick)
-        raise RestartError(f"{host.name}: {len(pick)} processes match "
-                           f"{config.serve.match!r} ({listed}); set serve.match (--match) so "
-                           "that one does")
-    if len(candidates) > 1:
-        others = ", ".join(str(c["pid"]) for c in candidates if c is not pick[0])
-        notes.append(f"{len(candidates)} processes match {config.serve.match!r}: restarting "
-                     f"pid {pick[0]['pid']} (it has the EngineCore); left alone: {others}")
-    return int(pick[0]["pid"]), python, notes
+    if serve.supervisor:
+        raise RestartError(f"{host.name}: the server pid {serve.pid} is supervised "
+                           f"({serve.supervisor}): restarting belongs to it; a restart here "
+                           "would race it. Restart it there (a systemd unit: set serve.unit)")
+    if serve.others and not found.port:
+        listed = "; ".join(f"pid {item['pid']}: {quote_argv(item.get('argv') or [])[:200]}"
+                           for item in found.facts.get("serves", []))
+        raise RestartError(f"{host.name}: {1 + len(serve.others)} vLLM servers match "
+                           f"{match!r} ({listed}); set serve.url (its port chooses) or "
+                           "serve.match so that one does")
+    return found, python
 
 
-def _matches(argv: list[str], words: list[str]) -> bool:
-    """Each word is a substring of a distinct argv element, in order (as discovery matches)."""
-    at = 0
-    for word in words:
-        while at < len(argv) and word not in argv[at]:
-            at += 1
-        if at >= len(argv):
-            return False
-        at += 1
-    return True
+def _orphans_to_stop(found: Resolution, cwd: str, env: dict[str, str] | None
+                     ) -> tuple[list[tuple[int, int, str]], list[str]]:
+    """Orphaned engines that belong to this server: they hold its port, or they run in its
+    working directory with its environment (a forked engine keeps both). The others are
+    named and left alone."""
+    digest = env_digest(env) if env else ""
+    members: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for orphan in found.orphans:
+        tree = [orphan, *orphan.get("tree", [])]
+        names = ", ".join(f"{m.get('comm')} {m['pid']}" for m in tree)
+        ours = orphan.get("holds_port") or (
+            bool(cwd) and orphan.get("cwd") == cwd and
+            orphan.get("env_digest") in (digest, ""))
+        if ours:
+            members.extend((int(m["pid"]), int(m.get("start") or 0), str(m.get("comm", "")))
+                           for m in tree)
+            notes.append(f"orphaned engine left by an earlier server ({names}): stopped too")
+        else:
+            notes.append(f"orphaned engine {names} runs without its server; not this "
+                         "server's (another directory or environment): left alone")
+    return members, notes
 
 
 def _members(described: dict[str, Any]) -> tuple[tuple[int, int, str], ...]:
@@ -137,20 +170,56 @@ def _members(described: dict[str, Any]) -> tuple[tuple[int, int, str], ...]:
                  for m in described.get("members", []))
 
 
+def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
+                 port: int | None) -> dict[str, Any]:
+    """This host entry's last launch by the console, checked: it belongs to this entry and
+    its port is the configured one. Raises RestartError saying why there is none to use."""
+    last = described.get("last") or {}
+    words = (config.serve.match or "vllm serve").split()
+    if last and last.get("entry") not in (None, host.name):
+        raise RestartError(f"{host.name}: the last launch on record belongs to host entry "
+                           f"{last.get('entry')!r}, not this one: not starting it")
+    if last and port and last.get("port") not in (None, port):
+        raise RestartError(f"{host.name}: the last launch on record served port "
+                           f"{last.get('port')}, not the configured {port}: not starting it")
+    if last and not matches([str(a) for a in last.get("argv") or []], words):
+        last = {}
+    if not last.get("argv"):
+        others = "; ".join(f"{o.get('entry')!r} (port {o.get('port')})"
+                           for o in described.get("last_others") or [] if isinstance(o, dict))
+        raise RestartError(
+            f"{host.name}: no serve process found (match {config.serve.match!r}) and no "
+            "earlier launch by the console for this host entry to start again"
+            + (f" (launches on record for other entries: {others})" if others else ""))
+    return last
+
+
+LOG_KINDS_OK = ("file", "missing", "")
+
+
 async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                        watch: tuple[str, ...] | None = None,
                        scripts: RemoteScripts | None = None) -> RestartPlan:
-    """Discover the serve tree (or the last launch when none runs) and build the plan.
-    Raises RestartError (or HostError) when there is nothing sound to restart."""
+    """Find the serve tree by the console's one rule (or this host entry's last launch when
+    none runs) and build the plan. Raises RestartError (or HostError) when there is nothing
+    sound to restart; nothing on the host has changed then."""
     scripts = scripts or RemoteScripts(host)
     bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
     private = posixpath.dirname(bundle)
-    python = config.serve.python or "python3"
-    pid, python, notes = await _find_root(host, config, python, bundle, scripts)
-    described = await run_bundle(host, python, bundle, "describe",
-                                 str(pid) if pid is not None else "-", "--dir", private)
+    found, python = await _resolve(host, config, config.serve.python or "python3", scripts)
+    serve = found.process
+    pid = serve.pid if serve is not None else None
+    notes = list(found.notes)
+    key = _last_key(host.name)
+    query = ["describe", str(pid) if pid is not None else "-", "--dir", private, "--key", key]
+    if config.serve.log:
+        query += ["--log", config.serve.log]
+    described = await run_bundle(host, python, bundle, *query)
     if pid is not None and "error" in described:
         raise RestartError(f"{host.name}: {described['error']} (it exited just now?)")
+    if serve is not None and int(described.get("start") or 0) != serve.start_ticks:
+        raise RestartError(f"{host.name}: pid {pid} is another process now (it exited just "
+                           "now?): nothing was stopped; try again")
     holder = described.get("lock") or {}
     if holder:
         notes.append(f"a restart is already running (pid {holder.get('pid')}, by "
@@ -166,28 +235,31 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     argv = [str(a) for a in described.get("argv") or []]
     env = described.get("env")
     log = config.serve.log
-    members = _members(described)
-    words = (config.serve.match or "vllm serve").split()
+    members = list(_members(described))
+    port = configured_port(config.serve.url)
     if pid is None:
-        last = described.get("last") or {}
-        if not _matches([str(a) for a in last.get("argv") or []], words):
-            last = {}
-        if not last.get("argv") and not unit:
-            raise RestartError(
-                f"{host.name}: no serve process found (match {config.serve.match!r}) and no "
-                "earlier launch by the console to start again")
+        # A unit starts without a record of ours; a command line needs this entry's record.
+        last = {} if unit and not described.get("last") else \
+            _last_launch(host, config, described, port)
         argv = [str(a) for a in last.get("argv") or []]
         env = last.get("env") or {}
         described["cwd"] = last.get("cwd") or ""
         log = log or str(last.get("log") or "")
         unit = unit or str(last.get("unit") or "")
         user_unit = user_unit or bool(last.get("user_unit"))
-        notes.append("no serve process runs: the last launch is started again")
+        if last:
+            when = datetime.fromtimestamp(float(last.get("at") or 0), UTC).astimezone()
+            notes.append(f"no serve process runs: the last launch of this host entry "
+                         f"({when.isoformat(timespec='seconds')} by {last.get('by') or '?'}, "
+                         f"pid {last.get('pid')}) is started again")
     elif argv and argv[0].startswith("VLLM::"):
         raise RestartError(f"{host.name}: pid {pid} renamed itself ({argv[0]}): its command "
                            "line is gone; set serve.match to find the API server")
     if env is None:
         raise RestartError(f"{host.name}: cannot read the environment of pid {pid}")
+    orphans, orphan_notes = _orphans_to_stop(found, str(described.get("cwd") or ""), env)
+    members.extend(m for m in orphans if all(m[0] != have[0] for have in members))
+    notes = [n for n in notes if not n.startswith("orphaned engine")] + orphan_notes
     if described.get("stdout_is_file"):
         stdout = str(described["stdout"])
         if log and log != stdout:
@@ -198,6 +270,12 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         log = posixpath.join(private, "vllm-serve.log")
         notes.append(f"the server's output went to {described.get('stdout') or '?'}, not a "
                      f"file: the relaunch writes to {log}")
+    kind = str(described.get("log_kind") or "") if log == config.serve.log else ""
+    if log and kind not in LOG_KINDS_OK:
+        fallback = posixpath.join(private, "vllm-serve.log")
+        notes.append(f"the log {log} is a {kind}, not a regular file (a relaunch writing to it "
+                     f"could block for good): the relaunch writes to {fallback}")
+        log = fallback
     if unit and trace:
         raise RestartError(f"{host.name}: {unit} is a systemd unit; a traced restart "
                            "relaunches the command itself, which a unit does not allow. "
@@ -220,10 +298,18 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         host=host.name, mode="unit" if unit else "process", command=command, argv=tuple(argv),
         cwd=str(described.get("cwd") or ""), log=log, unit=unit, user_unit=user_unit,
         pid=pid, start_ticks=int(described.get("start") or 0),
-        user=str(described.get("user") or ""), members=members, url=url, port=port,
+        user=str(described.get("user") or ""), members=tuple(members), url=url, port=port,
         trace=trace, watch=watched, env_changes=env_changes(dict(env), new_env),
         notes=tuple(notes), original_env=original, launch_env=new_env, python=python,
-        bundle=bundle, hook_dir=hook_dir)
+        bundle=bundle, hook_dir=hook_dir, last_key=key,
+        inputs=_inputs(argv) if not unit else ())
+
+
+def _inputs(argv: list[str]) -> tuple[str, ...]:
+    """The model paths the relaunch needs (target, draft), checked on the host before
+    anything is stopped. Only absolute paths: `org/name` may be a hub name, left to vLLM."""
+    args = parse_serve_argv(argv)
+    return tuple(p for p in (args.target, args.draft) if p and p.startswith("/"))
 
 
 async def lock_holder(host: Host, plan: RestartPlan) -> dict[str, Any]:

@@ -8,7 +8,9 @@ seen with its exit status.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
 import subprocess
 import time
 import urllib.error
@@ -18,10 +20,46 @@ from collections.abc import Callable
 READY = b"Application startup complete"
 
 
+def file_kind(path: str) -> str:
+    """`file`, `missing`, or what else is there (`FIFO`, `socket`, `device`, `directory`):
+    a relaunch must never open anything but a regular file for its output."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable path ({exc.strerror})"
+    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"),
+                       (stat.S_ISBLK, "device"), (stat.S_ISDIR, "directory")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+class NotAFile(OSError):
+    """The log is no regular file (a FIFO whose reader is gone would block its writer)."""
+
+
+def open_log(log: str) -> int:
+    """An fd appending to `log`, which must be (or become) a regular file. Opened without
+    blocking: a FIFO without a reader would otherwise hang the open for good."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(f"{log} is a {file_kind(log)}, not a regular file")
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def append_marker(log: str, marker: str) -> tuple[int, int]:
     """Append `marker` as a line to `log`; returns (an fd open for appending, the marker's
-    byte offset)."""
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    byte offset). Raises OSError (NotAFile for a FIFO, socket or device)."""
+    fd = open_log(log)
     offset = os.fstat(fd).st_size
     # A log whose last line is unfinished (a killed writer) gets a newline first.
     if offset:
@@ -79,21 +117,23 @@ class LogWatch:
 
 
 def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
-               watch: LogWatch | None,
-               base_url: str, timeout: float) -> tuple[str, str, int | None]:
-    """Follow start-up until the log says ready (when there is a log) and /health and
-    /v1/models answer 200. Returns (outcome, message, exit status) where outcome is `ready`,
-    `exited` or `timeout`."""
+               watch: LogWatch | None, base_url: str, timeout: float,
+               owner: Callable[[], str] = lambda: "") -> tuple[str, str, int | None]:
+    """Follow start-up until the log says ready (when there is a log), /health and
+    /v1/models answer 200, and the answer comes from the new server: `owner()` is "" when its
+    tree holds the port, else says who does (a supervisor's own server answers as well).
+    Returns (outcome, message, exit status) where outcome is `ready`, `exited` or `timeout`."""
     deadline = time.monotonic() + timeout
-    health = models = ""
+    health = models = other = ""
     while True:
+        why = f" ({other})" if other else ""
         if proc is not None:
             code = proc.poll()
             if code is not None:
                 how = f"signal {-code}" if code < 0 else f"status {code}"
-                return "exited", f"vllm serve exited with {how} before it was ready", code
+                return "exited", f"vllm serve exited with {how} before it was ready{why}", code
         elif not alive():
-            return "exited", "the new server process is gone before it was ready", None
+            return "exited", f"the new server process is gone before it was ready{why}", None
         if watch is not None:
             watch.poll()
         if watch is None or watch.ready:
@@ -101,10 +141,14 @@ def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
             ok_models, models = (http_ok(base_url + "/v1/models") if ok_health
                                  else (False, "not asked"))
             if ok_health and ok_models:
-                return "ready", "/health and /v1/models answer 200 on the host", None
+                other = owner()
+                if not other:
+                    return "ready", "/health and /v1/models answer 200 on the host, from " \
+                                    "the new server", None
         if time.monotonic() >= deadline:
             seen = "the log says ready, but " if watch is not None and watch.ready else ""
             extra = f"{seen}/health: {health or 'not asked'}, /v1/models: {models or 'not asked'}"
+            extra += f"; {other}" if other else ""
             return "timeout", f"not ready after {timeout:g} s ({extra}); the process keeps " \
                               "running", None
         time.sleep(0.1)

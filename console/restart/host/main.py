@@ -1,10 +1,11 @@
 """Entry point of the host-side restart bundle.
 
-    describe PID [--dir DIR]    the process's identity, tree, argv, cwd, environment, log, unit
-                                (with --dir: also the lock holder and the last launch; PID may
-                                be `-` for those alone)
-    find WORDS                  candidate serve processes of this user (fallback discovery)
-    last --dir DIR              the record of the last launch this console made
+    describe PID [--dir DIR [--key KEY]] [--log PATH]
+                                the process's identity, tree, argv, cwd, environment, log, unit
+                                (with --dir: also the lock holder, and with --key the host
+                                entry's last launch; PID may be `-` for those alone; with
+                                --log: what kind of file PATH is)
+    last --dir DIR --key KEY    the record of the last launch this console made for an entry
     lock --dir DIR              who holds the restart lock now ({} when nobody)
     run PLAN                    the restart itself (run detached; progress to the status file)
 
@@ -19,10 +20,8 @@ import subprocess
 import sys
 from typing import Any
 
+from .launch import file_kind
 from .procfs import (
-    ProcInfo,
-    all_pids,
-    children_map,
     cmdline,
     descendants,
     environ,
@@ -87,38 +86,23 @@ def describe(pid: int) -> dict[str, Any]:
     }
 
 
-def find(words: list[str]) -> dict[str, Any]:
-    """This user's processes whose command line holds `words` in order, roots only (a match
-    whose parent also matches is part of that parent's tree)."""
-    me, skip = os.getuid(), {os.getpid(), os.getppid()}
-    found: dict[int, ProcInfo] = {}
-    for pid in all_pids():
-        if pid in skip:
-            continue
-        info = read_proc(pid)
-        if info is None or info.uid != me or info.state in ("Z", "X"):
-            continue
-        if _holds_in_order(cmdline(pid), words):
-            found[pid] = info
-    roots = [p for p in found.values() if p.ppid not in found]
-    kids = children_map()
-    return {"candidates": [
-        {"pid": p.pid, "start": p.start, "argv": cmdline(p.pid),
-         "engine": any(c.comm.startswith("VLLM::") or "EngineCore" in c.comm
-                       for c in descendants([p], kids))}
-        for p in sorted(roots, key=lambda p: p.start)]}
+def last_path(directory: str, key: str) -> str:
+    return os.path.join(directory, f"last-launch-{key}.json")
 
 
-def _holds_in_order(argv: list[str], words: list[str]) -> bool:
-    """Each word is a substring of a distinct argv element, in order (as discovery matches)."""
-    at = 0
-    for word in words:
-        while at < len(argv) and word not in argv[at]:
-            at += 1
-        if at >= len(argv):
-            return False
-        at += 1
-    return bool(words)
+def last_others(directory: str, key: str) -> list[dict[str, Any]]:
+    """Who the other last-launch records belong to (entry and port only)."""
+    out: list[dict[str, Any]] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return out
+    for name in names:
+        if name.startswith("last-launch-") and name.endswith(".json") and \
+                name != os.path.basename(last_path(directory, key)):
+            record = read_json(os.path.join(directory, name))
+            out.append({"entry": record.get("entry"), "port": record.get("port")})
+    return out
 
 
 def lock(directory: str) -> dict[str, Any]:
@@ -135,11 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     command, rest = args[0], args[1:]
-    directory = ""
-    if "--dir" in rest:
-        i = rest.index("--dir")
-        directory = rest[i + 1]
-        rest = rest[:i] + rest[i + 2:]
+    options: dict[str, str] = {}
+    for name in ("--dir", "--key", "--log"):
+        if name in rest:
+            i = rest.index(name)
+            options[name] = rest[i + 1] if i + 1 < len(rest) else ""
+            rest = rest[:i] + rest[i + 2:]
+    directory, key = options.get("--dir", ""), options.get("--key", "")
     if command == "run":
         from .step import run
 
@@ -148,11 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         answer = describe(int(rest[0])) if rest and rest[0].isdigit() else {}
         if directory:
             answer["lock"] = lock(directory)
-            answer["last"] = read_json(os.path.join(directory, "last-launch.json"))
-    elif command == "find":
-        answer = find(rest)
+            answer["last"] = read_json(last_path(directory, key)) if key else {}
+            answer["last_others"] = last_others(directory, key)
+        if "--log" in options:
+            answer["log_kind"] = file_kind(options["--log"])
     elif command == "last":
-        answer = read_json(os.path.join(directory, "last-launch.json"))
+        answer = read_json(last_path(directory, key)) if key else {}
     elif command == "lock":
         answer = lock(directory)
     else:

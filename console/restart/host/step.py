@@ -7,6 +7,7 @@ the ready check happens here, and progress goes to a status file the client foll
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pkgutil
@@ -17,12 +18,22 @@ import socket
 import subprocess
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 from .gpu import gpu_holders
-from .launch import LogWatch, append_marker, launch, wait_ready
-from .procfs import ProcInfo, listening, port_holders, read_proc, same_process, user_name
+from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
+from .procfs import (
+    ProcInfo,
+    descendants,
+    listen_inodes,
+    listening,
+    port_holders,
+    read_proc,
+    same_process,
+    user_name,
+)
 from .status import StatusFile, take_lock, write_private
 from .stop import StopFailed, describe, stop_tree, verified_tree
 
@@ -31,6 +42,24 @@ _UTC = timezone.utc  # noqa: UP017 (datetime.UTC is Python 3.11+; the host may h
 
 class StepFailed(Exception):
     """The restart cannot go on; the message is the reason shown to the person."""
+
+
+@contextlib.contextmanager
+def bounded(phase: str, seconds: float) -> Iterator[None]:
+    """End `phase` with StepFailed after `seconds`, whatever it waits on (an open() of a FIFO,
+    a hung systemctl): the step must end, release the lock and say why. SIGALRM interrupts a
+    blocking call in the main thread, where the step runs."""
+    def expired(_sig: int, _frame: object) -> None:
+        raise StepFailed(f"the {phase} phase did not end within {seconds:g} s; the restart "
+                         "step gave up there")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _unit_argv(plan: dict[str, Any], *words: str) -> list[str]:
@@ -55,6 +84,23 @@ def _systemctl(plan: dict[str, Any], *words: str, timeout: float = 120) -> str:
 def _unit_main_pid(plan: dict[str, Any]) -> ProcInfo | None:
     value = _systemctl(plan, "show", "-p", "MainPID", "--value", plan["unit"], timeout=30)
     return read_proc(int(value)) if value.isdigit() and int(value) > 0 else None
+
+
+def answered_by(port: int, pid: int) -> str:
+    """"" when the tree of `pid` holds the listening socket on `port` (or no port is known),
+    else who does: a supervisor's own server, or a server that was never stopped, answers
+    /health just as well, and must never make a relaunch that died look ready."""
+    if not port:
+        return ""
+    holders = port_holders(port)
+    if not holders and listen_inodes(port):
+        return f"port {port} is held by a process this user cannot see"
+    root = read_proc(pid)
+    tree = {pid} | ({d.pid for d in descendants([root])} if root is not None else set())
+    if any(h.pid in tree for h in holders):
+        return ""
+    who = ", ".join(f"pid {h.pid} ({h.comm})" for h in holders) or "nobody"
+    return f"port {port} is answered by {who}, not by the relaunched pid {pid}"
 
 
 def _wait_gpu(plan: dict[str, Any], pids: list[int], before: dict[int, int] | None,
@@ -127,13 +173,22 @@ def _preflight(plan: dict[str, Any]) -> None:
     never be taken down for a start that cannot happen."""
     log = plan.get("log") or ""
     if log:
+        kind = file_kind(log)
+        if kind not in ("file", "missing"):
+            raise StepFailed(f"nothing was stopped: the log {log} is a {kind}, not a regular "
+                             "file; a relaunch writing to it could block for good")
         try:
-            os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+            os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK,
+                             0o644))
         except OSError as exc:
             raise StepFailed(f"nothing was stopped: cannot append to the log {log}: "
                              f"{exc.strerror}") from None
+    _port_preflight(plan)
     if plan.get("mode") == "unit":
         return
+    for path in plan.get("inputs") or []:
+        if not os.path.exists(path):
+            raise StepFailed(f"nothing was stopped: {path}, which the relaunch loads, is gone")
     cwd = plan.get("cwd") or ""
     if cwd and not os.path.isdir(cwd):
         raise StepFailed(f"nothing was stopped: the working directory {cwd} is gone")
@@ -148,6 +203,23 @@ def _preflight(plan: dict[str, Any]) -> None:
         ok = shutil.which(program, path=(plan.get("env") or {}).get("PATH")) is not None
     if not ok:
         raise StepFailed(f"nothing was stopped: {program} is not an executable file any more")
+
+
+def _port_preflight(plan: dict[str, Any]) -> None:
+    """A port held by something this restart will not stop stays held after the stop: say so
+    now, before anything is stopped, instead of waiting for it to be freed."""
+    port = plan.get("port")
+    if not port or not listening(int(port)):
+        return
+    members, _notes = verified_tree(plan.get("members") or [])
+    ours = {m.pid for m in members}
+    holders = port_holders(int(port))
+    if holders and any(h.pid in ours for h in holders):
+        return
+    who = ", ".join(f"pid {h.pid} ({h.comm}, uid {h.uid})" for h in holders) or \
+        "a process this user cannot see"
+    raise StepFailed(f"nothing was stopped: port {port} is held by {who}, which this restart "
+                     "would not stop")
 
 
 def _stop(plan: dict[str, Any], status: StatusFile) -> list[int]:
@@ -187,7 +259,8 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
         try:
             fd, offset = append_marker(log, marker)
         except OSError as exc:
-            raise StepFailed(f"cannot append to the log {log}: {exc.strerror}") from None
+            raise StepFailed(f"cannot append to the log {log}: {exc.strerror or exc}") \
+                from None
     proc: subprocess.Popen | None = None
     try:
         if plan.get("mode") == "unit":
@@ -215,7 +288,8 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
         if fd is not None:
             os.close(fd)
     write_private(paths["last"], {
-        "argv": plan.get("argv"), "cwd": plan.get("cwd"), "env": plan.get("original_env"),
+        "entry": plan.get("entry"), "argv": plan.get("argv"), "cwd": plan.get("cwd"),
+        "env": plan.get("original_env"),
         "log": log, "url": plan.get("url"), "port": plan.get("port"), "unit": plan.get("unit"),
         "user_unit": plan.get("user_unit"), "pid": pid, "start": start,
         "at": time.time(), "by": plan.get("by")})
@@ -224,9 +298,10 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
     def unit_alive() -> bool:
         return same_process(pid, start) is not None
 
+    port = int(plan.get("port") or 0)
     watch = LogWatch(log, offset) if log else None
     outcome, message, code = wait_ready(proc, unit_alive, watch, plan.get("url") or "",
-                                        float(t["startup"]))
+                                        float(t["startup"]), lambda: answered_by(port, pid))
     if outcome == "ready":
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
     else:
@@ -278,10 +353,15 @@ def run(plan_path: str) -> int:
         return 3
     status.write("locked", "restart lock taken", lock=paths["lock"])
     _sweep(os.path.dirname(paths["status"]))
+    t = plan["timeouts"]
     try:
-        _preflight(plan)
-        _stop(plan, status)
-        _relaunch(plan, status, paths)
+        with bounded("check", 60):
+            _preflight(plan)
+        stop_s = float(t["term"]) + float(t["kill"]) + 2 * float(t["free"]) + 150
+        with bounded("stop", stop_s):
+            _stop(plan, status)
+        with bounded("relaunch", float(t["startup"]) + 300):
+            _relaunch(plan, status, paths)
         return 0
     except (StepFailed, StopFailed) as exc:
         status.write("failed", str(exc), final=True, outcome="error", ok=False)
