@@ -3,8 +3,9 @@
 Sources live in `console/sim/site-packages/` as ordinary Python files. A build picks:
 - variant files `NAME.<flavour>.py` (flavour: pr, upstream, none), written as `NAME.py`;
 - tagged lines: a line ending in `# sim[TAG]` is kept (tag removed) only when the build has TAG,
-  one ending in `# sim[!TAG]` only when it has not. Tags: offset, swa_fields, eagle3_wording,
-  banner_<form>.
+  one ending in `# sim[!TAG]` only when it has not. Tags: offset, swa_fields, banner_<form>,
+  v2_default (0.30+: the V2 model runner by default), prefix_format (0.31+: the process tag in
+  the log format).
 Then filler modules and compiled-extension stand-ins, the dist-info (METADATA, WHEEL, RECORD with
 sha256 and size for every file, direct_url.json for git installs) and `bin/vllm`. Damage asked for
 by the build (missing / tampered files) is done after RECORD is written, as a broken build would.
@@ -157,8 +158,11 @@ def build_tags(build: Build) -> set[str]:
         tags.add("offset")
     if build.copies_swa_fields:
         tags.add("swa_fields")
-    if build.aux_wording == "eagle3":
-        tags.add("eagle3_wording")
+    release = tuple(p for p in build.version_tuple[:2] if isinstance(p, int))
+    if release >= (0, 30):
+        tags.add("v2_default")  # the V2 model runner is the default on CUDA
+    if release >= (0, 31):
+        tags.add("prefix_format")  # the `(NAME pid=N) ` prefix is part of the log format
     return tags
 
 

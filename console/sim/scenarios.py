@@ -49,8 +49,6 @@ class Build:
     requested_revision: str | None = None
     banner: Literal["logo", "server", "api_server"] = "server"
     """How the API server announces its version (the three forms vLLM has used)."""
-    aux_wording: Literal["speculative", "eagle3"] = "speculative"
-    """`Using auxiliary layers from speculative config` or the newer `Using Eagle3 ...` line."""
     installer: str = "pip"
     missing: tuple[str, ...] = ()
     """Files (site-packages relative) listed in RECORD but absent on disk."""
@@ -106,6 +104,8 @@ class Scenario:
     expected: Expected
     env: tuple[tuple[str, str], ...] = field(default=())
     """Extra environment for `vllm serve` (none of the shipped scenarios needs any)."""
+    serve_args: tuple[str, ...] = ()
+    """Extra `vllm serve` options the operator launched with."""
 
 
 _PR_COMMIT = "3cfc8f8b7d1e4a2b9c6f5e0d8a7b3c2e1f4d6a95"
@@ -213,18 +213,21 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     ),
     Scenario(
         name="upstream-mixed-swa-v1-runner",
-        description="vLLM 0.33.0 with the right mixed sliding/full draft, launched without "
-                    "VLLM_USE_V2_MODEL_RUNNER=1: the engine refuses and serve exits 1",
+        description="vLLM 0.33.0 with the right mixed sliding/full draft, launched with "
+                    "--enable-dbo, which the default V2 model runner does not support yet: "
+                    "vLLM falls back to the V1 runner, which refuses the drafter; serve exits 1",
         build=Build(version="0.33.0", swa="upstream", offset_fix=True, copies_swa_fields=True,
-                    compiled_ext="_C_stable_libtorch.abi3.so", banner="logo",
-                    aux_wording="eagle3"),
+                    compiled_ext="_C_stable_libtorch.abi3.so", banner="logo"),
         draft=RIGHT_DRAFT,
         expected=Expected(
             links=_links("pass", "pass", "fail", "pass"),
             broken_link="runtime-activation", root_cause="runtime-activation", acceptance=None,
             serve_exit=1,
-            note="NotImplementedError: mixed sliding/full needs VLLM_USE_V2_MODEL_RUNNER=1; "
-                 "relaunched with it the server comes up at ~6.4"),
+            note="`Model Runner V2 does not yet support dual batch overlap; using the V1 model "
+                 "runner instead.`, then NotImplementedError: mixed sliding/full needs "
+                 "VLLM_USE_V2_MODEL_RUNNER=1; relaunched with it (or without --enable-dbo) the "
+                 "server comes up at ~6.4. VLLM_USE_V2_MODEL_RUNNER=0 refuses the same way."),
+        serve_args=("--enable-dbo",),
     ),
 )}
 

@@ -74,12 +74,20 @@ class SimTree:
         return [str(self.python), "-m", "vllm.entrypoints.cli.main", "serve", str(self.target),
                 "--speculative-config", json.dumps(self.speculative_config()),
                 "--attention-backend", "flash_attn", "--max-num-batched-tokens", "32768",
-                "--host", "127.0.0.1", "--port", str(self.port)]
+                *self.spec.serve_args, "--host", "127.0.0.1", "--port", str(self.port)]
 
     def serve_env(self) -> dict[str, str]:
-        """Extra environment for the launch (the scenario's; none of the shipped ones sets any:
-        upstream-mixed-swa-v1-runner must fail without VLLM_USE_V2_MODEL_RUNNER=1)."""
-        return dict(self.spec.env)
+        """Extra environment for the launch: the scenario's (none of the shipped ones sets any),
+        and VLLM_LOGGING_COLOR=1 when the tree was made with `color` (vLLM colours its log
+        only on a terminal or when asked to)."""
+        env = dict(self.spec.env)
+        try:
+            settings = json.loads((self.sim_dir / "sim.json").read_text())
+        except (OSError, ValueError):
+            settings = {}
+        if settings.get("color"):
+            env["VLLM_LOGGING_COLOR"] = "1"
+        return env
 
     @classmethod
     def load(cls, root: Path | str) -> SimTree:
@@ -156,7 +164,7 @@ def _write_nvidia_smi(tree: SimTree) -> None:
 
 def materialise(scenario_name: str, root: Path | str, *, base_python: str | None = None,
                 port: int = 8000, gpus: int = 1, startup_s: float = 3.0,
-                metrics_interval_s: float = 2.0, color: bool = True) -> SimTree:
+                metrics_interval_s: float = 2.0, color: bool = False) -> SimTree:
     """Write the simulated host for `scenario_name` into `root` and describe it.
 
     `root` must be empty, new, or an earlier simulated host (whose venv, models, bin and .sim
