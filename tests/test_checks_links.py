@@ -129,7 +129,7 @@ def _log(lines: list[str], *, start: int | None = 0, ready_at: int | None = 1,
          state: str = "ok") -> ScriptRun:
     data: dict[str, Any] = {"log": {"path": "/l/serve.log", "state": state, "size": 1000}}
     if state == "ok":
-        data.update({"run_start": start, "lines": [[i, t] for i, t in enumerate(lines)],
+        data.update({"last_mark": start, "lines": [[i, t] for i, t in enumerate(lines)],
                      "ready_at": ready_at, "scanned": 1000})
     return ScriptRun("log-scan-cmd", 0, data)
 
@@ -140,6 +140,9 @@ def _runtime(lines: list[str], draft: dict[str, Any] | None = None,
     return runtime_activation.evaluate(
         LINKS.runtime_activation, "/l/serve.log", _log(lines, **log), _read("draft", cfg), CTX,
         watch=PROFILE.watch, host_label="gpu1", checked_draft="/m/draft")
+
+
+QWEN3_DFLASH = "vllm.model_executor.models.qwen3_dflash"
 
 
 def _trace(fn: str, **kw: Any) -> str:
@@ -172,17 +175,59 @@ def test_a_trace_that_builds_the_configured_sliding_layers_passes() -> None:
     ([_trace("_get_dflash_layer_types",
              raised="ValueError: DFlash sliding_attention layers require `sliding_window`")],
      "_get_dflash_layer_types raised ValueError"),
-    ([format_trace_line("missing", "vllm.model_executor.models.qwen3_dflash:"
-                        "_get_dflash_layer_types")],
-     "found none of the watched functions"),
-    ([format_trace_line("installed", "vllm.model_executor.models.qwen3_dflash:"
-                        "_resolve_layer_attention")],
-     "never called"),
+    # One watched function absent from this vLLM, the other ran: judged by the one that ran.
+    ([format_trace_line("missing", f"{QWEN3_DFLASH}:_get_dflash_layer_types", pid=11),
+      _trace("_resolve_layer_attention", args={"layer_idx": 0}, result=[None, False])],
+     "built every drafter layer as full attention; the config makes layers [0, 1, 2, 3]"),
 ])
 def test_traces_that_contradict_the_config_fail(extra: list[str], message: str) -> None:
     result = _runtime(engine_lines("/m/target", "/m/draft", extra=extra))
     assert result.status is Status.FAIL
     assert message in result.summary
+
+
+def _event(event: str, fn: str, pid: int) -> str:
+    return f"(EngineCore_DP0 pid={pid}) " + format_trace_line(
+        event, f"{QWEN3_DFLASH}:{fn}", pid=pid)
+
+
+def test_a_traced_run_that_hooked_nothing_is_unknown_not_fail() -> None:
+    missing = [_event("missing", fn, pid) for pid in (4241, 4242)
+               for fn in ("_get_dflash_layer_types", "_resolve_layer_attention")]
+    result = _runtime(engine_lines("/m/target", "/m/draft", extra=missing))
+    assert result.status is Status.UNKNOWN, result.summary
+    assert ("hooked none of the watched functions that build the drafter's layers (missing "
+            "from this vLLM: _get_dflash_layer_types in pids 4241, 4242; "
+            "_resolve_layer_attention in pids 4241, 4242; vLLM 0.1.dev16016+g3cfc8f8b7)"
+            in result.summary)
+    assert "no evidence either way" in result.summary
+    assert "aux layers (2, 17, 32, 47, 62) = target_layer_ids + 1" in result.summary
+    assert "write one (checks/profiles/*.toml, `watch`)" in result.hint
+    # No evidence against it: with every other link passing, still no root cause.
+    links = _links("pass", "pass", "pass", "pass")
+    links[2] = result
+    assert root_cause(links, PROFILE.requires()) is None
+    # Installed but never called once start-up completed: the same absence of evidence.
+    idle = [_event("missing", "_get_dflash_layer_types", 4242),
+            _event("installed", "_resolve_layer_attention", 4242)]
+    result = _runtime(engine_lines("/m/target", "/m/draft", extra=idle))
+    assert result.status is Status.UNKNOWN, result.summary
+    assert ("(missing from this vLLM: _get_dflash_layer_types in pid 4242; installed but never "
+            "called: _resolve_layer_attention in pid 4242;" in result.summary)
+    # ... and still starting, no verdict yet.
+    starting = _runtime(engine_lines("/m/target", "/m/draft", extra=idle, ready=False))
+    assert starting.status is Status.UNKNOWN
+    assert "traced run still starting" in starting.summary
+
+
+def test_a_partial_trace_is_judged_by_the_functions_that_ran() -> None:
+    extra = [_event("missing", "_get_dflash_layer_types", 4242)]
+    extra += [_trace("_resolve_layer_attention", args={"layer_idx": i},
+                     result=[2048 if i < 4 else None, False], pid=4242) for i in range(5)]
+    result = _runtime(engine_lines("/m/target", "/m/draft", extra=extra))
+    assert result.status is Status.PASS, result.summary
+    assert ("built layers [0, 1, 2, 3] as sliding (window 2048) (_get_dflash_layer_types "
+            "missing from this vLLM; judged by _resolve_layer_attention)" in result.summary)
 
 
 def test_a_config_without_sliding_layers_gives_swa_nothing_to_activate() -> None:
@@ -235,9 +280,11 @@ def test_the_log_itself_going_wrong_is_an_error() -> None:
     assert "rotated away or deleted" in missing.summary
     denied = _runtime([], state="denied")
     assert "permission denied" in denied.summary
-    no_start = _runtime(["INFO something else"], start=None)
+    no_start = _runtime(["INFO something else", "ValueError: bad flag"], start=None)
     assert no_start.status is Status.ERROR
-    assert "no engine start line" in no_start.summary
+    assert no_start.summary.startswith("no run start in /l/serve.log (no restart marker, vLLM "
+                                       "banner, `non-default args` or engine start line)")
+    assert no_start.summary.endswith("the log ends with ValueError: bad flag")
     no_log = runtime_activation.evaluate(LINKS.runtime_activation, "", None,
                                          _read("draft", {}), CTX, watch=(), host_label="h")
     assert no_log.status is Status.ERROR
@@ -256,7 +303,8 @@ def test_a_restart_marker_starts_the_run() -> None:
     crashed = _runtime([RESTART, "(APIServer pid=5) ERROR 05-14 10:05:02 [x.py:1] "
                                  "ModuleNotFoundError: No module named 'torch'"], ready_at=None)
     assert crashed.status is Status.FAIL
-    assert "failed before its engine started: ModuleNotFoundError" in crashed.summary
+    assert crashed.summary == ("the server failed at start-up, before its engine started: "
+                               "ModuleNotFoundError: No module named 'torch'")
     assert "run marker: [vllm-console] restart at" in crashed.evidence[1].excerpt
     starting = _runtime([RESTART], ready_at=None)
     assert starting.status is Status.UNKNOWN
@@ -396,3 +444,61 @@ def test_root_cause_is_the_failing_link_whose_prerequisites_hold(
     links = _links(*statuses)
     assert broken_link(links) == broken
     assert root_cause(links, PROFILE.requires()) == cause
+
+
+# -- a start-up that dies before its engine line (issue 19) --------------------------------------
+
+BANNER_032 = ("(APIServer pid=4300) INFO 12-03 06:01:01 [api_utils.py:70] vLLM server version "
+              "0.32.0, serving model /m/t")
+ARGS_032 = ("(APIServer pid=4300) INFO 12-03 06:01:02 [utils.py:253] non-default args: "
+            "{'model_tag': '/m/t', 'model': '/m/t', 'speculative_config': {'method': 'dflash', "
+            "'model': '/m/d', 'num_speculative_tokens': 4}, 'max_model_len': 512}")
+FRAMES = ["Traceback (most recent call last):", '  File "/v/bin/vllm", line 8, in <module>',
+          "    sys.exit(main())"]
+PREFIX = "(APIServer pid=4300) ERROR 12-03 06:01:03 [api_server.py:90] "
+
+
+@pytest.mark.parametrize(("error", "shown"), [
+    (["pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+      "  Value error, num_speculative_tokens 40 exceeds the drafter's block_size 16 "
+      "[type=value_error, input_value=ArgsKwargs((), {'model': '/m/d'}), "
+      "input_type=ArgsKwargs]"],
+     "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig "
+     "— Value error, num_speculative_tokens 40 exceeds the drafter's block_size 16"),
+    (["ValueError: max_model_len 512 is smaller than the drafter's block"],
+     "ValueError: max_model_len 512 is smaller than the drafter's block"),
+    ([PREFIX + "NotImplementedError: speculative method 'dflash' needs the flash_attn backend"],
+     "NotImplementedError: speculative method 'dflash' needs the flash_attn backend"),
+    ([PREFIX + "RuntimeError: Failed to infer device type"],
+     "RuntimeError: Failed to infer device type"),
+])
+def test_a_start_up_that_dies_before_its_engine_line_fails_with_its_exception(
+        error: list[str], shown: str) -> None:
+    old = engine_lines("/m/t", "/m/d")  # the last run, started and ready
+    result = _runtime([*old, BANNER_032, ARGS_032, *FRAMES, *error], ready_at=None)
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary == f"the server failed at start-up, before its engine started: {shown}"
+    assert "before starting its engine" in result.hint
+    excerpt = result.evidence[1].excerpt
+    assert f"current run starts at byte {len(old)}" in excerpt
+    assert "vLLM version: 0.32.0" in excerpt
+    assert "start-up not complete in this run" in excerpt
+    links = _links("pass", "pass", "pass", "pass")
+    links[2] = result
+    assert root_cause(links, PROFILE.requires()) == "runtime-activation"
+
+
+def test_a_refusal_before_the_engine_line_fails_with_its_hint() -> None:
+    result = _runtime([BANNER_032, ARGS_032, *FRAMES,
+                       "ValueError: DFlash sliding_attention layers require `sliding_window` "
+                       "in config."], ready_at=None)
+    assert result.status is Status.FAIL
+    assert result.summary.startswith("vLLM refused the drafter before its engine started: "
+                                     "ValueError: DFlash sliding_attention")
+    assert "use_sliding_window" in result.hint
+
+
+def test_a_run_between_its_arguments_and_its_engine_line_is_starting() -> None:
+    result = _runtime([*engine_lines("/m/t", "/m/d"), BANNER_032, ARGS_032], ready_at=None)
+    assert result.status is Status.UNKNOWN
+    assert "has not started its engine yet" in result.summary

@@ -45,19 +45,26 @@ def _write_runs(path: Path, runs: list[list[str]], noise: int = 0) -> None:
                          f"Avg prompt throughput: {n}.0 tokens/s, Running: 1 reqs\n")
 
 
-def test_only_the_current_run_comes_back(tmp_path: Path) -> None:
+def _from_last_mark(facts: dict[str, Any]) -> list[str]:
+    return [text for offset, text in facts["lines"] if offset >= facts["last_mark"]]
+
+
+def test_the_current_run_comes_back_and_the_link_reads_only_it(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     old = engine_lines("/m/t", "/m/old", aux=(1, 2, 3, 4, 5), pid=1)
-    new = engine_lines("/m/t", "/m/new", extra=["(EngineCore pid=2) ERROR x ValueError: boom"])
+    new = engine_lines("/m/t", "/m/new", extra=["(EngineCore pid=2) ERROR 05-14 10:00:41 "
+                                                 "[core.py:1] ValueError: boom"])
     _write_runs(log, [old, new], noise=50)
     facts = log_probe.probe(_params(log))
-    texts = _texts(facts)
-    assert "model='/m/new'" in texts[0]
-    assert not any("/m/old" in t or "(1, 2, 3, 4, 5)" in t for t in texts)
-    assert any("(2, 17, 32, 47, 62)" in t for t in texts)
-    assert facts["ready_at"] is not None
-    assert facts["run_start"] == log.read_bytes().rfind(b"(EngineCore_DP0 pid=4242) INFO 05-14 "
-                                                          b"10:00:01")
+    data = log.read_bytes()
+    assert facts["last_mark"] == data.rfind(b"(EngineCore_DP0 pid=4242) INFO 05-14 10:00:01")
+    assert facts["ready_at"] == data.rfind(b"(APIServer pid=4241) INFO:     Application")
+    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    assert run.start_offset == data.rfind(b"(APIServer pid=4241) INFO 05-14 10:00:00")
+    assert run.engine_draft == "/m/new"
+    assert run.aux == (2, 17, 32, 47, 62)
+    assert run.exceptions == ("ValueError: boom",)
+    assert run.ready
 
 
 @pytest.mark.parametrize("chunk", [7, 64, 1000, 8 * 1024 * 1024])
@@ -68,10 +75,12 @@ def test_chunk_boundaries_never_lose_a_marker_or_a_line(tmp_path: Path, chunk: i
     _write_runs(log, [engine_lines("/m/t", "/m/a", pid=1), engine_lines("/m/t", "/m/b")],
                 noise=20)
     facts = log_probe.probe(_params(log))
-    texts = _texts(facts)
+    texts = _from_last_mark(facts)
     assert "model='/m/b'" in texts[0]
     assert texts[-1].endswith("Application startup complete.")
     assert len(texts) == 3  # engine start, aux layers, ready
+    assert _texts(facts)[-4].startswith("(APIServer pid=4241) INFO 05-14 10:00:00 [utils.py:233] "
+                                        "non-default args:")  # the run's first mark, read back
 
 
 def test_scanning_stops_at_the_end_of_start_up_and_is_bounded(tmp_path: Path) -> None:
@@ -84,13 +93,21 @@ def test_scanning_stops_at_the_end_of_start_up_and_is_bounded(tmp_path: Path) ->
     noise = [f"(EngineCore pid=2) WARNING DFlash note {i}" for i in range(50)]
     _write_runs(crowded, [engine_lines("/m/t", "/m/d", extra=noise)])
     facts = log_probe.probe(_params(crowded, max_lines=10))
-    assert len(facts["lines"]) == 10
+    assert len(_from_last_mark(facts)) == 10
     assert facts["dropped"] > 0
     assert facts["ready_at"] is not None
     huge = tmp_path / "huge.log"
     _write_runs(huge, [engine_lines("/m/t", "/m/d", extra=["DFlash " + "x" * 200_000])])
     facts = log_probe.probe(_params(huge, max_line=1000))
     assert max(len(t) for t in _texts(facts)) <= 1000
+    # The lines read back before the last mark are bounded too (the newest kept).
+    many = tmp_path / "many.log"
+    _write_runs(many, [[f"(APIServer pid=1) ERROR ValueError: old {i}" for i in range(50)],
+                       engine_lines("/m/t", "/m/d")])
+    facts = log_probe.probe(_params(many, max_lines=10))
+    before = [t for o, t in facts["lines"] if o < facts["last_mark"]]
+    assert len(before) == 10
+    assert before[-1].startswith("(APIServer pid=4241) INFO 05-14 10:00:00 [utils.py:233]")
 
 
 def test_a_restart_marker_after_the_last_engine_start_begins_the_run(tmp_path: Path) -> None:
@@ -99,7 +116,48 @@ def test_a_restart_marker_after_the_last_engine_start_begins_the_run(tmp_path: P
     _write_runs(log, [engine_lines("/m/t", "/m/old"),
                       [marker, "ModuleNotFoundError: No module named 'torch'"]])
     facts = log_probe.probe(_params(log))
-    assert _texts(facts) == [marker, "ModuleNotFoundError: No module named 'torch'"]
+    assert _from_last_mark(facts) == [marker, "ModuleNotFoundError: No module named 'torch'"]
+    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    assert run.marker == marker
+    assert run.engine_line is None
+    assert not run.ready  # the old run's ready line is not this run's
+    assert run.exceptions == ("ModuleNotFoundError: No module named 'torch'",)
+
+
+# vLLM 0.32: a configuration error raised in the API server, after its banner and arguments and
+# before any engine line; the uncaught traceback carries no prefix (0.31+).
+CONFIG_ERROR_RUN = [
+    "(APIServer pid=4300) INFO 12-03 06:01:01 [api_utils.py:70] vLLM server version 0.32.0, "
+    "serving model /m/t",
+    "(APIServer pid=4300) INFO 12-03 06:01:02 [utils.py:253] non-default args: {'model_tag': "
+    "'/m/t', 'model': '/m/t', 'speculative_config': {'method': 'dflash', 'model': '/m/d', "
+    "'num_speculative_tokens': 4}, 'max_model_len': 512}",
+    "(APIServer pid=4300) INFO 12-03 06:01:03 [model.py:530] Resolved architecture: "
+    "Qwen3ForCausalLM",
+    "Traceback (most recent call last):",
+    '  File "/v/bin/vllm", line 8, in <module>',
+    "    sys.exit(main())",
+    '  File "/v/lib/python3.12/site-packages/vllm/config/speculative.py", line 400, in '
+    "__post_init__",
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+    "  Value error, DFlash drafter /m/d has 5 layers but layer_types lists 4 "
+    "[type=value_error, input_value=ArgsKwargs((), {'model': '/m/d'}), input_type=ArgsKwargs]",
+    "    For further information visit https://errors.pydantic.dev/2.11/v/value_error",
+]
+
+
+def test_a_start_up_that_dies_before_its_engine_line_is_the_current_run(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    _write_runs(log, [engine_lines("/m/t", "/m/old", aux=(1, 2, 3, 4, 5)), CONFIG_ERROR_RUN])
+    facts = log_probe.probe(_params(log))
+    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    assert run.start_offset == log.read_bytes().find(b"(APIServer pid=4300)")
+    assert run.version == "0.32.0"
+    assert (run.engine_line, run.aux, run.ready) == (None, None, False)
+    assert run.exceptions == (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+        "SpeculativeConfig — Value error, DFlash drafter /m/d has 5 layers but layer_types "
+        "lists 4",)
 
 
 def test_no_start_marker_brings_back_the_tail(tmp_path: Path) -> None:
@@ -107,7 +165,7 @@ def test_no_start_marker_brings_back_the_tail(tmp_path: Path) -> None:
     log.write_text("usage: vllm serve [-h]\nvllm: error: unrecognized arguments\n"
                    "ValueError: bad flag\n")
     facts = log_probe.probe(_params(log))
-    assert facts["run_start"] is None
+    assert facts["last_mark"] is None
     assert facts["tail_only"] is True
     assert _texts(facts) == ["ValueError: bad flag"]
 
@@ -118,7 +176,7 @@ def test_missing_directory_and_empty_logs(tmp_path: Path) -> None:
     empty = tmp_path / "empty.log"
     empty.write_text("")
     facts = log_probe.probe(_params(empty))
-    assert facts["run_start"] is None
+    assert facts["last_mark"] is None
     assert facts["lines"] == []
 
 
@@ -141,7 +199,7 @@ def test_a_log_rotated_away_is_read_through_the_process(tmp_path: Path) -> None:
         proc.kill()
         proc.wait()
     assert facts["log"]["via"] == f"/proc/{proc.pid}/fd/1"
-    assert "model='/m/current'" in _texts(facts)[0]
+    assert any("model='/m/current'" in text for text in _texts(facts))
 
 
 # -- configs probe -------------------------------------------------------------------------------

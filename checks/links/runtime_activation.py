@@ -1,15 +1,20 @@
 """Link 3, runtime activation: evidence from the current run of the serve log only.
 
-Three things are looked for after the last engine start: the aux-layer line (it must equal
-`target_layer_ids + 1`, the #40727 offset), no refusal of the drafter's attention layout, and
-positive evidence that SWA layers were built. vLLM logs nothing when it builds SWA layers, so
-that evidence only comes from a traced run (`checks.trace`): silence is `unknown`, never
-`pass`, and the hint offers `vllm-console restart HOST --trace`.
+The current run begins where the console's telemetry says it does (one rule,
+`console.telemetry.startup.current_run_start`: restart marker, banner, `non-default args`,
+engine line; a start-up that dies before its engine line is a run too). Three things are
+looked for in it: the aux-layer line (it must equal `target_layer_ids + 1`, the #40727
+offset), no refusal of the drafter's attention layout, and positive evidence that SWA layers
+were built. vLLM logs nothing when it builds SWA layers, so that evidence only comes from a
+traced run (`checks.trace`): silence is `unknown`, never `pass`, and the hint offers
+`vllm-console restart HOST --trace`.
 
-Fail: a refusal, an engine that did not start, an aux-layer line that is not
-`target_layer_ids + 1`, or a trace showing the layers built differently from the config (a
-config naming no sliding layers gives SWA nothing to activate: that fails here, and the root
-cause analysis blames config-correct).
+Fail: a refusal, a start-up that failed (before or after its engine line: the exception is the
+evidence), an aux-layer line that is not `target_layer_ids + 1`, or a trace in which a watched
+function ran and built the layers differently from the config, or raised (a config naming no
+sliding layers gives SWA nothing to activate: that fails here, and the root cause analysis
+blames config-correct). A trace in which no watched function ran (absent from this vLLM, or
+never called) is absence of evidence: `unknown`, naming them, never `fail`.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from checks.models import Evidence, LinkResult, Status
 from checks.profile import Refusal, RuntimeActivationSpec
 from checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
 from console.parsers.aux import parse_aux_layers
-from console.parsers.engine import parse_engine_start
+from console.parsers.classifier import classify
+from console.parsers.engine import EngineConfig, VersionBanner
 from console.parsers.errors import ErrorKind, parse_error
 from console.parsers.prefix import parse_line
+from console.telemetry.startup import RunMark, current_run_start, run_mark
 
 LINK = "runtime-activation"
 LAYER_TYPES_FN = "_get_dflash_layer_types"
@@ -41,13 +48,22 @@ def payload(spec: RuntimeActivationSpec, path: str, pid: int | None) -> dict[str
     return {"path": path, "pid": pid, "start_markers": list(spec.start_markers),
             "ready_markers": list(spec.ready_markers),
             "keywords": [*spec.keywords, *spec.failures, TRACE_TAG],
-            "max_lines": 400, "max_line": 65536}
+            "max_lines": 400, "max_line": 65536, "lookback": LOOKBACK}
+
+
+# How far before the last run mark the probe reads: the same run's earlier marks (restart
+# marker, banner, arguments) and lines (a trace's `missing` events from the API server) lie
+# within a few KB of its engine line, even at DEBUG level.
+LOOKBACK = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class RunLog:
     """What the current run's lines say."""
 
+    started: bool = False
+    """A run mark (restart marker, banner, arguments, engine line) begins the run."""
+    start_offset: int | None = None
     engine_line: str | None = None
     engine_draft: str | None = None
     version: str | None = None
@@ -64,9 +80,12 @@ class RunLog:
 
 
 def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
-    """Sort the current run's lines into what the link needs."""
+    """Sort the current run's lines into what the link needs (without a run mark, the lines
+    are a log's tail: read, but `started` is False)."""
+    parsed = [(offset, classify(parse_line(str(raw)))) for offset, raw in lines]
+    first = current_run_start(run_mark(event) for _offset, event in parsed)
     patterns = [(r, re.compile(r.pattern)) for r in spec.refusals]
-    engine_line = engine_draft = version = aux_line = None
+    engine_line = engine_draft = version = aux_line = marker = None
     aux: tuple[int, ...] | None = None
     refusals: list[tuple[Refusal, str]] = []
     failures: list[str] = []
@@ -74,24 +93,28 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
     trace: list[TraceEvent] = []
     trace_lines: list[str] = []
     ready = False
-    marker = None
-    for _offset, raw in lines:
-        line = parse_line(str(raw))
+    for _offset, event in parsed[first or 0:]:
+        line = event.line
         text, message = line.text, line.message
-        if any(m in text for m in spec.start_markers):
-            # The engine start line, or another start marker (a restart's marker line).
-            engine = parse_engine_start(message)
-            if engine is not None and engine_line is None:
-                engine_line, version = text, engine.version
-                if engine.speculative is not None:
-                    engine_draft = engine.speculative.model
-            elif engine is None and marker is None:
-                marker = text
+        mark = run_mark(event)
+        if mark is RunMark.RESTART:
+            marker = marker or text
+            continue
+        if mark is RunMark.BANNER and isinstance(event.payload, VersionBanner):
+            version = version or event.payload.version
+            continue
+        if mark is RunMark.ENGINE and isinstance(event.payload, EngineConfig):
+            if engine_line is None:
+                engine_line, version = text, event.payload.version or version
+                if event.payload.speculative is not None:
+                    engine_draft = event.payload.speculative.model
+            continue
+        if mark is not None:
             continue
         if TRACE_TAG in text:
-            event = parse_trace_line(text)
-            if event is not None:
-                trace.append(event)
+            trace_event = parse_trace_line(text)
+            if trace_event is not None:
+                trace.append(trace_event)
                 trace_lines.append(message)
             continue
         found_aux = parse_aux_layers(message)
@@ -106,26 +129,71 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
         error = parse_error(message, line.level)
         if error is not None and error.kind is ErrorKind.EXCEPTION:
             exceptions.append(message.strip())
+        elif "[type=" in message and exceptions and "validation error" in exceptions[-1]:
+            # pydantic's reason, on the line after its `ValidationError: N validation error
+            # for X` (which says little by itself).
+            exceptions[-1] += " — " + message.strip().split(" [type=", 1)[0]
         if any(m in text for m in spec.ready_markers):
             ready = True
-    return RunLog(engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
+    return RunLog(first is not None, parsed[first][0] if first is not None else None,
+                  engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
                   tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready,
                   marker)
 
 
 @dataclass(frozen=True)
 class TraceVerdict:
-    """What the trace lines say: `pass`, `fail` or None (no verdict), and in words."""
+    """What the trace lines say: `pass`, `fail`, `unknown` (a trace in which no watched
+    function ran: no evidence either way) or None (no verdict yet), and in words."""
 
     status: str | None
     message: str
     built_sliding: tuple[int, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    hint: str = ""
+
+
+def _where(events: Sequence[TraceEvent], event: str) -> dict[str, list[int]]:
+    """{function: [pids]} of the events of one kind, in the order first seen."""
+    out: dict[str, list[int]] = {}
+    for e in events:
+        if e.event == event:
+            pids = out.setdefault(e.function, [])
+            if e.pid is not None and e.pid not in pids:
+                pids.append(e.pid)
+    return out
+
+
+def _in_pids(where: Mapping[str, Sequence[int]]) -> str:
+    return "; ".join(f"{fn} in pid{'s' if len(pids) > 1 else ''} {short_list(pids, 4)}"
+                     if pids else fn for fn, pids in where.items())
+
+
+def _nothing_ran(events: Sequence[TraceEvent], version: str | None) -> TraceVerdict:
+    """A traced run in which no watched function ran: absence of evidence, never a fail."""
+    missing = _where(events, "missing")
+    idle = {fn: pids for fn, pids in _where(events, "installed").items() if fn not in missing}
+    parts = []
+    if missing:
+        parts.append(f"missing from this vLLM: {_in_pids(missing)}")
+    if idle:
+        parts.append(f"installed but never called: {_in_pids(idle)}")
+    build = f"vLLM {version}" if version else "this vLLM (version not in the log)"
+    return TraceVerdict(
+        "unknown", f"the traced run hooked none of the watched functions that build the "
+        f"drafter's layers ({'; '.join(parts)}; {build}): no evidence either way",
+        details={"missing": missing, "never_called": idle, "version": version},
+        hint=f"the profile's `watch` names functions {build} does not build the drafter with: "
+             "use a profile written for this version, or write one (checks/profiles/*.toml, "
+             "`watch`) naming the functions it calls, then restart with --trace again")
 
 
 def judge_trace(events: Sequence[TraceEvent], cfg: Mapping[str, Any] | None,
-                watch: Sequence[str], *, ready: bool) -> TraceVerdict:
-    """Compare how the traced run built the drafter's layers with what the config asks."""
+                watch: Sequence[str], *, ready: bool,
+                version: str | None = None) -> TraceVerdict:
+    """Compare how the traced run built the drafter's layers with what the config asks. Only
+    the watched functions that ran are evidence: a function absent from this vLLM, or never
+    called, says nothing about the layers."""
     watched = {w.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for w in watch}
     events = [e for e in events if e.function in watched]
     if not events:
@@ -135,13 +203,8 @@ def judge_trace(events: Sequence[TraceEvent], cfg: Mapping[str, Any] | None,
         return TraceVerdict("fail", f"{raised[0].function} raised {raised[0].raised}")
     calls = [e for e in events if e.event == "call"]
     if not calls:
-        if all(e.event == "missing" for e in events):
-            return TraceVerdict("fail", "the traced run found none of the watched functions "
-                                        f"({short_list(sorted(watched))}) in the running vLLM")
-        if ready:
-            return TraceVerdict("fail", "the traced run never called "
-                                        f"{short_list(sorted(watched))}: the drafter was built "
-                                        "without its layer types")
+        if ready or not _where(events, "installed"):
+            return _nothing_ran(events, version)
         return TraceVerdict(None, "traced run still starting: the drafter is not built yet")
     built: dict[int, int | None] = {}
     for e in calls:
@@ -163,7 +226,12 @@ def judge_trace(events: Sequence[TraceEvent], cfg: Mapping[str, Any] | None,
     windows = sorted({w for w in built.values() if w})
     shown = f"layers {list(sliding)} as sliding" + (f" (window {short_list(windows)})"
                                                     if windows else "")
-    details = {"built_sliding": list(sliding), "expected_sliding": expected}
+    ran = sorted({e.function for e in calls})
+    absent = sorted(set(_where(events, "missing")) - set(ran))
+    if absent:  # judged by the functions that ran
+        shown += f" ({short_list(absent)} missing from this vLLM; judged by {short_list(ran)})"
+    details = {"built_sliding": list(sliding), "expected_sliding": expected,
+               "missing": absent}
     if expected is None:
         if sliding:
             return TraceVerdict("pass", f"the traced run built {shown}", sliding, details)
@@ -204,11 +272,13 @@ def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
     lines = [f"log: {state.get('path')}" + (f" via {state['via']} (name rotated away)"
                                             if state.get("via") else "")
              + f", {state.get('size', 0) / 1e6:.1f} MB"]
-    if data.get("run_start") is not None:
-        lines.append(f"current run starts at byte {data['run_start']}; scanned "
+    if log.start_offset is not None:
+        lines.append(f"current run starts at byte {log.start_offset}; scanned "
                      f"{data.get('scanned', 0) / 1e6:.2f} MB"
                      + (" to the end of start-up" if data.get("ready_at") is not None else "")
                      + (" (scan cap reached)" if data.get("capped") else ""))
+    if log.version:
+        lines.append(f"vLLM version: {log.version}")
     if log.marker:
         lines.append(f"run marker: {log.marker[:300]}")
     if log.engine_line:
@@ -225,6 +295,28 @@ def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
         lines.append(f"({data['dropped']} more matching lines not brought back)")
     lines.append("start-up complete" if log.ready else "start-up not complete in this run")
     return "\n".join(lines)
+
+
+def _before_engine(title: str, log: RunLog, evidence: list[Evidence]) -> LinkResult:
+    """A run that has not reached its engine line: failed at start-up (the API server died:
+    a refusal, an exception), or still on its way."""
+    details = {"phase": "before-engine", "version": log.version, "ready": False}
+    if log.refusals:
+        refusal, text = log.refusals[0]
+        return result(LINK, title, Status.FAIL, f"vLLM refused the drafter before its engine "
+                      f"started: {text[:300]}", refusal.hint, evidence, details)
+    if log.exceptions or log.failures:
+        cause = log.exceptions[0] if log.exceptions else log.failures[0]
+        return result(LINK, title, Status.FAIL, f"the server failed at start-up, before its "
+                      f"engine started: {cause[:300]}",
+                      "vLLM refused this launch before starting its engine (the API server "
+                      "checks the configuration there): fix what the error names (a launch "
+                      "option or the draft config), then restart; the whole traceback is in "
+                      "the log (the console's log pane)", evidence,
+                      {**details, "failure": cause})
+    return result(LINK, title, Status.UNKNOWN, "the current run has not started its engine "
+                  "yet (no engine start line since it began)",
+                  "check again once the server is up", evidence, details)
 
 
 def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
@@ -253,26 +345,20 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                       [context, run_evidence("log-scan", run, str(state))])
     log = read_run(data.get("lines") or [], spec)
     evidence = [context, run_evidence("log-scan", run, _excerpt(data, log))]
-    if data.get("run_start") is None:
+    if not log.started:
+        ends = f"; the log ends with {log.exceptions[-1][:200]}" if log.exceptions else ""
         return result(LINK, title, Status.ERROR,
-                      f"no engine start line in {log_path}: the current run's start-up was "
-                      "rotated away or logged elsewhere",
+                      f"no run start in {log_path} (no restart marker, vLLM banner, "
+                      f"`non-default args` or engine start line): the current run's start-up "
+                      f"was rotated away or logged elsewhere{ends}",
                       f"pass --log with the current log, or {trace_hint}", evidence)
+    if log.engine_line is None:
+        return _before_engine(title, log, evidence)
     cfg = draft.data
     ids = dc.target_layer_ids(cfg) if cfg is not None else None
     fails: list[str] = []
     hints: list[str] = []
     notes: list[str] = []
-    if log.engine_line is None and not log.refusals and not log.failures:
-        # A restart marker starts the run, and no engine has started since.
-        if log.exceptions:
-            return result(LINK, title, Status.FAIL, f"the server failed before its engine "
-                          f"started: {log.exceptions[-1][:200]}",
-                          "read the traceback in the log (the console's log pane), fix, "
-                          "restart", evidence)
-        return result(LINK, title, Status.UNKNOWN, "the current run has not started its "
-                      "engine yet (no engine start line after the restart)",
-                      "check again once the server is up", evidence)
     if log.refusals:
         refusal, text = log.refusals[0]
         fails.append(f"vLLM refused the drafter: {text[:200]}")
@@ -300,7 +386,7 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                      f"({[i + 1 for i in ids]})")
         hints.append("the running server used other target_layer_ids: if the draft config "
                      "changed since it started, restart it")
-    trace = judge_trace(log.trace, cfg, watch, ready=log.ready)
+    trace = judge_trace(log.trace, cfg, watch, ready=log.ready, version=log.version)
     if trace.status == "fail":
         fails.append(trace.message)
     if log.engine_draft and checked_draft and log.engine_draft.rstrip("/") != \
@@ -321,8 +407,10 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                       "look for the aux-layer line in the log; restart the server if it is "
                       "missing", evidence, details)
     silence = "no SWA evidence in the current run (vLLM logs nothing when it builds SWA layers)"
-    if trace.status is None and log.trace:
+    if trace.status == "unknown" or log.trace:
         silence = trace.message
+    if trace.hint:
+        trace_hint = trace.hint
     if cfg is not None and not dc.sliding_layers(cfg):
         notes.append("the draft config names no sliding layers: SWA has nothing to activate")
     if not log.ready:

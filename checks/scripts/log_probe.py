@@ -1,20 +1,26 @@
 """Log probe: the current run of a serve log, read on the host (stdlib only, python3).
 
 A serve log can be gigabytes and hold many runs. This never reads it line by line from the
-start: it searches backwards in big chunks (`bytes.rfind`, C speed) for the last start marker
-(`Initializing a V1 LLM engine` = the current run), then reads forward from there — only as far
-as the end of start-up (the ready marker) or the scan cap — and brings back the lines that
-carry a keyword, bounded in number and length.
+start: it searches backwards in big chunks (`bytes.rfind`, C speed) for the last run mark (the
+console's restart marker, the version banner, `non-default args:`, the engine start line), then
+reads forward from a little before it (`lookback` bytes: the same run's earlier marks and
+lines) — only as far as the end of start-up (a ready marker after the last mark) or the scan
+cap — and brings back the lines that carry a keyword or a mark, bounded in number and length.
+Which of those lines begins the current run is the caller's to decide (one rule with the
+console's telemetry, `console.telemetry.startup.current_run_start`): this script only finds.
 
 A log rotated away while the server runs still has a name in /proc: when `path` is gone and
 `pid` is given, /proc/PID/fd/1 (or /2) is read instead, and said so.
 
 stdin: {"path", "pid": int|null, "start_markers": [...], "ready_markers": [...],
-        "keywords": [...], "max_lines": int, "max_line": int, "scan_cap": int}
+        "keywords": [...], "max_lines": int, "max_line": int, "scan_cap": int, "lookback": int}
+stdout: {"log": {state}, "last_mark": offset|null, "scan_start": offset, "lines": [[offset,
+         text], ...], "dropped", "ready_at", "scanned", "capped", "tail_only"}
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import stat
@@ -100,8 +106,20 @@ def find_last(fh: Any, size: int, needles: list[bytes]) -> int | None:
     return None
 
 
-def scan(fh: Any, offset: int, size: int, params: dict[str, Any]) -> dict[str, Any]:
-    """Lines with a keyword from `offset` until a ready marker, the cap, or the end."""
+def line_start(fh: Any, offset: int) -> int:
+    """The start of the line `offset` falls in (a few KB back at most, else `offset`)."""
+    if offset <= 0:
+        return 0
+    back = max(0, offset - 65536)
+    fh.seek(back)
+    nl = fh.read(offset - back).rfind(b"\n")
+    return back + nl + 1 if nl >= 0 else (0 if back == 0 else offset)
+
+
+def scan(fh: Any, offset: int, size: int, params: dict[str, Any],
+         ready_from: int = 0) -> dict[str, Any]:
+    """Lines with a keyword from `offset` until a ready marker at or after `ready_from`, the
+    cap, or the end. Of the lines before `ready_from`, only the last `max_lines` are kept."""
     keywords = [k.encode() for k in params.get("keywords", [])]
     starts = [k.encode() for k in params.get("start_markers", [])]
     ready = [k.encode() for k in params.get("ready_markers", [])]
@@ -110,6 +128,7 @@ def scan(fh: Any, offset: int, size: int, params: dict[str, Any]) -> dict[str, A
     max_line = int(params.get("max_line", 65536))
     cap = int(params.get("scan_cap", 256 * 1024 * 1024))
     lines: list[list[Any]] = []
+    before: collections.deque[list[Any]] = collections.deque(maxlen=max_lines)
     dropped = 0
     ready_at = None
     pos = offset
@@ -137,16 +156,20 @@ def scan(fh: Any, offset: int, size: int, params: dict[str, Any]) -> dict[str, A
         for line_start in sorted(hits):
             line_end = block.find(b"\n", line_start)
             raw = block[line_start:line_end if line_end >= 0 else len(block)]
+            at = block_start + line_start
+            text = raw[:max_line].decode("utf-8", "replace").rstrip("\r")
+            if at < ready_from:
+                before.append([at, text])  # the run's earlier lines, or the last run's end
+                continue
             if any(r in raw for r in ready):
-                ready_at = block_start + line_start
+                ready_at = at
             if len(lines) < max_lines:
-                text = raw[:max_line].decode("utf-8", "replace").rstrip("\r")
-                lines.append([block_start + line_start, text])
+                lines.append([at, text])
             else:
                 dropped += 1
             if ready_at is not None:
                 break
-    return {"lines": lines, "dropped": dropped, "ready_at": ready_at,
+    return {"lines": [*before, *lines], "dropped": dropped, "ready_at": ready_at,
             "scanned": pos - offset, "capped": pos >= offset + cap and pos < size}
 
 
@@ -163,14 +186,16 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
             return out
         needles = [m.encode() for m in params.get("start_markers", [])]
         start = find_last(fh, size, needles)
-        out["run_start"] = start
+        out["last_mark"] = start
         if start is None:
-            # No start marker: bring back the tail, where a failed start-up would show.
+            # No run mark: bring back the tail, where a failed start-up would show.
             tail = int(params.get("tail_without_start", 4 * 1024 * 1024))
-            out.update(scan(fh, max(0, size - tail), size, params))
+            out["scan_start"] = max(0, size - tail)
+            out.update(scan(fh, out["scan_start"], size, params))
             out["tail_only"] = True
         else:
-            out.update(scan(fh, start, size, params))
+            out["scan_start"] = line_start(fh, max(0, start - int(params.get("lookback", 0))))
+            out.update(scan(fh, out["scan_start"], size, params, ready_from=start))
     return out
 
 
