@@ -346,7 +346,7 @@ def test_status_without_the_log_says_the_load_comes_from_metrics(hosts) -> None:
     check_schema(data)
     serve = data["serve"]
     assert serve["log"] == "/nonexistent/serve.log"
-    assert serve["state"] == "ready"  # /health answers, though no log line says so
+    assert serve["state"] == "ready", serve  # /health answers, though no log line says so
     assert 0 <= serve["uptime_s"] <= time.time() - LAUNCHED["healthy"] + 2
     throughput = data["throughput"]
     assert throughput["source"] == "metrics"
