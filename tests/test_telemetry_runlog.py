@@ -298,9 +298,10 @@ def test_each_failed_start_up_is_a_run_of_its_own() -> None:
     assert log.info.started_at == T0 + 60
     assert [e.message for e in log.info.errors] == ["RuntimeError: second attempt"]
     assert log.startup.status(T0 + 61, running=True).failure == "RuntimeError: second attempt"
-    # Without a banner (an old or trimmed log), a second `non-default args` is the next run too.
-    assert feed(log, api(2, 0, ARGS)) & Changed.NEW_RUN
-    assert log.startup.status(T0 + 121, running=True).state is StartupState.STARTING
+    # A relaunch that dies before vLLM writes a line: the restart marker alone is a run.
+    assert feed(log, RESTART) & Changed.NEW_RUN
+    assert feed(log, RESTART.replace("10:20", "10:21")) & Changed.NEW_RUN
+    assert log.startup.status(T0 + 1261, running=True).state is StartupState.STARTING
 
 
 def test_the_consoles_restart_marker_starts_a_run() -> None:

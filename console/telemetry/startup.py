@@ -51,9 +51,10 @@ class RunMark(IntEnum):
 
 _MARKS = {LineKind.VERSION: RunMark.BANNER, LineKind.NON_DEFAULT_ARGS: RunMark.ARGS,
           LineKind.ENGINE_START: RunMark.ENGINE}
-# Marks one run writes once: a second one is the next run. (The logo banner spans rows, and
-# each data-parallel engine writes its own engine line: those repeat within a run.)
-_ONCE = frozenset({RunMark.RESTART, RunMark.ARGS})
+# A second restart marker is the next run (a relaunch that died before vLLM wrote anything).
+# The other marks may repeat within a run: the logo banner spans rows, each data-parallel
+# engine writes its own engine line, and a repeated `non-default args` is no surer a sign.
+_ONCE = frozenset({RunMark.RESTART})
 
 
 def run_mark(event: LineEvent) -> RunMark | None:
@@ -68,7 +69,8 @@ def starts_run(last: RunMark | None, mark: RunMark) -> bool:
     """Whether `mark` begins a new run, after `last` (the latest mark of the run so far, None
     before any): a run writes restart marker, banner, `non-default args`, engine line in that
     order, so a mark that goes back in that order (or repeats one written once) is the next
-    run. A start-up that dies before its engine line is still a run of its own."""
+    run. A start-up that dies before its engine line is still a run of its own: the next one's
+    banner (or restart marker) goes back in the order."""
     if last is None or mark < last:
         return True
     return mark == last and mark in _ONCE

@@ -1,0 +1,86 @@
+"""The whole chain on this machine (LocalHost: the probes run as on a host) against crafted serve
+logs, for issue 19: a start-up that dies before its engine line is the current run and its
+failure, and a traced run whose watched functions this vLLM does not have proves nothing."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from checks import Status, run_chain
+from checks.trace import format_trace_line
+from console.local_host import LocalHost
+from console.settings import ServeSettings
+from tests.test_checks_crafted import engine_lines, make_install, make_models
+
+MATCH = "vllm serve no-such-process-issue-19"  # the server is gone, or never matched
+BANNER = ("(APIServer pid=4300) INFO 12-03 06:01:01 [api_utils.py:70] vLLM server version "
+          "0.32.0, serving model /m/t")
+ARGS = ("(APIServer pid=4300) INFO 12-03 06:01:02 [utils.py:253] non-default args: "
+        "{'model_tag': '/m/t', 'model': '/m/t', 'speculative_config': {'method': 'dflash', "
+        "'model': '/m/d', 'num_speculative_tokens': 4}, 'max_model_len': 512}")
+# vLLM 0.31+: the API server's uncaught traceback has no `(APIServer pid=N)` prefix.
+CONFIG_ERROR = [
+    "Traceback (most recent call last):",
+    '  File "/v/bin/vllm", line 8, in <module>',
+    "    sys.exit(main())",
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+    "  Value error, num_speculative_tokens 40 exceeds the drafter's block_size 16 "
+    "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+]
+RESTART = "[vllm-console] restart at 2026-12-03T06:00:00+00:00 by me@laptop; trace=on"
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="vc-run-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _check(root: Path, log_lines: list[str]) -> tuple[object, dict[str, Status]]:
+    install = make_install(root)
+    target, draft = make_models(root, "healthy")
+    log = root / "serve.log"
+    log.write_text("\n".join(log_lines) + "\n")
+    report = await run_chain(LocalHost(), ServeSettings(
+        python=str(install.python), log=str(log), target=str(target), draft=str(draft),
+        match=MATCH))
+    return report, {link.id: link.status for link in report.links}
+
+
+async def test_a_start_up_that_died_before_its_engine_line_is_what_check_reports(
+        root: Path) -> None:
+    old = engine_lines("/m/t", "/m/d")  # the last run: started, ready
+    report, statuses = await _check(root, [*old, BANNER, ARGS, *CONFIG_ERROR])
+    assert statuses == {"code-present": Status.PASS, "fields-extracted": Status.PASS,
+                        "runtime-activation": Status.FAIL, "config-correct": Status.PASS}
+    runtime = report.link("runtime-activation")  # type: ignore[attr-defined]
+    assert runtime.summary == (
+        "the server failed at start-up, before its engine started: pydantic_core."
+        "_pydantic_core.ValidationError: 1 validation error for SpeculativeConfig — Value "
+        "error, num_speculative_tokens 40 exceeds the drafter's block_size 16")
+    assert report.root_cause == "runtime-activation"  # type: ignore[attr-defined]
+    assert report.broken_link == "runtime-activation"  # type: ignore[attr-defined]
+    excerpt = runtime.evidence[-1].excerpt
+    assert "vLLM version: 0.32.0" in excerpt
+    assert "aux layers" not in excerpt  # the old run's aux line is not this run's
+
+
+async def test_a_traced_run_that_hooked_nothing_is_unknown_and_no_root_cause(
+        root: Path) -> None:
+    missing = [f"(EngineCore pid={pid}) " + format_trace_line(
+        "missing", f"vllm.model_executor.models.qwen3_dflash:{fn}", pid=pid)
+        for pid in (4301, 4302) for fn in ("_get_dflash_layer_types", "_resolve_layer_attention")]
+    report, statuses = await _check(root, [RESTART, BANNER, ARGS,
+                                           *engine_lines("/m/t", "/m/d", extra=missing)])
+    assert statuses["runtime-activation"] is Status.UNKNOWN
+    runtime = report.link("runtime-activation")  # type: ignore[attr-defined]
+    assert "missing from this vLLM: _get_dflash_layer_types in pids 4301, 4302" in runtime.summary
+    assert "run marker: [vllm-console] restart at" in runtime.evidence[-1].excerpt
+    assert "checks/profiles" in runtime.hint
+    assert report.root_cause is None  # type: ignore[attr-defined]
