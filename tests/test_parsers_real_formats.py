@@ -248,6 +248,14 @@ def test_metrics(version: str) -> None:
     assert snap.spec_decode.accepted_per_pos == (30, 20, 10)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_metrics_without_created_series(version: str) -> None:
+    """With several API servers vLLM serves /metrics in multiprocess mode: no `_created`."""
+    text = (DATA / version / "metrics.txt").read_text()
+    bare = "\n".join(ln for ln in text.splitlines() if "_created" not in ln) + "\n"
+    assert parse_metrics(bare) == parse_metrics(text)
+
+
 ALL_LINES = sorted({ln for v in VERSIONS for name in FILES for ln in lines(v, name)})
 
 
