@@ -160,6 +160,25 @@ def test_a_start_up_that_dies_before_its_engine_line_is_the_current_run(tmp_path
         "lists 4",)
 
 
+LOGO = ["       █     █     █▄   ▄█",
+        " ▄▄ ▄█ █     █     █ ▀▄▀ █  version \x1b[97m0.33.0\x1b[0m",
+        "  █▄█▀ █     █     █     █  model   \x1b[97m/m/t\x1b[0m",
+        "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀"]
+
+
+def test_a_run_announced_by_the_logo_banner(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    tag = "\x1b[0;36m(APIServer pid=4400)\x1b[0;0m INFO 12-03 06:02:01 [startup.py:38] "
+    run = [tag + row for row in LOGO] + ["ValueError: the logo's run failed"]
+    _write_runs(log, [engine_lines("/m/t", "/m/old"), run])
+    facts = log_probe.probe(_params(log))
+    read = runtime_activation.read_run(facts["lines"], RUNTIME)
+    # The run begins at the logo's `version` row (the row above it is drawing only).
+    assert read.start_offset == log.read_bytes().find((tag + LOGO[1]).encode())
+    assert read.version == "0.33.0"
+    assert (read.engine_line, read.exceptions) == (None, ("ValueError: the logo's run failed",))
+
+
 def test_no_start_marker_brings_back_the_tail(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_text("usage: vllm serve [-h]\nvllm: error: unrecognized arguments\n"
