@@ -4,7 +4,9 @@ failure, and a traced run whose watched functions this vLLM does not have proves
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,10 @@ import pytest
 from checks import Status, run_chain
 from checks.trace import format_trace_line
 from console.local_host import LocalHost
-from console.settings import ServeSettings
+from console.settings import HostConfig, ServeSettings
+from console.sim.runner import start_background, stop, wait_ready
+from console.sim.tree import materialise
+from console.telemetry.oneshot import collect_status
 from tests.test_checks_crafted import engine_lines, make_install, make_models
 
 MATCH = "vllm serve no-such-process-issue-19"  # the server is gone, or never matched
@@ -84,3 +89,48 @@ async def test_a_traced_run_that_hooked_nothing_is_unknown_and_no_root_cause(
     assert "run marker: [vllm-console] restart at" in runtime.evidence[-1].excerpt
     assert "checks/profiles" in runtime.hint
     assert report.root_cause is None  # type: ignore[attr-defined]
+
+
+# -- the simulated host: a real process tree that dies in its API server -------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_relaunch_refused_at_configuration_time_on_the_simulated_host(
+        root: Path) -> None:
+    """A 0.33 simulated host served, was stopped, then relaunched with a speculative config
+    that the API server refuses (no num_speculative_tokens): `check` and `status` both say the
+    current run is that failed start-up, with its exception."""
+    tree = materialise("upstream-mixed-swa-v1-runner", root / "sim", port=_free_port(),
+                       startup_s=0.5, metrics_interval_s=0.3)
+    proc = start_background(tree, env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    try:
+        assert wait_ready(tree, proc, timeout=60)
+    finally:
+        stop(proc, timeout=10)
+        stop(tree, timeout=10)
+    argv = tree.serve_argv()
+    argv[argv.index("--speculative-config") + 1] = json.dumps(
+        {"method": "dflash", "model": str(tree.draft)})
+    refused = start_background(tree, argv=argv)
+    try:
+        assert refused.wait(timeout=60) != 0
+    finally:
+        stop(refused, timeout=10)
+    serve = ServeSettings(python=str(tree.python), log=str(tree.log), target=str(tree.target),
+                          draft=str(tree.draft), match=MATCH, url=tree.url)
+    report = await run_chain(LocalHost(), serve)
+    runtime = report.link("runtime-activation")
+    assert runtime.status is Status.FAIL, runtime.summary
+    assert runtime.summary == ("the server failed at start-up, before its engine started: "
+                               "ValueError: num_speculative_tokens must be provided with "
+                               "speculative model")
+    assert report.root_cause == "runtime-activation"
+    assert "vLLM version: 0.33.0" in runtime.evidence[-1].excerpt
+    snapshot = await collect_status(LocalHost(), HostConfig(name="sim", local=True, serve=serve))
+    assert snapshot.serve_state.value == "failed"
+    assert snapshot.startup.failure == ("ValueError: num_speculative_tokens must be provided "
+                                        "with speculative model")
