@@ -7,6 +7,7 @@ quoted with `shlex.quote` when they cross a shell, so paths with spaces, quotes 
 from __future__ import annotations
 
 import abc
+import math
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,26 @@ def parse_detached_pid(result: CommandResult) -> int:
         return int(words[-1])
     why = result.error_text.strip() or result.text.strip() or f"exit {result.exit_status}"
     raise HostError(f"could not start {result.command}: {why}")
+
+
+def bounded_command(argv: Sequence[str] | str, timeout: float,
+                    env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
+    """`shell_command`, run under coreutils `timeout`: it puts the command in a process group
+    of its own and signals that whole group when the time is up (TERM, KILL 2 s later). The
+    client gives up after `timeout` too, but closing an SSH channel stops nothing on the host:
+    a probe blocked on a FIFO stayed there for good, re-parented to init. A host without
+    `timeout` runs the command as it is. argv is exec'd as it is (never inside `sh -c`, so
+    that `pgrep -f` finds no wrapper of itself); a string line runs in `sh -c`."""
+    limit = max(1, math.ceil(timeout))
+    pick = (f'if command -v timeout >/dev/null 2>&1; then t="timeout -k 2 {limit}"; '
+            'else t=""; fi; ')
+    body = f"sh -c {shlex.quote(argv)}" if isinstance(argv, str) else quote_argv(argv)
+    if env:
+        body = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " " + body
+    line = f"exec $t {body}"
+    if cwd:
+        line = f"cd {shlex.quote(cwd)} && {line}"
+    return pick + line
 
 
 def stream_shell_line(line: str) -> str:

@@ -26,6 +26,7 @@ from console.host import (
     HostKeyError,
     LinkStatus,
     StreamHandle,
+    bounded_command,
     detached_shell_line,
     parse_detached_pid,
     quote_argv,
@@ -301,7 +302,7 @@ class SSHHost(Host):
     async def run(self, argv: Sequence[str] | str, *, input: bytes | None = None,
                   timeout: float = 30.0, env: Mapping[str, str] | None = None,
                   cwd: str | None = None) -> CommandResult:
-        line = shell_command(argv, env=env, cwd=cwd)
+        line = bounded_command(argv, timeout, env=env, cwd=cwd)
         shown = argv if isinstance(argv, str) else quote_argv(argv)
         conn = await self._connection()
         async with self._channels:

@@ -44,10 +44,10 @@ async def test_closing_a_stream_ends_the_remote_command(host: SSHHost, sshd: Ssh
     marker = "vc-stream-marker-417"
     handle = await host.stream(f"sleep 417 # {marker}")
     await asyncio.sleep(0.3)
-    assert (await host.run(["pgrep", "-u", sshd.user, "-f", "sleep 417"])).ok
+    assert (await host.run(["pgrep", "-u", sshd.user, "-f", "^sleep 417"])).ok
     await handle.close()
     for _ in range(50):
-        if not (await host.run(["pgrep", "-u", sshd.user, "-f", "sleep 417"])).ok:
+        if not (await host.run(["pgrep", "-u", sshd.user, "-f", "^sleep 417"])).ok:
             break
         await asyncio.sleep(0.1)
     else:
