@@ -220,6 +220,16 @@ def test_a_traced_run_that_hooked_nothing_is_unknown_not_fail() -> None:
     assert "traced run still starting" in starting.summary
 
 
+def test_calls_whose_results_say_nothing_of_the_layout_are_no_evidence() -> None:
+    # A layout-building function that changed its return value, and a call without its index.
+    extra = [_trace("_get_dflash_layer_types", result={"types": ["sliding_attention"]}, pid=7),
+             _trace("_resolve_layer_attention", args={}, result=[2048, False], pid=7)]
+    result = _runtime(engine_lines("/m/target", "/m/draft", extra=extra))
+    assert result.status is Status.UNKNOWN, result.summary
+    assert ("the traced run called _get_dflash_layer_types in pid 7; _resolve_layer_attention "
+            "in pid 7, but no call returned a layer layout this console reads" in result.summary)
+
+
 def test_a_partial_trace_is_judged_by_the_functions_that_ran() -> None:
     extra = [_event("missing", "_get_dflash_layer_types", 4242)]
     extra += [_trace("_resolve_layer_attention", args={"layer_idx": i},

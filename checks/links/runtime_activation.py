@@ -207,7 +207,20 @@ def judge_trace(events: Sequence[TraceEvent], cfg: Mapping[str, Any] | None,
             return _nothing_ran(events, version)
         return TraceVerdict(None, "traced run still starting: the drafter is not built yet")
     built: dict[int, int | None] = {}
-    for e in calls:
+    read = [e for e in calls if (e.function == LAYER_TYPES_FN and isinstance(e.result, list))
+            or (e.function == RESOLVE_FN and isinstance(e.result, list) and e.result
+                and isinstance(e.args.get("layer_idx"), int))]
+    if not read:
+        # A call whose result says nothing this link can read (another profile's function, or
+        # a changed return value) is no evidence about the layers either.
+        return TraceVerdict(
+            "unknown", f"the traced run called {_in_pids(_where(calls, 'call'))}, but no call "
+            f"returned a layer layout this console reads (from {LAYER_TYPES_FN} or "
+            f"{RESOLVE_FN}): no evidence either way",
+            details={"called": _where(calls, "call"), "version": version},
+            hint="see the trace lines in the evidence; a profile's `watch` is read for the "
+                 f"layer layout only through {LAYER_TYPES_FN} and {RESOLVE_FN}")
+    for e in read:
         if e.function == LAYER_TYPES_FN and isinstance(e.result, list):
             window = e.args.get("sliding_window")
             for i, t in enumerate(e.result):
