@@ -765,3 +765,36 @@ def test_ready_needs_the_relaunched_tree_to_own_the_port(
     assert f"port {port} is answered by pid {os.getpid()}" in message
     assert f"not by the relaunched pid {sleeper.pid}" in message
     assert owned == ""
+
+
+async def test_the_restart_follower_holds_no_more_than_a_bounded_line(tmp_path: Path) -> None:
+    """A 40 MB line with no newline (a hostile or broken writer): the follower cuts it, skips
+    to the next line and keeps its memory bounded (it held the whole line: 20 MB -> 141 MB)."""
+    import tracemalloc
+
+    from console.restart.follow import MAX_LINE_BYTES, FileFollower
+
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as fh:
+        fh.write(b"before\n")
+        for _ in range(40):
+            fh.write(b"x" * (1 << 20))
+        fh.write(b"\nafter\n")
+    follower = FileFollower(LocalHost(), str(log))
+    seen: list[str] = []
+    tracemalloc.start()
+    try:
+        async for line in follower.lines():
+            seen.append(line)
+            if line == "after":
+                break
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        await follower.close()
+    assert seen[0] == "before"
+    assert seen[-1] == "after"
+    assert len(seen) == 3
+    assert len(seen[1]) == MAX_LINE_BYTES
+    assert follower.offset == log.stat().st_size
+    assert peak < 12 * MAX_LINE_BYTES, peak

@@ -13,6 +13,10 @@ from collections.abc import AsyncGenerator, Callable
 
 from console.host import Host, HostError, StreamHandle
 
+# A line longer than this is cut (the rest up to its newline skipped): the start-up tracker
+# needs no more, and a writer that never ends its line must not grow the client's memory.
+MAX_LINE_BYTES = 1 << 20
+
 
 class LinkTimeout(HostError):
     """The link stayed down for longer than the follower was allowed to wait."""
@@ -43,14 +47,26 @@ class FileFollower:
         down too long."""
         while not self._closed:
             partial = b""  # received, not yet a whole line: re-read after a reconnect
+            skipping = False  # in the rest of a line already cut
             try:
                 self._handle = await self.host.stream(
                     ["tail", "-c", f"+{self.offset + 1}", "-F", "--", self.path])
                 async for chunk in self._handle:
+                    if skipping:
+                        end = chunk.find(b"\n")
+                        if end < 0:
+                            self.offset += len(chunk)
+                            continue
+                        self.offset += end + 1
+                        chunk, skipping = chunk[end + 1:], False
                     *whole, partial = (partial + chunk).split(b"\n")
                     for raw in whole:
                         self.offset += len(raw) + 1
                         yield raw.rstrip(b"\r").decode("utf-8", "replace")
+                    if len(partial) > MAX_LINE_BYTES:
+                        self.offset += len(partial)
+                        cut, partial, skipping = partial[:MAX_LINE_BYTES], b"", True
+                        yield cut.decode("utf-8", "replace")
             except HostError as exc:
                 if self._closed:
                     return
