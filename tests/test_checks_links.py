@@ -230,6 +230,21 @@ def test_calls_whose_results_say_nothing_of_the_layout_are_no_evidence() -> None
             "in pid 7, but no call returned a layer layout this console reads" in result.summary)
 
 
+def test_a_traced_run_whose_hook_logged_nothing_says_so() -> None:
+    hook = ("[vllm-console-trace] hook error: vllm.model_executor.models.qwen3_dflash: "
+            "ImportError: cannot import name 'x'")
+    result = _runtime([RESTART, *engine_lines("/m/target", "/m/draft", extra=[hook])])
+    assert result.status is Status.UNKNOWN
+    assert ("the traced run (trace=on) logged no trace event: the hook did not load in the "
+            "serving interpreter, or no watched module was imported ([vllm-console-trace] hook "
+            "error: vllm.model_executor.models.qwen3_dflash: ImportError" in result.summary)
+    assert "PYTHONPATH" in result.hint
+    assert "trace hook: [vllm-console-trace] hook error:" in result.evidence[1].excerpt
+    untraced = _runtime([RESTART.replace("trace=on", "trace=off"),
+                         *engine_lines("/m/target", "/m/draft")])
+    assert untraced.summary.startswith("no SWA evidence in the current run")
+
+
 def test_a_partial_trace_is_judged_by_the_functions_that_ran() -> None:
     extra = [_event("missing", "_get_dflash_layer_types", 4242)]
     extra += [_trace("_resolve_layer_attention", args={"layer_idx": i},

@@ -77,6 +77,13 @@ class RunLog:
     ready: bool = False
     marker: str | None = None
     """A restart's marker line that starts the run, when there is one."""
+    hook_errors: tuple[str, ...] = ()
+    """The trace hook's own `hook error:` lines (not trace events)."""
+
+    @property
+    def traced(self) -> bool:
+        """The run was relaunched by a traced restart (its marker says `trace=on`)."""
+        return self.marker is not None and self.marker.rstrip().endswith("trace=on")
 
 
 def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
@@ -92,6 +99,7 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
     exceptions: list[str] = []
     trace: list[TraceEvent] = []
     trace_lines: list[str] = []
+    hook_errors: list[str] = []
     ready = False
     for _offset, event in parsed[first or 0:]:
         line = event.line
@@ -116,6 +124,8 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
             if trace_event is not None:
                 trace.append(trace_event)
                 trace_lines.append(message)
+            elif "hook error:" in text:
+                hook_errors.append(text[text.index(TRACE_TAG):].strip())
             continue
         found_aux = parse_aux_layers(message)
         if found_aux is not None:
@@ -138,7 +148,7 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
     return RunLog(first is not None, parsed[first][0] if first is not None else None,
                   engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
                   tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready,
-                  marker)
+                  marker, tuple(hook_errors))
 
 
 @dataclass(frozen=True)
@@ -302,6 +312,7 @@ def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
     lines += [f"failure: {text}" for text in log.failures[:3]]
     lines += [f"exception: {text}" for text in log.exceptions[:3]]
     lines += [f"trace: {text[:300]}" for text in log.trace_lines[:12]]
+    lines += [f"trace hook: {text[:300]}" for text in log.hook_errors[:3]]
     if len(log.trace_lines) > 12:
         lines.append(f"(+{len(log.trace_lines) - 12} more trace lines)")
     if data.get("dropped"):
@@ -424,6 +435,14 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
         silence = trace.message
     if trace.hint:
         trace_hint = trace.hint
+    elif log.traced and not log.trace and log.ready:
+        # A traced restart whose hook logged nothing: no evidence, and a reason to say why.
+        silence = ("the traced run (trace=on) logged no trace event: the hook did not load "
+                   "in the serving interpreter, or no watched module was imported"
+                   + (f" ({log.hook_errors[0][:200]})" if log.hook_errors else ""))
+        trace_hint = ("read the trace hook's lines in the log; check that the serving "
+                      "interpreter honours PYTHONPATH (sitecustomize) and that the profile's "
+                      "`watch` modules exist in this vLLM")
     if cfg is not None and not dc.sliding_layers(cfg):
         notes.append("the draft config names no sliding layers: SWA has nothing to activate")
     if not log.ready:
