@@ -14,14 +14,24 @@ from pathlib import Path
 import pytest
 
 from checks import Status, run_chain
+from checks.configs import ConfigRead
+from checks.hostscript import ScriptRun
+from checks.links import runtime_activation
+from checks.models import Evidence
+from checks.profile import load_profile
+from checks.scripts import log_probe
 from checks.trace import format_trace_line
 from console.local_host import LocalHost
 from console.settings import HostConfig, ServeSettings
 from console.sim.runner import start_background, stop, wait_ready
 from console.sim.tree import materialise
 from console.telemetry.oneshot import collect_status
+from console.telemetry.run_log import RunLog
+from console.telemetry.startup import StartupState
 from tests.test_checks_crafted import engine_lines, make_install, make_models
 
+PROFILE = load_profile()
+RUNTIME = PROFILE.links.runtime_activation
 MATCH = "vllm serve no-such-process-issue-19"  # the server is gone, or never matched
 BANNER = ("(APIServer pid=4300) INFO 12-03 06:01:01 [api_utils.py:70] vLLM server version "
           "0.32.0, serving model /m/t")
@@ -134,3 +144,58 @@ async def test_a_relaunch_refused_at_configuration_time_on_the_simulated_host(
     assert snapshot.serve_state.value == "failed"
     assert snapshot.startup.failure == ("ValueError: num_speculative_tokens must be provided "
                                         "with speculative model")
+
+
+# -- both sides of the one rule, on lines made by real vLLM's own logging code -------------------
+
+REAL = Path(__file__).parent / "data" / "real_formats"
+PYDANTIC = [  # 0.31+: the API server's uncaught traceback carries no prefix
+    "Traceback (most recent call last):",
+    '  File "/v/bin/vllm", line 8, in <module>',
+    "    sys.exit(main())",
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+    "  Value error, spec_tokens 40 is more than the drafter's block_size 16 [type=value_error, "
+    "input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+]
+
+
+@pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0", "0.34.0"])
+@pytest.mark.parametrize("failed", ["config-error", "engine-refusal"])
+def test_the_chain_and_the_status_agree_on_the_current_run_of_real_logs(
+        tmp_path: Path, version: str, failed: str) -> None:
+    served = (REAL / version / "serve.log").read_text().splitlines()
+    if failed == "config-error":  # the next launch: banner and arguments, then the traceback
+        preamble = served[:served.index(next(t for t in served if "non-default args" in t)) + 1]
+        current = [*preamble, *PYDANTIC]
+        expected = ("the server failed at start-up, before its engine started: pydantic_core."
+                    "_pydantic_core.ValidationError: 1 validation error for SpeculativeConfig — "
+                    "Value error, spec_tokens 40 is more than the drafter's block_size 16")
+        failure = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                   "SpeculativeConfig")
+    else:
+        current = (REAL / version / "failure.log").read_text().splitlines()
+        if version == "0.34.0":  # no V1 runner left to refuse the drafter: an OOM instead
+            expected = "the engine failed to start: ValueError: Free memory on device cuda:0"
+            failure = "EngineCore failed to start."
+        else:
+            expected = "vLLM refused the drafter: NotImplementedError: DFlash drafters with mixed"
+            failure = "NotImplementedError: DFlash drafters with mixed sliding/full attention"
+    log = tmp_path / "serve.log"
+    log.write_text("\n".join([*served, *current]) + "\n")
+    facts = log_probe.probe(runtime_activation.payload(RUNTIME, str(log), None))
+    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    assert run.version == version
+    data = log.read_bytes()  # the run begins at the last logo record's `version` row
+    version_row = data.rfind(f"version {version}".encode())
+    assert run.start_offset == data.rfind(b"\n", 0, version_row) + 1
+    result = runtime_activation.evaluate(
+        RUNTIME, str(log), ScriptRun("log-scan", 0, facts), ConfigRead("draft", "/d"),
+        Evidence.make("settings"), watch=PROFILE.watch, host_label="h")
+    assert result.status is Status.FAIL
+    assert result.summary.startswith(expected), result.summary
+    telemetry = RunLog()
+    telemetry.feed_texts(log.read_text().splitlines())
+    status = telemetry.startup.status(2e9, running=None)
+    assert status.state is StartupState.FAILED
+    assert status.failure is not None
+    assert status.failure.startswith(failure)
