@@ -119,7 +119,9 @@ class RuntimeActivationSpec(LinkSpec):
 
     probe: str = "runtime-activation"
     start_markers: tuple[str, ...]
-    """Text that marks the start of a run (the last one starts the current run)."""
+    """Text of the lines that mark runs (restart marker, banner, arguments, engine line): the
+    log probe reads from a little before the last of them. Which line begins the current run
+    is the console's one rule (`console.telemetry.startup.current_run_start`)."""
     ready_markers: tuple[str, ...] = ()
     """Text that marks the end of start-up (scanning stops there)."""
     keywords: tuple[str, ...] = ()
