@@ -550,3 +550,30 @@ async def test_a_fifo_log_never_hangs_the_restart(lab: Lab) -> None:
     result = await asyncio.wait_for(restart(lab.host, config, plan=plan, options=FAST), 60)
     assert_came_up(result, Served(tree, pid, config))
     assert result.log == plan.log
+
+
+async def test_an_orphaned_engine_is_named_and_stopped_before_the_relaunch(lab: Lab) -> None:
+    """The API server SIGKILLed: its EngineCore keeps running (holding GPU memory, as a real
+    one does). Discovery names it; the restart stops it with the same identity checks before
+    it starts the last launch again, and leaves another directory's orphan alone."""
+    from console.discovery import resolve_serve
+
+    served = await lab.serve("incident")
+    first = await restart(lab.host, served.config, options=FAST)
+    api = assert_came_up(first, served)
+    engine = next(c for c in api.children() if c.name().startswith("VLLM::EngineCor"))
+    api.kill()
+    api.wait(5)
+    await asyncio.sleep(0.3)
+    assert alive(engine.pid)
+    found = await resolve_serve(lab.host, served.config.serve)
+    assert found.process is None
+    assert any(n.startswith(f"orphaned engine pid {engine.pid}") for n in found.notes), \
+        found.notes
+    plan = await plan_restart(lab.host, served.config)
+    assert engine.pid in {pid for pid, _s, _n in plan.members}
+    assert f"VLLM::EngineCor {engine.pid}" in plan.describe()
+    result = await restart(lab.host, served.config, plan=plan, options=FAST)
+    assert result.outcome is Outcome.READY, (result.reason, result.steps)
+    assert not alive(engine.pid)
+    assert any("orphaned engine" in n and "stopped too" in n for n in result.notes)
