@@ -577,3 +577,33 @@ async def test_an_orphaned_engine_is_named_and_stopped_before_the_relaunch(lab: 
     assert result.outcome is Outcome.READY, (result.reason, result.steps)
     assert not alive(engine.pid)
     assert any("orphaned engine" in n and "stopped too" in n for n in result.notes)
+
+
+async def test_two_servers_and_no_url_refuse_naming_each_port(lab: Lab) -> None:
+    a = await lab.serve("incident")
+    b = await lab.serve("healthy")
+    config = lab.sshd.host_config(serve={"match": "serve /tmp/vc-restart-"})
+    with pytest.raises(RestartError) as refused:
+        await plan_restart(lab.host, config)
+    message = str(refused.value)
+    assert f"pid {a.pid} (port {a.tree.port})" in message
+    assert f"pid {b.pid} (port {b.tree.port})" in message
+    assert "set serve.url (its port chooses)" in message
+    assert alive(a.pid)
+    assert alive(b.pid)
+
+
+async def test_a_plan_confirmed_after_another_console_restarted_is_refused(lab: Lab) -> None:
+    """The dialog stayed open while another console restarted the server: the plan's tree is
+    gone, and the server now on the port is not the plan's. Nothing is stopped or started."""
+    served = await lab.serve("incident")
+    stale = await plan_restart(lab.host, served.config)
+    other = await restart(lab.host, served.config, options=FAST)  # the other console
+    assert_came_up(other, served)
+    assert other.new_pid
+    result = await restart(lab.host, served.config, plan=stale, options=FAST)
+    assert result.outcome is Outcome.ERROR, (result.reason, result.steps)
+    assert result.reason.startswith(f"nothing was stopped: port {served.tree.port} is held by "
+                                    f"pid {other.new_pid}")
+    assert alive(other.new_pid)
+    assert served.log_text().count(MARKER) == 1

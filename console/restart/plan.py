@@ -22,7 +22,7 @@ from console.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.discovery_probe import env_digest, matches
+from console.discovery_probe import argv_port, env_digest, matches
 from console.host import Host, HostError, quote_argv
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes, trace_hook_source
@@ -133,7 +133,8 @@ async def _resolve(host: Host, config: HostConfig, python: str,
                            f"({serve.supervisor}): restarting belongs to it; a restart here "
                            "would race it. Restart it there (a systemd unit: set serve.unit)")
     if serve.others and not found.port:
-        listed = "; ".join(f"pid {item['pid']}: {quote_argv(item.get('argv') or [])[:200]}"
+        listed = "; ".join(f"pid {item['pid']} (port {argv_port(item.get('argv') or [])}): "
+                           f"{quote_argv(item.get('argv') or [])[:160]}"
                            for item in found.facts.get("serves", []))
         raise RestartError(f"{host.name}: {1 + len(serve.others)} vLLM servers match "
                            f"{match!r} ({listed}); set serve.url (its port chooses) or "
