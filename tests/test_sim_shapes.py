@@ -142,3 +142,28 @@ def test_colour_only_when_asked_for(tmp_path: Path, scenario: str) -> None:
     if scenario != "healthy":  # 0.31+: the formatter paints the level and the time too
         assert any("\x1b[32mINFO\x1b[0m \x1b[90m" in line for line in tagged)
     assert shapes(lines) == plain_shapes  # colour changes how lines look, not what they are
+
+
+def test_spec_flags_on_a_030_plus_build(tmp_path: Path) -> None:
+    """`--spec-method/--spec-model/--spec-tokens` (0.30+): logged as such in `non-default args`,
+    and the console reads the speculative config from them as from the engine line."""
+    tree = materialise("upstream-mixed-swa-v1-runner", tmp_path / "h", port=free_port(), **FAST)
+    argv = tree.serve_argv()
+    at = argv.index("--speculative-config")
+    argv[at:at + 2] = ["--spec-method", "dflash", "--spec-model", str(tree.draft),
+                       "--spec-tokens", "15"]
+    argv.remove("--enable-dbo")
+    proc = start_background(tree, argv=argv)
+    try:
+        assert wait_ready(tree, proc, timeout=30), tree.log.read_text()[-3000:]
+    finally:
+        stop(proc, timeout=5)
+        stop(tree, timeout=5)
+    events = [classify_text(line) for line in split_lines(tree.log.read_bytes())]
+    args = next(e.payload for e in events if e.kind is LineKind.NON_DEFAULT_ARGS)
+    engine = next(e.payload for e in events if e.kind is LineKind.ENGINE_START)
+    assert args.args["spec_method"] == "dflash"
+    assert "speculative_config" not in args.args
+    assert args.speculative == engine.speculative
+    assert (engine.speculative.method, engine.speculative.model,
+            engine.speculative.num_spec_tokens) == ("dflash", str(tree.draft), 15)
