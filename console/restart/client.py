@@ -133,10 +133,13 @@ class _Run:
         self.log_ready = asyncio.Event()
         self.start_error = ""
         self.link_down = False
+        self.link_lost = False
+        """The link was lost at some point: lines read after it may be old news."""
 
     # -- following -----------------------------------------------------------------------
     def _on_link(self, up: bool, why: str) -> None:
         self.link_down = not up
+        self.link_lost = self.link_lost or not up
         stage = Stage.LINK_BACK if up else Stage.LINK_LOST
         text = "link back: following again" if up else \
             f"link lost ({why}); the restart goes on on the host"
@@ -163,7 +166,7 @@ class _Run:
         try:
             async with contextlib.aclosing(follower.lines()) as lines:
                 async for line in lines:
-                    event = self.tracker.feed(line)
+                    event = self.tracker.feed(line, late=follower.catching_up)
                     if self.tracker.ready:
                         self.log_ready.set()
                     if event is not None:
@@ -179,7 +182,7 @@ class _Run:
             return
         self.log_follower = FileFollower(self.host, log, offset,
                                          link_timeout=self.options.link_timeout_s,
-                                         on_link=self._on_link)
+                                         on_link=self._on_link, catch_up=self.link_lost)
         self.log_task = asyncio.create_task(self._read_log(self.log_follower),
                                             name="restart-log")
 
@@ -201,7 +204,7 @@ class _Run:
                  self.log_follower.path],
                 timeout=30)
             for line in rest.text.split("\n")[:-1] if rest.ok else []:
-                self.tracker.feed(line.rstrip("\r"))
+                self.tracker.feed(line.rstrip("\r"), late=True)
 
     async def _out_tail(self) -> str:
         """The last words of the step's own output (a Python too old, a crash)."""

@@ -26,7 +26,8 @@ class FileFollower:
     """Whole lines of `path` from `offset` on, as they are written."""
 
     def __init__(self, host: Host, path: str, offset: int = 0, *, link_timeout: float = 120.0,
-                 on_link: Callable[[bool, str], None] | None = None) -> None:
+                 on_link: Callable[[bool, str], None] | None = None,
+                 catch_up: bool = False) -> None:
         self.host = host
         self.path = path
         self.offset = offset
@@ -35,6 +36,15 @@ class FileFollower:
         self._on_link = on_link
         self._handle: StreamHandle | None = None
         self._closed = False
+        self._backlog_end = 0
+        self._catch_up = catch_up
+        """Started late (after a lost link): what the file holds already is backlog."""
+
+    @property
+    def catching_up(self) -> bool:
+        """The last line yielded was written while the link was down: it arrived late, so the
+        time it was received says nothing about when it was written."""
+        return self.offset <= self._backlog_end
 
     async def close(self) -> None:
         self._closed = True
@@ -45,6 +55,8 @@ class FileFollower:
     async def lines(self) -> AsyncGenerator[str, None]:
         """Lines (without endings) until `close()`; raises LinkTimeout when the link stays
         down too long."""
+        if self._catch_up:
+            await self._measure_backlog()
         while not self._closed:
             partial = b""  # received, not yet a whole line: re-read after a reconnect
             skipping = False  # in the rest of a line already cut
@@ -96,6 +108,17 @@ class FileFollower:
                                       f"{self._link_timeout:g} s: {exc}") from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+        await self._measure_backlog()
         if self._on_link is not None:
             self._on_link(True, "link back")
+
+    async def _measure_backlog(self) -> None:
+        """Note how far the file reaches now: the lines up to there were written while
+        nobody followed."""
+        try:
+            size = await self.host.run(["stat", "-L", "-c", "%s", "--", self.path], timeout=15)
+            if size.ok and size.text.strip().isdigit():
+                self._backlog_end = int(size.text.strip())
+        except HostError:
+            pass  # the stream will say what is wrong with the link
 

@@ -28,6 +28,8 @@ class _Seen:
     at: float
     reported_s: float | None
     detail: str
+    late: bool = False
+    """Received in a burst after a lost link: when it was written is unknown."""
 
 
 @dataclass
@@ -42,9 +44,11 @@ class StartupTracker:
     _errors: list[str] = field(default_factory=list)
     _tail: list[str] = field(default_factory=list)
 
-    def feed(self, raw: str, now: float | None = None) -> StartupEvent | None:
+    def feed(self, raw: str, now: float | None = None, *, late: bool = False
+             ) -> StartupEvent | None:
         """Take one line; returns the start-up event it reports when it opens a new phase or
-        says how long one took."""
+        says how long one took. `late`: it was written while the link was down (its phase's
+        timing is then unknown, never 0)."""
         now = time.monotonic() if now is None else now
         if not self.marker_seen and raw.startswith("[vllm-console] restart at"):
             self.marker_seen = True
@@ -60,14 +64,15 @@ class StartupTracker:
             self._tail = [*self._tail[-(TAIL_LINES - 1):], line.text]
             event = parse_startup(line.message)
             if event is not None:
-                new = self._phase(event, now) or new
+                new = self._phase(event, now, late) or new
                 continue
             error = parse_error(line.message, line.level)
             if error is not None and error.kind not in _CONTEXT:
                 self._errors.append(line.text)
         return new
 
-    def _phase(self, event: StartupEvent, now: float) -> StartupEvent | None:
+    def _phase(self, event: StartupEvent, now: float, late: bool = False
+               ) -> StartupEvent | None:
         if event.phase is StartupPhase.READY:
             self.ready = True
         last = self._phases[-1] if self._phases else None
@@ -76,14 +81,18 @@ class StartupTracker:
                 last.reported_s = event.seconds
                 return event
             return None
-        self._phases.append(_Seen(event.phase, now, event.seconds, event.detail))
+        self._phases.append(_Seen(event.phase, now, event.seconds, event.detail, late))
         return event
 
     def phases(self, end: float | None = None) -> tuple[PhaseTiming, ...]:
-        """The phases seen, each lasting until the next began (the last until `end`)."""
+        """The phases seen, each lasting until the next began (the last until `end`); None
+        where a phase or the next one arrived late (after a lost link)."""
         out = []
         for i, seen in enumerate(self._phases):
-            nxt = self._phases[i + 1].at if i + 1 < len(self._phases) else end
+            later = self._phases[i + 1] if i + 1 < len(self._phases) else None
+            nxt = later.at if later is not None else end
+            if seen.late or (later is not None and later.late):
+                nxt = None
             out.append(PhaseTiming(
                 phase=seen.phase, started_s=round(seen.at - self.t0, 3),
                 duration_s=None if nxt is None else round(max(0.0, nxt - seen.at), 3),
