@@ -105,6 +105,8 @@ MESSAGE_ANCHORS = (
     "Engine core initialization failed",
     "Traceback (most recent call last)",  # the start of a traceback's lines
     "Process ",  # `Process EngineCore:`, multiprocessing's line before a child's traceback
+    "Value error, ",  # the reason under a pydantic ValidationError (errors._PYDANTIC_DETAIL)
+    "Assertion failed, ",
     'File "',
     *_CHAIN,
     # An exception line's part before its first colon ends with one of these (and EngineDeadError)

@@ -545,15 +545,37 @@ class _Writer:
 
     # -- a failed start: the DFlash refusal on the V1 runner ----------------------------------
     def failure_log(self) -> None:
+        """A mixed sliding/full DFlash drafter on the V1 runner (`--enable-dbo`, which the V2
+        runner lacks, makes vLLM fall back to V1). 0.32-0.33: the engine config refuses it in
+        the API server (a pydantic ValidationError), before any engine starts; 0.30-0.31: the
+        model code refuses it in the engine; 0.34 has no V1 GPU runner: a memory error in the
+        engine instead, for the shape of an engine's failure."""
+        import traceback
+
         self.switch("APIServer")
         self.banner()
+        if self.v < (0, 34):
+            self.log("config/vllm.py", "Model Runner V2 does not yet support",
+                     "Model Runner V2 does not yet support %s; using the V1 model runner "
+                     "instead.", "dual batch overlap", level="WARNING")
+        if (0, 32) <= self.v < (0, 34):
+            reason = "Model Runner V1 does not support: mixed sliding/full dflash drafts"
+            source = (self.root / "vllm" / "config" / "vllm.py").read_text()
+            assert "Model Runner V1 does not support" in source
+            assert "mixed sliding/full dflash drafts" in source
+            try:
+                raise _ValidationError(
+                    "1 validation error for VllmConfig\n  Value error, " + reason
+                    + " [type=value_error, input_value=ArgsKwargs((), {'model_co... "
+                    "'shutdown_timeout': 0}), input_type=ArgsKwargs]\n    For further "
+                    "information visit https://errors.pydantic.dev/2.12/v/value_error")
+            except _ValidationError:
+                self.raw(traceback.format_exc())  # the API server's uncaught exception
+            return
         self.switch("EngineCore")
         self.engine_line()
         error: Exception
-        if self.v < (0, 34):  # 0.34 has no V1 GPU runner: no fallback, no refusal
-            self.log("config/vllm.py", "Model Runner V2 does not yet support",
-                     "Model Runner V2 does not yet support %s; using the V1 model runner "
-                     "instead.", "speculative method 'suffix'", level="WARNING")
+        if self.v < (0, 34):
             error = NotImplementedError(
                 "DFlash drafters with mixed sliding/full attention require the V2 model "
                 "runner; relaunch with VLLM_USE_V2_MODEL_RUNNER=1.")
@@ -570,17 +592,21 @@ class _Writer:
             logger.handle(record)
             # multiprocessing's own report of the child's death, on stderr (no vLLM format)
             self.raw("Process EngineCore:\n")
-            import traceback
-
             self.raw(traceback.format_exc())
         self.switch("APIServer")
         try:
             raise RuntimeError("Engine core initialization failed. See root cause above. "
                                "Failed core proc(s): {'EngineCore': 1}")
         except RuntimeError:
-            import traceback
-
             self.raw(traceback.format_exc())  # the API server's uncaught exception
+
+
+class _ValidationError(ValueError):
+    """pydantic's, as vLLM's config dataclass raises it (printed with its module's name)."""
+
+
+_ValidationError.__module__ = "pydantic_core._pydantic_core"
+_ValidationError.__qualname__ = _ValidationError.__name__ = "ValidationError"
 
 
 def _mmss(seconds: float) -> str:
