@@ -290,7 +290,10 @@ class _Table:
         self.children: dict[int, list[int]] = {}
         for pid, (_comm, ppid, _start) in self.procs.items():
             self.children.setdefault(ppid, []).append(pid)
-        self.entries = {pid for pid, argv in self.argvs.items() if server_entry(argv)}
+        # A process that renamed itself VLLM::* is an engine or a worker (a forked one may
+        # still show its server's argv), never the server.
+        self.entries = {pid for pid, argv in self.argvs.items() if server_entry(argv)
+                        and not self.procs[pid][0].startswith("VLLM::")}
 
     def ancestors(self, pid: int) -> list[int]:
         out: list[int] = []
@@ -348,8 +351,8 @@ def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
         comm = table.comm(pid)
         parent = table.procs.get(pid, ("", 0, 0))[1]
         if not comm.startswith("VLLM::") or table.comm(parent).startswith("VLLM::") or \
-                table.top_entry(pid) is not None:
-            continue
+                table.top_entry(pid) is not None or pid not in table.argvs:
+            continue  # (no command line: a zombie, already gone but for its parent's wait)
         env = _environ(pid)
         tree = table.tree(pid)
         out.append({**table.brief(pid), "cwd": _readlink(f"/proc/{pid}/cwd"),
@@ -417,6 +420,7 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
 
     lookalikes = sorted(
         pid for pid in matched if pid not in table.entries and table.top_entry(pid) is None
+        and not table.comm(pid).startswith("VLLM::")
         and not any(d in table.entries for d in table.descendants(pid)))
     names = listen_inodes(port) if port else set()
     port_info: dict[str, Any] | None = None

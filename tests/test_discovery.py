@@ -277,3 +277,63 @@ async def test_over_ssh_only_the_login_users_processes(sshd: Sshd, root: Path) -
         _kill(own)
     local = await discover_serve(LocalHost(), ServeSettings(match=f"vllm serve {token}"))
     assert local is None  # both are gone now
+
+
+# -- the one resolver: look-alikes, orphans ----------------------------------------------------
+
+ORPHANER = r'''import ctypes, os, subprocess, sys, time
+cwd = os.getcwd()
+if os.fork() == 0:  # the engine, renamed as vLLM's is
+    ctypes.CDLL(None).prctl(15, b"VLLM::EngineCore", 0, 0, 0)
+    time.sleep(120); os._exit(0)
+TRACKER = "import time; time.sleep(120) # from multiprocessing.resource_tracker import main"
+subprocess.Popen([sys.executable, "-c", TRACKER, "multiprocessing.resource_tracker"])
+time.sleep(0.3)
+print("started", flush=True)
+time.sleep(120)
+'''
+
+
+def _start_orphaner(root: Path, token: str) -> subprocess.Popen[bytes]:
+    script = root / "bin" / "vllm"
+    script.parent.mkdir(parents=True)
+    script.write_text(ORPHANER)
+    log = root / "serve.log"
+    with open(log, "ab") as out:
+        api = subprocess.Popen([HOST_PYTHON, str(script), "serve", token], stdout=out,
+                               stderr=subprocess.STDOUT, cwd=root, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while b"started" not in log.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return api
+
+
+async def test_an_orphaned_engine_and_its_resource_tracker_are_named(root: Path) -> None:
+    """The API server SIGKILLed: its engine and resource tracker keep running. No server is
+    reported; the orphan is, with the tracker that shares its directory and parent."""
+    from console.discovery import resolve_serve
+
+    token = f"orphan-{os.getpid()}"
+    api = _start_orphaner(root, token)
+    try:
+        settings = ServeSettings(match=f"vllm serve {token}")
+        running = await resolve_serve(LocalHost(), settings)
+        assert running.process is not None
+        assert running.process.pid == api.pid
+        assert not [o for o in running.orphans if o["cwd"] == str(root)]
+        api.kill()  # SIGKILL: the children are orphaned, as vLLM's are
+        api.wait()
+        time.sleep(0.2)
+        found = await resolve_serve(LocalHost(), settings)
+        assert found.process is None
+        assert not found.lookalikes
+        mine = [o for o in found.orphans if o["cwd"] == str(root)]
+        assert len(mine) == 1
+        orphan = mine[0]
+        assert orphan["comm"] == "VLLM::EngineCor"
+        assert orphan["cwd"] == str(root)
+        assert [m["cmdline"].split()[-1] for m in orphan["tree"]] == [
+            "multiprocessing.resource_tracker"]
+        assert any(n.startswith(f"orphaned engine pid {orphan['pid']}") for n in found.notes)
+    finally:
+        _kill(api)

@@ -154,8 +154,8 @@ def _orphans_to_stop(found: Resolution, cwd: str, env: dict[str, str] | None
         tree = [orphan, *orphan.get("tree", [])]
         names = ", ".join(f"{m.get('comm')} {m['pid']}" for m in tree)
         ours = orphan.get("holds_port") or (
-            bool(cwd) and orphan.get("cwd") == cwd and
-            orphan.get("env_digest") in (digest, ""))
+            bool(cwd) and orphan.get("cwd") == cwd and bool(digest) and
+            orphan.get("env_digest") == digest)
         if ours:
             members.extend((int(m["pid"]), int(m.get("start") or 0), str(m.get("comm", "")))
                            for m in tree)
