@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +24,23 @@ import pytest
 
 from checks.models import Status
 from console.app import ConsoleApp
+from console.parsers import LineKind, classify_text, parse_metrics
 from console.session import HostSession
 from console.settings import load_hosts_file, resolve_host
+from console.sim import materialise, start_background, stop, wait_ready
 from console.ssh_host import SSHHost
 from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec
-from tests.real_vllm.support import cli, cli_json, counter, hosts_file, scrape, server
+from tests.real_vllm.support import (
+    cli,
+    cli_json,
+    counter,
+    free_port,
+    hosts_file,
+    scrape,
+    server,
+)
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -187,3 +198,47 @@ async def test_the_panes_show_the_real_server(incident: Incident) -> None:
         wrong = {row.field for row in screen.diff.diff.wrong}  # type: ignore[union-attr]
         assert {"mask_token_id", "target_layer_ids", "layer_types"} <= wrong
     await asyncio.sleep(0)
+
+
+def _kinds(text: str) -> set[str]:
+    """The kinds of events the console's parsers find in a log: each line's kind, and for
+    start-up lines their phase (warnings and unrecognised lines are not events)."""
+    kinds = set()
+    for raw in text.splitlines():
+        event = classify_text(raw)
+        if event.kind in (LineKind.OTHER, LineKind.WARNING):
+            continue
+        phase = getattr(event.payload, "phase", None)
+        kinds.add(f"{event.kind.value}:{phase.value}" if phase is not None else event.kind.value)
+    return kinds
+
+
+def test_the_sim_prints_the_kinds_of_events_the_real_engine_prints(
+        incident: Incident, tmp_path: Path) -> None:
+    """The simulated host stands in for the real engine in the fast tests and the demo: every
+    kind of event the parsers find in a real run's log (start-up phases, engine line, aux
+    layers, stat and SpecDecoding lines) must appear in the sim's log too, and both /metrics
+    give the same figures' kinds."""
+    tree = materialise("incident", tmp_path / "sim", port=free_port(), startup_s=0.3,
+                       metrics_interval_s=0.3)
+    proc = start_background(tree)
+    try:
+        assert wait_ready(tree, proc, 30)
+        deadline = time.monotonic() + 20
+        while "SpecDecoding metrics" not in tree.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        sim_kinds = _kinds(tree.log.read_text(errors="replace"))
+        with urllib.request.urlopen(f"{tree.url}/metrics", timeout=10) as resp:
+            sim_metrics = parse_metrics(resp.read())
+    finally:
+        stop(tree, timeout=5)
+    real_kinds = _kinds(incident.server.log.read_text(errors="replace"))
+    for needed in ("version", "non-default-args", "engine-start", "aux-layers", "spec-decode",
+                   "throughput", "startup:ready"):
+        assert needed in real_kinds, f"the real log has no {needed} event"
+    assert real_kinds <= sim_kinds, f"the sim never prints: {sorted(real_kinds - sim_kinds)}"
+    real_metrics = parse_metrics(scrape(incident.server.url))
+    for name in ("spec_decode", "running", "waiting", "kv_cache_usage_pct"):
+        assert getattr(real_metrics, name) is not None, f"real /metrics: no {name}"
+        assert getattr(sim_metrics, name) is not None, f"sim /metrics: no {name}"
+    assert len(real_metrics.spec_decode.accepted_per_pos) == 3  # type: ignore[union-attr]
