@@ -125,12 +125,14 @@ def argv_port(argv: list[str]) -> int:
     return port
 
 
-def env_digest(env: dict[str, str]) -> str:
-    """A digest of an environment, our own hook variables left out: a forked engine shows its
-    server's environment, so an orphan and the command that started it digest alike."""
-    items = sorted((k, v) for k, v in env.items() if not k.startswith(_OWN_ENV_PREFIXES)
-                   and not (k == "PYTHONPATH" and "trace-hook-" in v))
-    return hashlib.sha256(json.dumps(items).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+def env_items(env: dict[str, str]) -> list[str]:
+    """An environment as short digests of its `KEY=value` items, our own hook variables left
+    out: whether one process's environment holds another's can be told without the values
+    (which may be secrets) leaving the host."""
+    return sorted(
+        hashlib.sha256(f"{k}={v}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        for k, v in env.items() if not k.startswith(_OWN_ENV_PREFIXES)
+        and not (k == "PYTHONPATH" and "trace-hook-" in v))
 
 
 def listen_inodes(port: int) -> set[str]:
@@ -353,10 +355,9 @@ def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
         if not comm.startswith("VLLM::") or table.comm(parent).startswith("VLLM::") or \
                 table.top_entry(pid) is not None or pid not in table.argvs:
             continue  # (no command line: a zombie, already gone but for its parent's wait)
-        env = _environ(pid)
         tree = table.tree(pid)
         out.append({**table.brief(pid), "cwd": _readlink(f"/proc/{pid}/cwd"),
-                    "env_digest": env_digest(env) if env else "",
+                    "env_items": env_items(_environ(pid) or {}),
                     "holds_port": bool(names) and any(
                         holds(p, names) for p in [pid, *(m["pid"] for m in tree)]),
                     "tree": tree})
@@ -370,6 +371,7 @@ def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
             if orphan["cwd"] == cwd and table.procs[pid][1] == orphan["ppid"]:
                 orphan["tree"].append({"pid": pid, "ppid": table.procs[pid][1],
                                        "comm": table.comm(pid), "start": table.start(pid),
+                                       "env_items": env_items(_environ(pid) or {}),
                                        "cmdline": " ".join(argv)[:300]})
                 break
     return out
@@ -391,7 +393,6 @@ def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float
         "start_time": btime + start / float(ticks) if btime else None,
         "uid": table.uid, "argv": argv, "cwd": cwd, "exe": exe,
         "python": python, "python_from": python_from, "environ": env,
-        "env_digest": env_digest(env),
         "stdout": _fd_target(pid, 1), "stderr": _fd_target(pid, 2),
         "children": tree, "matched": matched,
         "holds_port": bool(names) and any(holds(p, names)

@@ -798,3 +798,35 @@ async def test_the_restart_follower_holds_no_more_than_a_bounded_line(tmp_path: 
     assert len(seen[1]) == MAX_LINE_BYTES
     assert follower.offset == log.stat().st_size
     assert peak < 12 * MAX_LINE_BYTES, peak
+
+
+def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environment() -> None:
+    """A real engine renames itself (its environment reads back overwritten): the resource
+    tracker beside it still has the server's. Another directory, or an environment that
+    lacks one of the server's variables, is someone else's orphan: named, left alone."""
+    from console.discovery import Resolution
+    from console.discovery_probe import env_items
+    from console.restart.plan import _orphans_to_stop
+
+    env = {"PATH": "/v/bin:/usr/bin", "HF_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "0"}
+    spawned = env_items({**env, "LOCAL_WORLD_SIZE": "1"})  # vLLM adds its own
+
+    def orphan(pid: int, cwd: str, tracker_env: dict[str, str], port: bool = False) -> dict:
+        return {"pid": pid, "start": pid * 10, "comm": "VLLM::EngineCor", "cwd": cwd,
+                "env_items": env_items({"LOCAL_WORLD_SIZE": "1"}), "holds_port": port,
+                "tree": [{"pid": pid + 1, "start": 1, "comm": "VLLM::Worker"},
+                         {"pid": pid + 2, "start": 2, "comm": "python3",
+                          "env_items": env_items(tracker_env)}]}
+
+    other_gpu = {**env, "CUDA_VISIBLE_DEVICES": "1"}
+    facts = {"orphans": [orphan(100, "/srv/a", {**env, "X": "1"}),
+                         orphan(200, "/srv/b", env),
+                         orphan(300, "/srv/a", other_gpu),
+                         orphan(400, "/elsewhere", {}, port=True)]}
+    assert set(env_items(env)) <= set(spawned)
+    members, notes = _orphans_to_stop(Resolution(None, facts), "/srv/a", env)
+    assert {pid for pid, _s, _n in members} == {100, 101, 102, 400, 401, 402}
+    assert sum("stopped too" in n for n in notes) == 2
+    assert sum("left alone" in n for n in notes) == 2
+    assert _orphans_to_stop(Resolution(None, facts), "/srv/a", None)[0] == [
+        (400, 4000, "VLLM::EngineCor"), (401, 1, "VLLM::Worker"), (402, 2, "python3")]

@@ -22,7 +22,7 @@ from console.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.discovery_probe import argv_port, env_digest, matches
+from console.discovery_probe import argv_port, env_items, matches
 from console.host import Host, HostError, quote_argv
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes, trace_hook_source
@@ -145,17 +145,18 @@ async def _resolve(host: Host, config: HostConfig, python: str,
 def _orphans_to_stop(found: Resolution, cwd: str, env: dict[str, str] | None
                      ) -> tuple[list[tuple[int, int, str]], list[str]]:
     """Orphaned engines that belong to this server: they hold its port, or they run in its
-    working directory with its environment (a forked engine keeps both). The others are
-    named and left alone."""
-    digest = env_digest(env) if env else ""
+    working directory and one of them (the engine, or the resource tracker left beside it)
+    has the server's whole environment. (A real engine renames itself and so overwrites its
+    environment; its resource tracker keeps it.) The others are named and left alone."""
+    wanted = set(env_items(env)) if env else set()
     members: list[tuple[int, int, str]] = []
     notes: list[str] = []
     for orphan in found.orphans:
         tree = [orphan, *orphan.get("tree", [])]
         names = ", ".join(f"{m.get('comm')} {m['pid']}" for m in tree)
         ours = orphan.get("holds_port") or (
-            bool(cwd) and orphan.get("cwd") == cwd and bool(digest) and
-            orphan.get("env_digest") == digest)
+            bool(cwd) and orphan.get("cwd") == cwd and bool(wanted) and
+            any(wanted <= set(m.get("env_items") or ()) for m in tree))
         if ours:
             members.extend((int(m["pid"]), int(m.get("start") or 0), str(m.get("comm", "")))
                            for m in tree)
