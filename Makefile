@@ -18,7 +18,7 @@ demo-real: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	@scripts/ensure-test-tools.sh
 	$(BIN)/python -m tests.real_vllm build
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -rs -p no:cacheprovider
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
