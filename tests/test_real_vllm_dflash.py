@@ -134,6 +134,10 @@ def test_status_while_the_port_is_closed_shows_the_start_up(incident: Incident) 
     for data in incident.while_starting:
         assert data["serve"]["running"] is True
         assert data["serve"]["health"] != "healthy"
+        assert data["serve"]["state"] in ("starting", "unknown")
+    # Read from the real lines: vLLM's own phases (engine start, weights, KV cache, ...).
+    phases = {d["serve"]["phase"] for d in incident.while_starting} - {None}
+    assert phases, [d["serve"] for d in incident.while_starting]
     # The last answer before ready had seen the engine start in the real log.
     last = incident.while_starting[-1]
     assert last["engine"]["version"] == "0.32.0"
