@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
-# Bidi embedding/override/isolate controls and marks: they let text lie about its order.
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Bidi embedding/override/isolate controls and marks: they let text lie about its order. And
+# the Unicode line and paragraph separators, which `str.splitlines` (and so a screen row
+# splitter) breaks at: one log line must never look like several.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 DISPLAY_MAX = 2000
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))

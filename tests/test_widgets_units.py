@@ -78,3 +78,13 @@ def test_host_text_is_inert_on_screen() -> None:
     assert "\x00" not in shown
     assert "<U+202E>" in shown
     assert safe_text("x" * 5000).endswith("[+3000 chars]")
+
+
+def test_one_host_line_never_shows_as_several_rows() -> None:
+    """U+2028/U+2029, a bare CR and the other separators `splitlines` breaks at: a line could
+    otherwise fake a row (an ERROR line of its own making)."""
+    hostile = "INFO ok\u2028ERROR fake\u2029ERROR two\rERROR three\x85\x0bx\x1cy"
+    shown = safe_text(hostile)
+    assert shown.splitlines() == [shown]
+    assert "<U+2028>" in shown
+    assert "<U+2029>" in shown
