@@ -233,9 +233,10 @@ def resolution_notes(facts: Mapping[str, Any], match: str) -> tuple[str, ...]:
     first = serves[0] if serves else None
     port = facts.get("port") if isinstance(facts.get("port"), dict) else None
     if first is not None and len(serves) > 1:
+        others = "; ".join(f"pid {s['pid']}: {_shown(s.get('argv') or [])}"
+                           for s in serves[1:])
         notes.append(f"{len(serves)} serve processes match {match!r}: using pid "
-                     f"{first['pid']}; others: " + "; ".join(f"pid {s['pid']}: {_shown(s.get('argv') or [])}"
-                                            for s in serves[1:]))
+                     f"{first['pid']}; others: {others}")
     if first is not None and not first.get("matched", True):
         notes.append(f"pid {first['pid']} listens on the configured port but does not match "
                      f"{match!r}: it is the server all the same")
