@@ -40,8 +40,11 @@ SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
 CLI_MODULES = ("vllm.entrypoints.cli.main",)
 # Python options that take a value as the next word (`python -X dev -m ...`).
 _PY_VALUE_OPTIONS = ("-X", "-W", "-Q")
-SUPERVISORS = ("supervisord", "tini", "dumb-init", "docker-init", "s6-supervise", "runsv",
-               "circusd", "pm2", "catatonit", "systemd")
+# Parents that start the server again by themselves, or end with it. Not systemd: a unit is
+# found by its cgroup and restarted through systemctl, and `systemd --user` also adopts
+# every orphan of a login session as their subreaper.
+CONTAINER_INITS = ("tini", "dumb-init", "docker-init", "catatonit")
+SUPERVISORS = ("supervisord", "s6-supervise", "runsv", "circusd", "pm2", *CONTAINER_INITS)
 SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "fish")
 LOOP_WORDS = ("while", "until", "for")
 # Hook variables a traced restart adds: the same server with or without them.
@@ -377,6 +380,18 @@ def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
     return out
 
 
+def _container_main(table: _Table, pid: int, start: int, ticks: float) -> str:
+    """Whether the server is a container's own process: stopping it ends the container."""
+    if pid == 1:
+        return "it is pid 1 here (a container's own process): stopping it ends the container"
+    init = table.comm(1)
+    if table.procs.get(pid, ("", 0, 0))[1] == 1 and init in CONTAINER_INITS and \
+            abs(start - table.start(1)) <= 5 * ticks:
+        return (f"it is the container's main process under {init} (pid 1), which ends the "
+                "container when it exits")
+    return ""
+
+
 def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float,
            ticks: float) -> dict[str, Any]:
     comm, ppid, start = table.procs[pid]
@@ -397,7 +412,8 @@ def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float
         "children": tree, "matched": matched,
         "holds_port": bool(names) and any(holds(p, names)
                                           for p in [pid, *(m["pid"] for m in tree)]),
-        "supervisor": supervisor(ppid, table.comm(ppid), parent_argv),
+        "supervisor": supervisor(ppid, table.comm(ppid), parent_argv) or
+        _container_main(table, pid, start, ticks),
         "parent": {"pid": ppid, "comm": table.comm(ppid), "argv": parent_argv[:8]},
     }
 

@@ -682,6 +682,7 @@ def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) ->
     (["-bash"], False),
     (["bash", "-c", "exec vllm serve /m"], False),
     (["tmux", "new-session"], False),
+    (["/lib/systemd/systemd", "--user"], False),  # a unit is found by its cgroup instead
 ])
 def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
     from console.discovery_probe import supervisor
