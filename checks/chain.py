@@ -28,6 +28,7 @@ from checks.rootcause import broken_link, root_cause
 from console.discovery import discover_serve, effective_serve
 from console.host import Host, HostError
 from console.remote_scripts import RemoteScripts, script_source
+from console.restart.last import read_last_launch
 from console.settings import ServeSettings
 
 SCRIPTS = "checks.scripts"
@@ -168,8 +169,11 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
         command = shown_command("python3", path, {"match": settings.match.split()})
     except HostError as exc:
         process, discovery_error = None, str(exc)
+    # No server: the one the console launched last for this entry is the run to judge.
+    last = await read_last_launch(host, settings, scripts) \
+        if process is None and discovery_error is None else {}
     ctx = ChainContext(host=host, host_label=host_label or host.name, profile=profile,
-                       serve=effective_serve(settings, process), scripts=scripts,
+                       serve=effective_serve(settings, process, last=last), scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
                        match=settings.match, discovery_command=command)
     probes = _Probes(ctx)

@@ -396,8 +396,11 @@ class EffectiveServe:
 
 
 def effective_serve(settings: ServeSettings, process: ServeProcess | None,
-                    match_words: str | None = None) -> EffectiveServe:
-    """Merge the configuration with the discovered process."""
+                    match_words: str | None = None, *,
+                    last: Mapping[str, Any] | None = None) -> EffectiveServe:
+    """Merge the configuration with the discovered process; with no process, with this host
+    entry's last launch by the console (`last`, from `console.restart.last`), when there is
+    one: the log it appended to, its interpreter and models."""
     found = f"discovered (pid {process.pid})" if process else ""
     discovered = {
         "python": (process.python or "") if process else "",
@@ -407,7 +410,19 @@ def effective_serve(settings: ServeSettings, process: ServeProcess | None,
         "url": process.url if process else "",
     }
     notes: list[str] = []
-    if process is None:
+    if process is None and last and last.get("argv"):
+        argv = [str(a) for a in last["argv"]]
+        args = parse_serve_argv(argv)
+        found = f"the console's last launch (pid {last.get('pid')})"
+        discovered = {
+            "python": argv[0] if argv[0].rsplit("/", 1)[-1].startswith("python") else "",
+            "log": str(last.get("log") or ""), "target": args.target or "",
+            "draft": args.draft or "", "url": str(last.get("url") or args.url),
+        }
+        notes.append(f"no process matching {match_words or settings.match!r} runs for the "
+                     f"login user: using this host entry's last launch by the console (pid "
+                     f"{last.get('pid')}): its log, interpreter and models")
+    elif process is None:
         notes.append(f"no process matching {match_words or settings.match!r} runs for the "
                      "login user: using the configured settings")
     else:

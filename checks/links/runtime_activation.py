@@ -137,12 +137,12 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
         if any(f in text for f in spec.failures):
             failures.append(message.strip())
         error = parse_error(message, line.level)
-        if error is not None and error.kind is ErrorKind.EXCEPTION:
-            exceptions.append(message.strip())
-        elif "[type=" in message and exceptions and "validation error" in exceptions[-1]:
+        if "[type=" in message and exceptions and "validation error" in exceptions[-1]:
             # pydantic's reason, on the line after its `ValidationError: N validation error
-            # for X` (which says little by itself).
+            # for X` (which says little by itself); parse_error calls it a ValueError too.
             exceptions[-1] += " — " + message.strip().split(" [type=", 1)[0]
+        elif error is not None and error.kind is ErrorKind.EXCEPTION:
+            exceptions.append(message.strip())
         if any(m in text for m in spec.ready_markers):
             ready = True
     return RunLog(first is not None, parsed[first][0] if first is not None else None,
