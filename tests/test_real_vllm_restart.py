@@ -216,4 +216,6 @@ def test_a_relaunch_the_real_engine_refuses_exits_1_with_its_error(lab: Lab) -> 
     assert runtime["status"] == "fail", runtime
     assert REFUSAL in runtime["summary"] + json.dumps(runtime["evidence"])
     assert "VLLM_USE_V2_MODEL_RUNNER=1" in runtime["hint"]
-    assert links["_report"]["root_cause"] == "runtime-activation"
+    # The layout differs from the reference (every layer sliding): the config is the cause.
+    assert "layer_types" in links["config-correct"]["summary"]
+    assert links["_report"]["root_cause"] == "config-correct"
