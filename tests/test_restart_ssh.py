@@ -298,8 +298,9 @@ async def test_a_server_that_fails_to_start_reports_its_error_lines(lab: Lab) ->
     assert result.exit_status == 1
     assert "exited with status 1" in result.reason
     text = "\n".join(result.error_lines)
-    assert "VLLM_USE_V2_MODEL_RUNNER=1" in text
-    assert "Engine core initialization failed" in text
+    # 0.33's engine config refuses it in the API server, before any engine starts.
+    assert "ValidationError: 1 validation error for VllmConfig" in text
+    assert "Model Runner V1 does not support: mixed sliding/full dflash drafts" in text
     # Nothing runs now; the next restart starts the last launch again (and fails again).
     again = await restart(lab.host, served.config, options=FAST)
     assert again.outcome is Outcome.FAILED
@@ -459,6 +460,18 @@ async def test_the_configured_port_chooses_the_server(lab: Lab) -> None:
     assert again.pid is None
     assert theirs.pid not in {pid for pid, _s, _n in again.members}
     assert any(f"pid {theirs.pid} serves port {theirs.tree.port}" in n for n in again.notes)
+    assert all(alive(p.pid) for p in kept)
+    # Another entry (no launch on record) is refused, saying what was found instead.
+    other_entry = lab.sshd.host_config(name="entry-c", serve={"url": ours.tree.url})
+    host_c = SSHHost(other_entry)
+    try:
+        with pytest.raises(RestartError) as refused:
+            await plan_restart(host_c, other_entry)
+    finally:
+        await host_c.close()
+    assert "no earlier launch by the console for this host entry" in str(refused.value)
+    assert f"pid {theirs.pid} serves port {theirs.tree.port}, not the configured " \
+           f"{ours.tree.port}" in str(refused.value)
     assert all(alive(p.pid) for p in kept)
 
 

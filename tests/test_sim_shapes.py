@@ -4,7 +4,9 @@ own logging code prints (tests/data/real_formats), and the real kinds all appear
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -85,9 +87,7 @@ def test_033_refusal_prints_what_real_033_prints(tmp_path: Path) -> None:
     allowed = failure | real("0.33.0", "serve.log") | V1_RUNNER
     assert sim - allowed == set(), describe(sim - allowed)
     assert failure - sim == set(), describe(failure - sim)
-    fallback = [ln for ln in lines if "Model Runner V2 does not yet support" in ln]
-    assert len(fallback) == 1
-    assert classify_text(fallback[0]).line.level == "WARNING"
+    assert not any("does not yet support" in ln for ln in lines)  # V1 chosen, no fallback
 
 
 @pytest.mark.parametrize("scenario", ["healthy", "incident"])
@@ -101,12 +101,21 @@ def test_pre_031_builds_prefix_every_line_like_030(tmp_path: Path, scenario: str
     assert want - banner - sim == set(), describe(want - banner - sim)
 
 
+def _launch_without_runner_choice(tree: SimTree, argv: list[str]) -> subprocess.Popen[bytes]:
+    """The server as an operator starts it who never set VLLM_USE_V2_MODEL_RUNNER."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
+    with open(tree.log, "ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=tree.root,
+                                env=env, start_new_session=True)
+
+
 def test_033_runner_choice_follows_the_real_rules(tmp_path: Path) -> None:
     """0.33 runs the V2 runner unless told not to (VLLM_USE_V2_MODEL_RUNNER=0) or asked for what
-    V2 lacks (--enable-dbo): only the V1 runner refuses a mixed sliding/full DFlash drafter."""
+    V2 lacks (--enable-dbo, with a warning): only on V1 is a mixed sliding/full DFlash drafter
+    refused, by the engine config in the API server."""
     tree = materialise("upstream-mixed-swa-v1-runner", tmp_path / "h", port=free_port(), **FAST)
-    argv = [a for a in tree.serve_argv() if a != "--enable-dbo"]
-    proc = start_background(tree, argv=argv)
+    argv = tree.serve_argv()
+    proc = _launch_without_runner_choice(tree, argv)
     try:
         assert wait_ready(tree, proc, timeout=30), tree.log.read_text()[-3000:]
     finally:
@@ -117,15 +126,21 @@ def test_033_runner_choice_follows_the_real_rules(tmp_path: Path) -> None:
     assert "Using Eagle3 auxiliary layers from config: (2, 17, 32, 47, 62)" in text
     assert "does not yet support" not in text
     tree.log.write_text("")
-    proc = start_background(tree, argv=argv, env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    proc = _launch_without_runner_choice(tree, [*argv, "--enable-dbo"])
     try:
         assert proc.wait(timeout=30) == 1
     finally:
         stop(proc, timeout=5)
         stop(tree, timeout=5)
-    text = tree.log.read_text()
-    assert "DFlash drafters with mixed sliding/full attention require the V2 model runner" in text
-    assert "does not yet support" not in text  # chosen, not fallen back to: nothing to say
+    lines = split_lines(tree.log.read_bytes())
+    fallback = [ln for ln in lines if "does not yet support" in ln]
+    assert [(classify_text(ln).line.proc, classify_text(ln).line.level) for ln in fallback] \
+        == [("APIServer", "WARNING")]
+    assert fallback[0].endswith("Model Runner V2 does not yet support dual batch overlap; "
+                                "using the V1 model runner instead.")
+    refusal = [classify_text(ln) for ln in lines if "Model Runner V1 does not support" in ln]
+    assert [e.kind for e in refusal] == [LineKind.ERROR]
+    assert "Initializing a V1 LLM engine" not in "\n".join(lines)  # no engine started
 
 
 @pytest.mark.parametrize("scenario", ["healthy", "upstream-mixed-swa-v1-runner"])
@@ -152,8 +167,7 @@ def test_spec_flags_on_a_030_plus_build(tmp_path: Path) -> None:
     at = argv.index("--speculative-config")
     argv[at:at + 2] = ["--spec-method", "dflash", "--spec-model", str(tree.draft),
                        "--spec-tokens", "15"]
-    argv.remove("--enable-dbo")
-    proc = start_background(tree, argv=argv)
+    proc = start_background(tree, argv=argv, env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
     try:
         assert wait_ready(tree, proc, timeout=30), tree.log.read_text()[-3000:]
     finally:

@@ -5,7 +5,7 @@ Sources live in `console/sim/site-packages/` as ordinary Python files. A build p
 - tagged lines: a line ending in `# sim[TAG]` is kept (tag removed) only when the build has TAG,
   one ending in `# sim[!TAG]` only when it has not. Tags: offset, swa_fields, banner_<form>,
   v2_default (0.30+: the V2 model runner by default), prefix_format (0.31+: the process tag in
-  the log format).
+  the log format), v1_config_check (0.32-0.33: the config refuses what V1 cannot run).
 Then filler modules and compiled-extension stand-ins, the dist-info (METADATA, WHEEL, RECORD with
 sha256 and size for every file, direct_url.json for git installs) and `bin/vllm`. Damage asked for
 by the build (missing / tampered files) is done after RECORD is written, as a broken build would.
@@ -163,6 +163,8 @@ def build_tags(build: Build) -> set[str]:
         tags.add("v2_default")  # the V2 model runner is the default on CUDA
     if release >= (0, 31):
         tags.add("prefix_format")  # the `(NAME pid=N) ` prefix is part of the log format
+    if (0, 32) <= release < (0, 34):
+        tags.add("v1_config_check")  # the engine config refuses what the V1 runner cannot run
     return tags
 
 

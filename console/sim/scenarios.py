@@ -103,7 +103,7 @@ class Scenario:
     draft: DraftSpec
     expected: Expected
     env: tuple[tuple[str, str], ...] = field(default=())
-    """Extra environment for `vllm serve` (none of the shipped scenarios needs any)."""
+    """Extra environment for `vllm serve` the operator launched with."""
     serve_args: tuple[str, ...] = ()
     """Extra `vllm serve` options the operator launched with."""
 
@@ -214,8 +214,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario(
         name="upstream-mixed-swa-v1-runner",
         description="vLLM 0.33.0 with the right mixed sliding/full draft, launched with "
-                    "--enable-dbo, which the default V2 model runner does not support yet: "
-                    "vLLM falls back to the V1 runner, which refuses the drafter; serve exits 1",
+                    "VLLM_USE_V2_MODEL_RUNNER=0 (0.33 runs the V2 model runner by default): the "
+                    "engine config refuses the drafter on the V1 runner and serve exits 1",
         build=Build(version="0.33.0", swa="upstream", offset_fix=True, copies_swa_fields=True,
                     compiled_ext="_C_stable_libtorch.abi3.so", banner="logo"),
         draft=RIGHT_DRAFT,
@@ -223,11 +223,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
             links=_links("pass", "pass", "fail", "pass"),
             broken_link="runtime-activation", root_cause="runtime-activation", acceptance=None,
             serve_exit=1,
-            note="`Model Runner V2 does not yet support dual batch overlap; using the V1 model "
-                 "runner instead.`, then NotImplementedError: mixed sliding/full needs "
-                 "VLLM_USE_V2_MODEL_RUNNER=1; relaunched with it (or without --enable-dbo) the "
-                 "server comes up at ~6.4. VLLM_USE_V2_MODEL_RUNNER=0 refuses the same way."),
-        serve_args=("--enable-dbo",),
+            note="the API server's engine config refuses it before any engine starts "
+                 "(ValidationError: Model Runner V1 does not support: mixed sliding/full dflash "
+                 "drafts); relaunched with VLLM_USE_V2_MODEL_RUNNER=1, or without the variable, "
+                 "the server comes up at ~6.4. A feature the V2 runner lacks (--enable-dbo) "
+                 "falls back to V1 the same way, after a warning."),
+        env=(("VLLM_USE_V2_MODEL_RUNNER", "0"),),
     ),
 )}
 

@@ -77,9 +77,9 @@ class SimTree:
                 *self.spec.serve_args, "--host", "127.0.0.1", "--port", str(self.port)]
 
     def serve_env(self) -> dict[str, str]:
-        """Extra environment for the launch: the scenario's (none of the shipped ones sets any),
-        and VLLM_LOGGING_COLOR=1 when the tree was made with `color` (vLLM colours its log
-        only on a terminal or when asked to)."""
+        """Extra environment for the launch: the scenario's (upstream-mixed-swa-v1-runner sets
+        VLLM_USE_V2_MODEL_RUNNER=0), and VLLM_LOGGING_COLOR=1 when the tree was made with
+        `color` (vLLM colours its log only on a terminal or when asked to)."""
         env = dict(self.spec.env)
         try:
             settings = json.loads((self.sim_dir / "sim.json").read_text())
