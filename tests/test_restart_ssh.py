@@ -461,6 +461,19 @@ async def test_the_configured_port_chooses_the_server(lab: Lab) -> None:
     assert theirs.pid not in {pid for pid, _s, _n in again.members}
     assert any(f"pid {theirs.pid} serves port {theirs.tree.port}" in n for n in again.notes)
     assert all(alive(p.pid) for p in kept)
+    # Another entry (no launch on record) is refused, saying what was found instead.
+    other_entry = lab.sshd.host_config(
+        name="entry-c", serve={"url": ours.tree.url, "match": "serve /tmp/vc-restart-"})
+    host_c = SSHHost(other_entry)
+    try:
+        with pytest.raises(RestartError) as refused:
+            await plan_restart(host_c, other_entry)
+    finally:
+        await host_c.close()
+    assert "no earlier launch by the console for this host entry" in str(refused.value)
+    assert f"pid {theirs.pid} serves port {theirs.tree.port}, not the configured " \
+           f"{ours.tree.port}" in str(refused.value)
+    assert all(alive(p.pid) for p in kept)
 
 
 async def test_a_port_held_by_a_look_alike_is_never_restarted_over(lab: Lab) -> None:

@@ -173,7 +173,7 @@ def _members(described: dict[str, Any]) -> tuple[tuple[int, int, str], ...]:
 
 
 def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
-                 port: int | None) -> dict[str, Any]:
+                 port: int | None, found: tuple[str, ...] = ()) -> dict[str, Any]:
     """This host entry's last launch by the console, checked: it belongs to this entry and
     its port is the configured one. Raises RestartError saying why there is none to use."""
     last = described.get("last") or {}
@@ -192,7 +192,8 @@ def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
         raise RestartError(
             f"{host.name}: no serve process found (match {config.serve.match!r}) and no "
             "earlier launch by the console for this host entry to start again"
-            + (f" (launches on record for other entries: {others})" if others else ""))
+            + (f" (launches on record for other entries: {others})" if others else "")
+            + "".join(f"; {note}" for note in found[:3]))
     return last
 
 
@@ -242,7 +243,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     if pid is None:
         # A unit starts without a record of ours; a command line needs this entry's record.
         last = {} if unit and not described.get("last") else \
-            _last_launch(host, config, described, port)
+            _last_launch(host, config, described, port, found.notes)
         argv = [str(a) for a in last.get("argv") or []]
         env = last.get("env") or {}
         described["cwd"] = last.get("cwd") or ""
