@@ -357,7 +357,8 @@ class _Run:
             trace=self.plan.trace, old_pid=self.plan.pid, new_pid=self.new_pid,
             steps=tuple(self.progress.steps), phases=self.tracker.phases(end),
             error_lines=self.tracker.error_lines() if errors else (), marker=self.marker,
-            log=self.plan.log, stop_s=self._span("stopping", stop_end) if stop_end else None,
+            log=self.log_follower.path if self.log_follower else self.plan.log,
+            stop_s=self._span("stopping", stop_end) if stop_end else None,
             startup_s=self._span("launched", "ready"), total_s=self.progress.elapsed(),
             notes=tuple(self.notes))
 

@@ -205,6 +205,20 @@ def _preflight(plan: dict[str, Any]) -> None:
         raise StepFailed(f"nothing was stopped: {program} is not an executable file any more")
 
 
+def _regular_log(plan: dict[str, Any], status: StatusFile) -> None:
+    """A log that is a FIFO, socket or device (whose reader may be gone with the old server:
+    the open would block for good) is never written to: the relaunch's output goes to a
+    regular file in the private directory, and the status says where."""
+    log = plan.get("log") or ""
+    kind = file_kind(log) if log else "missing"
+    if kind in ("file", "missing"):
+        return
+    fallback = os.path.join(os.path.dirname(plan["paths"]["status"]), "vllm-serve.log")
+    status.write("note", f"the log {log} is a {kind}, not a regular file (a relaunch writing "
+                 f"to it could block for good): the relaunch writes to {fallback}")
+    plan["log"] = fallback
+
+
 def _port_preflight(plan: dict[str, Any]) -> None:
     """A port held by something this restart will not stop stays held after the stop: say so
     now, before anything is stopped, instead of waiting for it to be freed."""
@@ -356,6 +370,7 @@ def run(plan_path: str) -> int:
     t = plan["timeouts"]
     try:
         with bounded("check", 60):
+            _regular_log(plan, status)
             _preflight(plan)
         stop_s = float(t["term"]) + float(t["kill"]) + 2 * float(t["free"]) + 150
         with bounded("stop", stop_s):
