@@ -287,7 +287,9 @@ def test_a_start_up_that_dies_before_its_engine_line_is_the_current_run_and_fail
     assert status.state is StartupState.FAILED
     assert status.failure == ("pydantic_core._pydantic_core.ValidationError: 1 validation error "
                               "for SpeculativeConfig")
-    assert log.info.errors[-1].exception_type == "pydantic_core._pydantic_core.ValidationError"
+    # The ValidationError, then its reason (`  Value error, ...`), each an error of the run.
+    assert [e.exception_type for e in log.info.errors][-2:] == [
+        "pydantic_core._pydantic_core.ValidationError", "ValueError"]
 
 
 def test_each_failed_start_up_is_a_run_of_its_own() -> None:
