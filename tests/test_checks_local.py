@@ -79,14 +79,18 @@ async def test_a_checkout_in_the_working_directory_shadows_the_install(root: Pat
     install = make_install(root / "installed")  # the PR branch, whole
     checkout = root / "checkout"
     models = checkout / "vllm" / "model_executor" / "models"
+    cli = checkout / "vllm" / "entrypoints" / "cli"
     models.mkdir(parents=True)
-    for folder in (checkout / "vllm", checkout / "vllm" / "model_executor", models):
+    cli.mkdir(parents=True)
+    for folder in (checkout / "vllm", checkout / "vllm" / "model_executor", models,
+                   checkout / "vllm" / "entrypoints", cli):
         (folder / "__init__.py").write_text("")
     (models / "qwen3_dflash.py").write_text(NO_SWA_SOURCE)
-    (checkout / "vllm" / "fake_serve.py").write_text(FAKE_SERVE)
+    # `python -m vllm.entrypoints.cli.main serve`: a server entry point, from the checkout.
+    (cli / "main.py").write_text(FAKE_SERVE)
     target, draft = make_models(root, "healthy")
     token = f"local-{os.getpid()}-b"
-    proc = _serve([HOST_PYTHON, "-m", "vllm.fake_serve", "serve", str(target),
+    proc = _serve([HOST_PYTHON, "-m", "vllm.entrypoints.cli.main", "serve", str(target),
                    "--speculative-config", json.dumps({"model": str(draft)}),
                    "--served-model-name", token], root, engine_lines(target, draft),
                   {"PYTHONPATH": str(install.site)}, checkout)
