@@ -7,6 +7,7 @@ line and the column. Each outcome is a `ConfigRead` with a message a person can 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -80,6 +81,9 @@ def parse_read(name: str, info: Mapping[str, Any], run: ScriptRun, host: str) ->
     except json.JSONDecodeError as exc:
         return replace(base, problem=f"{base.path} is not valid JSON: line {exc.lineno} "
                                      f"column {exc.colno}: {exc.msg}")
+    except RecursionError:  # 200k levels of nesting: invalid, never an internal error
+        return replace(base, problem=f"{base.path} is not valid JSON: nested deeper than "
+                                     f"{sys.getrecursionlimit()} levels")
     if not isinstance(data, dict):
         return replace(base, problem=f"{base.path} is not a JSON object")
     return replace(base, data=data)

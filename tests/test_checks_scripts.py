@@ -333,3 +333,24 @@ def test_output_printed_by_imports_does_not_corrupt_the_answer(tmp_path: Path) -
                     + base.read_text())
     facts = _fields(install.python, draft_config("speculators"), tmp_path)
     assert facts["extraction"]["values"]["sliding_window"] == 2048  # parsed despite the noise
+
+
+def test_a_config_nested_too_deep_is_invalid_with_the_depth_named(tmp_path: Path) -> None:
+    """200k levels of nesting: Python's JSON reader raises RecursionError, which two links
+    reported as an internal error. It is an invalid config, and the message says why."""
+    import sys
+
+    from checks.configs import parse_read
+    from checks.hostscript import ScriptRun
+
+    path = tmp_path / "config.json"
+    path.write_text('{"a":' * 200_000 + "1" + "}" * 200_000)
+    data, info = fields_probe.read_config(str(path))
+    assert data is None
+    assert info["state"] == "invalid"
+    limit = sys.getrecursionlimit()
+    assert info["error"] == f"nested deeper than {limit} levels"
+    read = parse_read("draft", {"state": "ok", "model": str(tmp_path), "path": str(path),
+                                "text": path.read_text()}, ScriptRun("probe", 0), "gpu1")
+    assert read.data is None
+    assert read.problem == f"{path} is not valid JSON: nested deeper than {limit} levels"

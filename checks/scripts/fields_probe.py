@@ -48,6 +48,9 @@ def read_config(path: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         return None, {"state": "invalid", "path": path, "error": str(exc)}
+    except RecursionError:  # no config nests this deep; one that does must not crash the probe
+        return None, {"state": "invalid", "path": path,
+                      "error": f"nested deeper than {sys.getrecursionlimit()} levels"}
     if not isinstance(data, dict):
         return None, {"state": "not-an-object", "path": path}
     return data, {"state": "ok", "path": path}
