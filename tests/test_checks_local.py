@@ -102,3 +102,45 @@ async def test_a_checkout_in_the_working_directory_shadows_the_install(root: Pat
     assert code.status is Status.FAIL, code.summary
     assert "no DFlash SWA support" in code.summary
     assert f"the source read ({checkout}/vllm) is not the tree RECORD describes" in code.hint
+
+
+async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path) -> None:
+    """A relaunch the engine refused leaves no process to discover: the chain reads the log,
+    interpreter and models of this host entry's last launch by the console (the restart's
+    record), and judges that failed run, instead of asking for --log."""
+    from console.remote_scripts import RemoteScripts
+    from console.restart.bundle import bundle_bytes
+    from console.restart.plan import BUNDLE_NAME, _last_key
+
+    install = make_install(root / "installed", variant="upstream")
+    target, draft = make_models(root, "healthy")
+    log = root / "serve.log"
+    refusal = ("  Value error, Model Runner V1 does not support: mixed sliding/full dflash "
+               "drafts [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]")
+    log.write_text("\n".join([
+        "[vllm-console] restart at 2026-12-03T06:00:00+00:00 by test (trace=off)",
+        "(APIServer pid=7) INFO 12-03 06:00:01 [api_utils.py:347] vLLM server version 0.32.0, "
+        f"serving model {target}",
+        "Traceback (most recent call last):",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
+        refusal, ""]))
+    name = f"last-launch-test-{os.getpid()}"
+    host = LocalHost(name)
+    private = Path(await RemoteScripts(host).path(BUNDLE_NAME, bundle_bytes())).parent
+    record = private / f"last-launch-{_last_key(name)}.json"
+    record.write_text(json.dumps({
+        "entry": name, "argv": [str(install.python), "-m", "vllm.entrypoints.cli.main",
+                                "serve", str(target), "--speculative-config",
+                                json.dumps({"method": "dflash", "model": str(draft)})],
+        "cwd": str(root), "env": {}, "log": str(log), "url": "", "port": None, "pid": 1,
+        "at": time.time(), "by": "test"}))
+    try:
+        report = await run_chain(host, ServeSettings(match=f"vllm serve {target}"))
+    finally:
+        record.unlink()
+    runtime = report.link("runtime-activation")
+    assert runtime.status is Status.FAIL, runtime.summary
+    assert "Model Runner V1 does not support" in runtime.summary
+    assert report.link("code-present").status is Status.PASS
+    assert str(draft) in report.link("config-correct").evidence[0].excerpt or \
+        any(str(draft) in e.excerpt for e in report.link("config-correct").evidence)

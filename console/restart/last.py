@@ -13,6 +13,7 @@ import posixpath
 from typing import Any
 
 from console.discovery import configured_port
+from console.discovery_probe import matches
 from console.host import Host, HostError
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes
@@ -23,7 +24,8 @@ from console.settings import ServeSettings
 async def read_last_launch(host: Host, settings: ServeSettings,
                            scripts: RemoteScripts | None = None) -> dict[str, Any]:
     """The record of this host entry's last launch ({} when there is none, it cannot be read,
-    or it belongs to another entry or port: a record is never borrowed)."""
+    or it belongs to another entry or port, or its command line does not match `match`: a
+    record is never borrowed)."""
     scripts = scripts or RemoteScripts(host)
     try:
         bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
@@ -33,7 +35,9 @@ async def read_last_launch(host: Host, settings: ServeSettings,
     except (HostError, RestartError):
         return {}
     port = configured_port(settings.url)
+    argv = [str(a) for a in record.get("argv") or []]
     if record.get("entry") not in (None, host.name) or \
-            (port and record.get("port") not in (None, port)) or not record.get("argv"):
+            (port and record.get("port") not in (None, port)) or \
+            not matches(argv, (settings.match or "vllm serve").split()):
         return {}
     return record
