@@ -404,19 +404,26 @@ def alive(pid: int) -> bool:
 
 
 async def test_a_look_alike_is_never_stopped_for_the_server(lab: Lab) -> None:
+    """The server SIGKILLed, a `vllm bench serve` client of it still running: the client was
+    taken for the server, stopped and "relaunched". It is named and left alone; the last
+    launch starts again beside it."""
     served = await lab.serve("incident")
     first = await restart(lab.host, served.config, options=FAST)  # a last launch on record
     assert_came_up(first, served)
     assert first.new_pid
     kill_tree(first.new_pid)
     client = await bench_client(lab, served.tree)
-    result = await restart(lab.host, served.config, options=FAST)
-    assert result.outcome is Outcome.ERROR, (result.reason, result.steps)
-    assert f"pid {client}" in result.reason
-    assert "no server" in result.reason
-    assert "nothing was stopped" in result.reason
+    plan = await plan_restart(lab.host, served.config)
+    assert plan.pid is None
+    assert client not in {pid for pid, _s, _n in plan.members}
+    assert any(n.startswith(f"pid {client} matches") and "is no vLLM server" in n
+               and n.endswith("left alone") for n in plan.notes), plan.notes
+    result = await restart(lab.host, served.config, plan=plan, options=FAST)
+    assert result.outcome is Outcome.READY, (result.reason, result.steps)
     assert alive(client)
-    assert served.log_text().count(MARKER) == 1
+    assert result.new_pid
+    assert "vllm.entrypoints.cli.main" in " ".join(psutil.Process(result.new_pid).cmdline())
+    assert served.log_text().count(MARKER) == 2
 
 
 async def test_status_and_check_skip_an_older_look_alike(lab: Lab) -> None:

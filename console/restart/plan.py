@@ -101,9 +101,10 @@ def _last_key(entry: str) -> str:
 async def _resolve(host: Host, config: HostConfig, python: str,
                    scripts: RemoteScripts) -> tuple[Resolution, str]:
     """The serve process by the console's one rule (`console.discovery.resolve_serve`, which
-    telemetry and the checks use too), checked for what a restart must never act on: a
-    look-alike, a port held by something else, a server a supervisor restarts by itself,
-    several servers with nothing to choose between them. Returns it and the interpreter."""
+    telemetry and the checks use too; a look-alike is never it), checked for what a restart
+    must never act on: a port held by something else, a server a supervisor restarts by
+    itself, several servers with nothing to choose between them. Returns it and the
+    interpreter."""
     try:
         found = await resolve_serve(host, config.serve, scripts=scripts, python=python)
     except DiscoveryError as exc:
@@ -111,11 +112,8 @@ async def _resolve(host: Host, config: HostConfig, python: str,
     serve = found.process
     match = config.serve.match
     if serve is None:
-        looks = "; ".join(f"pid {item['pid']}: {quote_argv(item.get('argv') or [])[:200]}"
-                          for item in found.lookalikes)
-        if looks:
-            raise RestartError(f"{host.name}: no vLLM server runs; what matches {match!r} is "
-                               f"no server ({looks}): nothing was stopped")
+        # A look-alike (a `vllm bench serve` client of the dead server) is never stopped; it
+        # is named in the notes, and the last launch may start again beside it.
         port = found.port
         orphan_pids = {int(m["pid"]) for o in found.orphans for m in [o, *o.get("tree", [])]}
         holders = port.get("holders") or []
