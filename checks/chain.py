@@ -25,7 +25,7 @@ from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile
 from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
-from console.discovery import discover_serve, effective_serve
+from console.discovery import configured_port, effective_serve, resolve_serve
 from console.host import Host, HostError
 from console.remote_scripts import RemoteScripts, script_source
 from console.restart.last import read_last_launch
@@ -161,19 +161,23 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     scripts = RemoteScripts(host)
     discovery_error = None
     command = ""
+    found: tuple[str, ...] = ()
     try:
-        process = await discover_serve(host, settings, scripts=scripts)
+        resolution = await resolve_serve(host, settings, scripts=scripts)
+        process, found = resolution.process, resolution.notes
         # Installed already: the path comes from the cache, no round trip.
         path = await scripts.path("discovery_probe.py",
                                   script_source("console", "discovery_probe.py"))
-        command = shown_command("python3", path, {"match": settings.match.split()})
+        command = shown_command("python3", path, {"match": settings.match.split(),
+                                                   "port": configured_port(settings.url)})
     except HostError as exc:
         process, discovery_error = None, str(exc)
     # No server: the one the console launched last for this entry is the run to judge.
     last = await read_last_launch(host, settings, scripts) \
         if process is None and discovery_error is None else {}
     ctx = ChainContext(host=host, host_label=host_label or host.name, profile=profile,
-                       serve=effective_serve(settings, process, last=last), scripts=scripts,
+                       serve=effective_serve(settings, process, last=last, found_notes=found),
+                       scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
                        match=settings.match, discovery_command=command)
     probes = _Probes(ctx)

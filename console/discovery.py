@@ -397,10 +397,13 @@ class EffectiveServe:
 
 def effective_serve(settings: ServeSettings, process: ServeProcess | None,
                     match_words: str | None = None, *,
-                    last: Mapping[str, Any] | None = None) -> EffectiveServe:
+                    last: Mapping[str, Any] | None = None,
+                    found_notes: tuple[str, ...] = ()) -> EffectiveServe:
     """Merge the configuration with the discovered process; with no process, with this host
     entry's last launch by the console (`last`, from `console.restart.last`), when there is
-    one: the log it appended to, its interpreter and models."""
+    one: the log it appended to, its interpreter and models. `found_notes`: what the resolver
+    found when it found no server (`Resolution.notes`: an orphaned engine, a port held by
+    something else, a look-alike)."""
     found = f"discovered (pid {process.pid})" if process else ""
     discovered = {
         "python": (process.python or "") if process else "",
@@ -425,6 +428,8 @@ def effective_serve(settings: ServeSettings, process: ServeProcess | None,
     elif process is None:
         notes.append(f"no process matching {match_words or settings.match!r} runs for the "
                      "login user: using the configured settings")
+    if process is None:
+        notes.extend(found_notes)
     else:
         notes.extend(process.notes)
     if process is not None and process.log_deleted:

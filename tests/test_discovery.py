@@ -337,3 +337,26 @@ async def test_an_orphaned_engine_and_its_resource_tracker_are_named(root: Path)
         assert any(n.startswith(f"orphaned engine pid {orphan['pid']}") for n in found.notes)
     finally:
         _kill(api)
+
+
+async def test_check_names_an_orphaned_engine_when_no_server_runs(root: Path) -> None:
+    """`check` with the API server gone: its discovery evidence names the orphaned engine
+    instead of only 'no process matching'."""
+    import psutil
+
+    from checks.chain import run_chain
+
+    token = f"orphan-chk-{os.getpid()}"
+    api = _start_orphaner(root, token)
+    try:
+        engine = next(c.pid for c in psutil.Process(api.pid).children()
+                      if c.name().startswith("VLLM::"))
+        api.kill()
+        api.wait()
+        time.sleep(0.2)
+        report = await run_chain(LocalHost(), ServeSettings(match=f"vllm serve {token}"))
+    finally:
+        _kill(api)
+    evidence = "\n".join(e.excerpt for link in report.links for e in link.evidence
+                         if e.probe == "discovery")
+    assert f"orphaned engine pid {engine} (VLLM::EngineCor" in evidence, evidence
