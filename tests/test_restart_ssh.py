@@ -631,3 +631,40 @@ async def test_a_plan_confirmed_after_another_console_restarted_is_refused(lab: 
                                     f"pid {other.new_pid}")
     assert alive(other.new_pid)
     assert served.log_text().count(MARKER) == 1
+
+
+IMPOSTOR = """\
+import http.server, sys
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok).serve_forever()
+"""
+
+
+async def test_status_never_calls_a_non_server_on_the_port_healthy(lab: Lab) -> None:
+    """The server is gone and something that is no vLLM server answers /health with 200 on
+    the configured port: status says who holds the port and does not call it healthy."""
+    from console.telemetry.oneshot import collect_status
+    from console.telemetry.server import Health
+
+    served = await lab.serve("incident")
+    config = lab.sshd.host_config(serve={"url": served.tree.url,
+                                         "match": f"serve {served.tree.target}"},
+                                  gpu={"nvidia_smi": str(served.tree.nvidia_smi)})
+    kill_tree(served.pid)
+    impostor = await lab.host.start_detached(
+        ["/usr/bin/python3", "-c", IMPOSTOR, str(served.tree.port)], log="/dev/null")
+    lab.pids.append(impostor)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            c.laddr.port == served.tree.port and c.status == psutil.CONN_LISTEN
+            for c in psutil.Process(impostor).net_connections()):
+        await asyncio.sleep(0.05)
+    snapshot = await collect_status(lab.host, config)
+    assert snapshot.readiness.health is not Health.HEALTHY, snapshot.readiness
+    assert f"pid {impostor}" in snapshot.readiness.detail
+    assert any(f"port {served.tree.port} is held by pid {impostor}" in n
+               for n in snapshot.notes), snapshot.notes

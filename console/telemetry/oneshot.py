@@ -12,7 +12,7 @@ import asyncio
 
 from console.agent.client import AgentClient
 from console.agent.samples import AgentHello, AgentSample
-from console.discovery import ServeProcess, discover_serve
+from console.discovery import Resolution, resolve_serve
 from console.follower import LogFollower, NoticeKind
 from console.host import Host, HostError
 from console.parsers.metrics import parse_metrics
@@ -23,6 +23,7 @@ from console.telemetry.http import HttpResult, ServeUrl, http_get
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import RunLog
 from console.telemetry.server import (
+    Health,
     Readiness,
     judge_health,
     load_from_metrics,
@@ -49,7 +50,7 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
                         python=serve.python, scripts=scripts)
     agent_result, discovered = await asyncio.gather(
         agent.once(timeout=timeout),
-        discover_serve(host, serve, scripts=scripts, python=python),
+        resolve_serve(host, serve, scripts=scripts, python=python),
         return_exceptions=True)
     for result in (agent_result, discovered):
         if isinstance(result, BaseException) and not isinstance(result, HostError):
@@ -61,7 +62,10 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
         hello, sample = agent_result
     else:
         notes.append(str(agent_result))
-    process = discovered if isinstance(discovered, ServeProcess) else None
+    resolution = discovered if isinstance(discovered, Resolution) else None
+    process = resolution.process if resolution is not None else None
+    if resolution is not None:
+        notes.extend(resolution.notes)
     if isinstance(discovered, BaseException):
         if sample is None:
             raise StatusError(f"{host.name}: {agent_result}; {discovered}")
@@ -98,6 +102,14 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     now = clock.now()
     state, detail = judge_health(health, running=info.running,
                                  log_ready=run_log.startup.ready)
+    holders = resolution.port.get("holders") if resolution is not None else None
+    if state is Health.HEALTHY and process is None and resolution is not None and \
+            resolution.port.get("listening"):
+        # The port answers, but not from a vLLM server of this user: never "healthy".
+        who = ", ".join(f"pid {h['pid']} ({h.get('comm')})" for h in holders or []) or \
+            "a process this user cannot see"
+        state, detail = Health.UNKNOWN, f"/health answered 200 from {who}, which is no " \
+                                        "vLLM server of this user"
     readiness = Readiness(state, url.base if url else None,
                           health.status if health else None, detail, (), now)
     throughput = run_log.info.throughput
