@@ -6,9 +6,11 @@
     .venv/bin/python -m benchmarks --quick --write   # also write the report
 
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
-all five), perline, idle, start, chain, fleet, agent, follower. Each measurement runs in a
-fresh process (`python -m benchmarks.bench_*`), so that its memory peak is its own. Only a
-full run writes docs/benchmarks.md unless --write; its findings come from
+all five), perline, idle, start, chain, fleet, agent, follower; and `real` (the console on a
+real `vllm serve`: host cost under load, restart timeline), which runs only when --only names
+it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~7 minutes. Each
+measurement runs in a fresh process (`python -m benchmarks.bench_*`), so that its memory peak
+is its own. Only a full run writes docs/benchmarks.md unless --write; its findings come from
 benchmarks/findings.md.
 """
 
@@ -31,6 +33,7 @@ from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
 SECTIONS = (*LOGPATH, "perline", "idle", "start", "chain", "fleet", "agent", "follower")
+ON_REQUEST = ("real",)  # not in the default run: only when --only names it
 
 
 @dataclass(frozen=True)
@@ -147,10 +150,17 @@ def run_follower(plan: Plan) -> dict[str, Any]:
     return run_json("bench_follower", ["--seconds", "3"], timeout=300)
 
 
+def run_real(plan: Plan) -> dict[str, Any]:
+    args = ["--rounds", "1", "--baseline", "10", "--loaded", "15", "--idle", "10",
+            "--restarts", "1"] if plan.quick else ["--rounds", "3", "--restarts", "3"]
+    return run_json("bench_real_vllm", args, timeout=1500)
+
+
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "screen": run_screen, "tail": run_tail, "toolong": run_toolong, "local": run_local,
     "memory": run_memory, "perline": run_perline, "idle": run_idle, "start": run_start,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
+    "real": run_real,
 }
 
 
@@ -181,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                                 description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="a short run (< 3 min)")
     p.add_argument("--only", metavar="NAME[,NAME]",
-                   help=f"only these sections: {', '.join(SECTIONS)}, logpath")
+                   help=f"only these sections: {', '.join((*SECTIONS, *ON_REQUEST))}, "
+                        "logpath")
     p.add_argument("--write", action="store_true",
                    help="write docs/benchmarks.md even for --quick / --only")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"),
@@ -194,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [x for n in wanted for x in (LOGPATH if n == "logpath" else (n,))]
         unknown = [n for n in wanted if n not in RUNNERS]
         if unknown:
-            p.error(f"unknown section(s) {', '.join(unknown)}; one of {', '.join(SECTIONS)}, "
-                    "logpath")
-        names = [n for n in SECTIONS if n in wanted]
+            p.error(f"unknown section(s) {', '.join(unknown)}; one of "
+                    f"{', '.join((*SECTIONS, *ON_REQUEST))}, logpath")
+        names = [n for n in (*SECTIONS, *ON_REQUEST) if n in wanted]
     plan = Plan(quick=opts.quick)
     toolong = ""
     if "toolong" in names:

