@@ -8,7 +8,7 @@
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
 all five), perline, idle, start, chain, fleet, agent, follower; and `real` (the console on a
 real `vllm serve`: host cost under load, restart timeline), which runs only when --only names
-it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~7 minutes. Each
+it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes. Each
 measurement runs in a fresh process (`python -m benchmarks.bench_*`), so that its memory peak
 is its own. Only a full run writes docs/benchmarks.md unless --write; its findings come from
 benchmarks/findings.md.

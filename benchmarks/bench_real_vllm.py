@@ -6,7 +6,7 @@ what it costs the serving host under request load, and the restart timeline of a
     .venv/bin/python -m benchmarks --only real
 
 Not part of the default `python -m benchmarks` run: it needs the real-vLLM fixture (built on
-first use by `tests.real_vllm.fixture.build()`, ~2.5 GB, 2-4 minutes) and takes about 7 minutes
+first use by `tests.real_vllm.fixture.build()`, ~2.5 GB, 2-4 minutes) and takes about 5 minutes
 (a 25-70 s server start, the windows below, three 25-60 s restarts). Run it with
 `--only real`.
 
@@ -30,8 +30,8 @@ them, and the sshd, are stopped at the end, whatever happened.
    the busiest one-second sample. The whole machine's busy CPU and this process's own (the
    console's client side, which on a real deployment runs on another machine) are reported
    beside them. The requests come from a process of their own: from a thread of this one they
-   were 17-19% slower with the console attached in two of three runs (the client's work held
-   the GIL between requests), which says nothing about the host.
+   were 17-19% slower with the console attached in two of three runs (most likely the
+   client's work holding the GIL between requests), which says nothing about the host.
 2. **Restart timeline.** `vllm-console restart NAME --yes --config HOSTS` run `--restarts`
    times; the elapsed times it prints for `stopped`, `port-free`, `launched`, the new server's
    first start-up phase in the log, and `ready` (since the restart began, the host's clock), its
