@@ -103,9 +103,24 @@ def test_status_names_the_real_engine_its_drafter_and_its_process(incident: Inci
     assert serve["health"] == "healthy"
     assert "serve" in serve["cmdline"]
     assert str(incident.fixture.target) in serve["cmdline"]
+    # Everything the TUI knows, from the real log and process (issue 12's status --json).
+    assert serve["state"] == "ready"
+    assert serve["phase"] is None
+    assert 0 < serve["uptime_s"] < 900
+    assert serve["log"] == str(incident.server.log)
+    assert serve["url"] == incident.server.url
+    engine = data["engine"]
+    assert engine["aux_layers"] == [2, 4]  # the drafter's target_layer_ids [1, 3] + 1
+    assert engine["max_model_len"] == 512
+    assert (engine["tensor_parallel_size"], engine["data_parallel_size"]) == (1, 1)
+    throughput = data["throughput"]
+    assert throughput["source"] == "log"
+    assert throughput["generation_tps"] is not None
+    assert data["errors"] == []
     # No GPU on this machine, and no nvidia-smi: the console says so rather than inventing one.
     assert data["gpu_source"] == "none"
     assert data["gpus"] == []
+    assert "nvidia-smi" in data["gpu_source_reason"]
     # The process tree is the real one: API server -> EngineCore -> Worker.
     tree = psutil.Process(incident.server.pid).children(recursive=True)
     assert {p.name() for p in tree} >= {"VLLM::EngineCore", "VLLM::Worker"}
