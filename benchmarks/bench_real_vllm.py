@@ -48,7 +48,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -70,7 +69,14 @@ from console.session import HostSession  # noqa: E402
 from console.settings import load_hosts_file, resolve_host  # noqa: E402
 from console.ssh_host import SSHHost  # noqa: E402
 from console.telemetry.events import LogLinesReceived  # noqa: E402
-from tests.real_vllm.fixture import RealServer, RealVllm, build, dflash_spec  # noqa: E402
+from tests.real_vllm.fixture import (  # noqa: E402
+    RealServer,
+    RealVllm,
+    build,
+    dflash_spec,
+    marked_processes,
+    stop_processes,
+)
 from tests.real_vllm.support import cli, hosts_file, server  # noqa: E402
 from tests.sshd import Sshd, find_sshd  # noqa: E402
 
@@ -124,35 +130,12 @@ def bench_sshd() -> Iterator[Sshd]:
 
 def marked(mark: str) -> list[int]:
     """Every process whose environment carries this run's mark (the server, its relaunches)."""
-    needle = f"{MARK}={mark}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if needle in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    return marked_processes(MARK, mark)
 
 
 def stop_marked(mark: str, timeout: float = 20) -> None:
     """SIGTERM every marked process, SIGKILL what is left after `timeout`."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
-        pids = marked(mark)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.2)
+    stop_processes(lambda: marked(mark), timeout)
 
 
 # -- who is who ----------------------------------------------------------------------------

@@ -23,18 +23,15 @@ import psutil
 import pytest
 
 from checks.models import Status
-from console.app import ConsoleApp
 from console.parsers import LineKind, classify_text, parse_metrics
-from console.session import HostSession
-from console.settings import load_hosts_file, resolve_host
 from console.sim import materialise, start_background, stop, wait_ready
-from console.ssh_host import SSHHost
 from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec
 from tests.real_vllm.support import (
     cli,
     cli_json,
+    console_app,
     counter,
     free_port,
     hosts_file,
@@ -191,9 +188,7 @@ def test_check_pins_the_incident_on_the_draft_config(incident: Incident) -> None
 
 
 async def test_the_panes_show_the_real_server(incident: Incident) -> None:
-    config = resolve_host("incident", load_hosts_file(incident.hosts))
-    session = HostSession(config, SSHHost(config))
-    app = ConsoleApp([session])
+    app = console_app(incident.hosts, "incident")
     async with app.run_test(size=(160, 50)) as pilot:
         screen = app.screen_for("incident")
         assert screen is not None

@@ -17,15 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp
 from console.parsers.spec_decode import parse_spec_decode
-from console.session import HostSession
-from console.settings import load_hosts_file, resolve_host
-from console.ssh_host import SSHHost
 from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
-from tests.real_vllm.support import cli_json, counter, hosts_file, scrape, server
+from tests.real_vllm.support import cli_json, console_app, counter, hosts_file, scrape, server
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -104,9 +100,7 @@ def test_status_reports_vllms_own_acceptance(ngram: Ngram) -> None:
 
 async def test_the_pane_shows_the_counters_and_the_line(ngram: Ngram) -> None:
     drafts, drafted, accepted, per_pos = ngram.totals()
-    config = resolve_host("ngram", load_hosts_file(ngram.hosts))
-    session = HostSession(config, SSHHost(config))
-    app = ConsoleApp([session])
+    app = console_app(ngram.hosts, "ngram")
     async with app.run_test(size=(160, 50)) as pilot:
         screen = app.screen_for("ngram")
         assert screen is not None

@@ -14,11 +14,9 @@ to ~6.4 (`make demo` replays that on the simulated host).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -30,6 +28,8 @@ from tests.real_vllm.fixture import (
     RealServer,
     build,
     dflash_spec,
+    marked_processes,
+    stop_processes,
 )
 
 MARK = "VLLM_CONSOLE_REAL_DEMO"
@@ -39,32 +39,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _ours(mark: str) -> list[int]:
-    """This demo's processes: the server and whatever the console relaunched (the mark is in
-    their environment, which a restart keeps)."""
-    needle = f"{MARK}={mark}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-    return found
-
-
-def _stop(mark: str) -> None:
-    import time
-
-    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-        pids = _ours(mark)
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while pids and _ours(mark) and time.monotonic() < deadline:
-            time.sleep(0.2)
 
 
 def main() -> int:
@@ -102,5 +76,5 @@ def main() -> int:
         app.run()
         return app.return_code or 0
     finally:
-        _stop(str(root))
+        stop_processes(lambda: marked_processes(MARK, str(root)))
         shutil.rmtree(root, ignore_errors=True)

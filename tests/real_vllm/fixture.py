@@ -344,10 +344,23 @@ def fixture_processes(fixture: RealVllm, user: str) -> list[int]:
     return found
 
 
-def stop_fixture_processes(fixture: RealVllm, user: str, timeout: float = 15) -> None:
-    """SIGTERM every fixture vLLM process of `user`, SIGKILL what is left after `timeout`."""
+def marked_processes(name: str, value: str) -> list[int]:
+    """Pids of the processes whose environment holds `name=value`: a server started with it
+    and everything the console relaunched from it (a restart keeps the environment)."""
+    needle = f"{name}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+def stop_processes(find: Callable[[], list[int]], timeout: float = 15) -> None:
+    """SIGTERM every process `find` names, SIGKILL what is left after `timeout`."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
-        pids = fixture_processes(fixture, user)
+        pids = find()
         if not pids:
             return
         for pid in pids:
@@ -356,3 +369,8 @@ def stop_fixture_processes(fixture: RealVllm, user: str, timeout: float = 15) ->
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(_alive(p) for p in pids):
             time.sleep(0.2)
+
+
+def stop_fixture_processes(fixture: RealVllm, user: str, timeout: float = 15) -> None:
+    """SIGTERM every fixture vLLM process of `user`, SIGKILL what is left after `timeout`."""
+    stop_processes(lambda: fixture_processes(fixture, user), timeout)

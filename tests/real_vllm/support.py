@@ -54,6 +54,17 @@ def hosts_file(path: Path, sshd: Sshd, entries: dict[str, RealServer],
     return path
 
 
+def console_app(hosts: Path, name: str) -> Any:
+    """The console's app on one entry of a hosts file, over its real SSH link (for Pilot)."""
+    from console.app import ConsoleApp
+    from console.session import HostSession
+    from console.settings import load_hosts_file, resolve_host
+    from console.ssh_host import SSHHost
+
+    config = resolve_host(name, load_hosts_file(hosts))
+    return ConsoleApp([HostSession(config, SSHHost(config))])
+
+
 def cli(*args: str, timeout: float = CLI_TIMEOUT, stdin: str | None = None
         ) -> subprocess.CompletedProcess[str]:
     """`vllm-console ARGS` as a user runs it (a fresh process, the installed entry point)."""
