@@ -45,7 +45,6 @@ import asyncio
 import contextlib
 import json
 import os
-import pwd
 import re
 import shutil
 import statistics
@@ -78,7 +77,7 @@ from tests.real_vllm.fixture import (  # noqa: E402
     stop_processes,
 )
 from tests.real_vllm.support import cli, hosts_file, server  # noqa: E402
-from tests.sshd import Sshd, find_sshd  # noqa: E402
+from tests.sshd import Sshd, ensure_login_user, find_sshd  # noqa: E402
 
 BENCH_USER = "vcbench"
 MARK = "VLLM_CONSOLE_REAL_BENCH"
@@ -100,17 +99,6 @@ def _progress(text: str) -> None:
 # -- set-up: a login user of our own, its sshd ----------------------------------------------
 
 
-def login_user() -> str:
-    """`vcbench` (created once) when root, else ourselves."""
-    if os.geteuid() != 0:
-        return pwd.getpwuid(os.getuid()).pw_name
-    try:
-        pwd.getpwnam(BENCH_USER)
-    except KeyError:
-        subprocess.run(["useradd", "-m", "-s", "/bin/bash", "-p", "*", BENCH_USER], check=True)
-    return BENCH_USER
-
-
 @contextlib.contextmanager
 def bench_sshd() -> Iterator[Sshd]:
     path = find_sshd()
@@ -118,7 +106,7 @@ def bench_sshd() -> Iterator[Sshd]:
         raise RuntimeError("OpenSSH's sshd is not installed (`apt-get install openssh-server`)")
     directory = Path(tempfile.mkdtemp(prefix="vc-bench-real-sshd-", dir="/tmp"))
     os.chmod(directory, 0o755)
-    sshd = Sshd(path, directory, login_user())
+    sshd = Sshd(path, directory, ensure_login_user(BENCH_USER))
     try:
         sshd.setup()
         sshd.start()

@@ -38,16 +38,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def ensure_login_user() -> str:
-    """The dedicated non-root login user (created once), or ourselves when not root."""
+def ensure_login_user(name: str = TEST_USER) -> str:
+    """The dedicated non-root login user `name` (created once), or ourselves when not root."""
     if os.geteuid() != 0:
         return pwd.getpwuid(os.getuid()).pw_name
     try:
-        pwd.getpwnam(TEST_USER)
+        pwd.getpwnam(name)
     except KeyError:
         # '*': no password, yet not locked (a locked account is refused with UsePAM no).
-        subprocess.run(["useradd", "-m", "-s", "/bin/bash", "-p", "*", TEST_USER], check=True)
-    return TEST_USER
+        subprocess.run(["useradd", "-m", "-s", "/bin/bash", "-p", "*", name], check=True)
+    return name
 
 
 def keygen(path: Path) -> str:
