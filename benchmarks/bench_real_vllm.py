@@ -77,7 +77,7 @@ from tests.real_vllm.fixture import (  # noqa: E402
     stop_processes,
 )
 from tests.real_vllm.support import cli, hosts_file, server  # noqa: E402
-from tests.sshd import Sshd, ensure_login_user, find_sshd  # noqa: E402
+from tests.sshd import Sshd, start_sshd  # noqa: E402
 
 BENCH_USER = "vcbench"
 MARK = "VLLM_CONSOLE_REAL_BENCH"
@@ -101,19 +101,12 @@ def _progress(text: str) -> None:
 
 @contextlib.contextmanager
 def bench_sshd() -> Iterator[Sshd]:
-    path = find_sshd()
-    if path is None:
-        raise RuntimeError("OpenSSH's sshd is not installed (`apt-get install openssh-server`)")
-    directory = Path(tempfile.mkdtemp(prefix="vc-bench-real-sshd-", dir="/tmp"))
-    os.chmod(directory, 0o755)
-    sshd = Sshd(path, directory, ensure_login_user(BENCH_USER))
+    sshd = start_sshd(BENCH_USER)
     try:
-        sshd.setup()
-        sshd.start()
         yield sshd
     finally:
         sshd.kill()
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(sshd.directory, ignore_errors=True)
 
 
 def marked(mark: str) -> list[int]:

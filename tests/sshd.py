@@ -169,14 +169,15 @@ def _descendants(pid: int) -> list[int]:
         return []
 
 
-def start_sshd() -> Sshd:
+def start_sshd(user: str = TEST_USER) -> Sshd:
+    """A started sshd in a fresh directory, logging in as `user` (created when missing)."""
     sshd = find_sshd()
     if sshd is None:
         raise RuntimeError("OpenSSH's sshd is not installed: run `make test` (it installs "
                            "openssh-server as root), or `apt-get install openssh-server`")
     directory = Path(tempfile.mkdtemp(prefix="vc-sshd-", dir="/tmp"))
     os.chmod(directory, 0o755)
-    server = Sshd(sshd, directory, ensure_login_user())
+    server = Sshd(sshd, directory, ensure_login_user(user))
     server.setup()
     server.start()
     return server
