@@ -162,6 +162,15 @@ def status(config: Path, *args: str, timeout: float = 60) -> subprocess.Complete
                            str(config)], capture_output=True, text=True, timeout=timeout)
 
 
+def status_json(config: Path, name: str) -> dict:
+    """`status NAME --json`: it ran (exit 0), and its object has DESIGN.md's schema."""
+    result = status(config, name, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    check_schema(data)
+    return data  # type: ignore[no-any-return]
+
+
 def check_schema(data: dict) -> None:
     assert set(data) == TOP_KEYS
     assert set(data["serve"]) == SERVE_KEYS
@@ -189,10 +198,7 @@ def check_schema(data: dict) -> None:
 def test_status_json_on_a_running_scenario(hosts, name: str, low: float, high: float) -> None:
     config, trees = hosts
     tree = trees[name]
-    result = status(config, name, "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    check_schema(data)
+    data = status_json(config, name)
     assert data["host"] == name
     if not HAS_NVML:
         assert data["gpu_source"] == "nvidia-smi"
@@ -250,10 +256,7 @@ def test_status_json_on_a_running_scenario(hosts, name: str, low: float, high: f
 
 def test_status_of_a_server_that_failed_to_start(hosts) -> None:
     config, trees = hosts
-    result = status(config, FAILING, "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    check_schema(data)
+    data = status_json(config, FAILING)
     serve = data["serve"]
     assert {key: serve[key] for key in ("running", "pid", "cmdline", "health")} == {
         "running": False, "pid": None, "cmdline": None, "health": "down"}
@@ -286,10 +289,7 @@ def test_status_of_a_server_that_failed_to_start(hosts) -> None:
 
 def test_status_of_a_server_still_starting(hosts) -> None:
     config, trees = hosts
-    result = status(config, STARTING, "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    check_schema(data)
+    data = status_json(config, STARTING)
     serve = data["serve"]
     assert serve["running"] is True
     assert serve["health"] == "starting"
@@ -306,10 +306,7 @@ def test_status_of_a_server_still_starting(hosts) -> None:
 @pytest.mark.skipif(HAS_NVML, reason="NVML answers here, whatever nvidia-smi is")
 def test_status_says_why_there_are_no_gpu_figures(hosts) -> None:
     config, _ = hosts
-    result = status(config, "nogpu", "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    check_schema(data)
+    data = status_json(config, "nogpu")
     assert data["gpu_source"] == "none"
     assert data["gpus"] == []
     assert "/nonexistent/smi" in data["gpu_source_reason"]
@@ -344,10 +341,7 @@ def _port_of(config: Path) -> str:
 def test_status_without_the_log_says_the_load_comes_from_metrics(hosts) -> None:
     config, trees = hosts
     tree = trees["healthy"]
-    result = status(config, "nolog", "--json")
-    assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
-    check_schema(data)
+    data = status_json(config, "nolog")
     serve = data["serve"]
     assert serve["log"] == "/nonexistent/serve.log"
     assert serve["state"] == "ready", serve  # /health answers, though no log line says so
