@@ -110,7 +110,7 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
     record), and judges that failed run, instead of asking for --log."""
     from console.remote_scripts import RemoteScripts
     from console.restart.bundle import bundle_bytes
-    from console.restart.plan import BUNDLE_NAME, _last_key
+    from console.restart.plan import BUNDLE_NAME, last_key
 
     install = make_install(root / "installed", variant="upstream")
     target, draft = make_models(root, "healthy")
@@ -127,7 +127,7 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
     name = f"last-launch-test-{os.getpid()}"
     host = LocalHost(name)
     private = Path(await RemoteScripts(host).path(BUNDLE_NAME, bundle_bytes())).parent
-    record = private / f"last-launch-{_last_key(name)}.json"
+    record = private / f"last-launch-{last_key(name)}.json"
     record.write_text(json.dumps({
         "entry": name, "argv": [str(install.python), "-m", "vllm.entrypoints.cli.main",
                                 "serve", str(target), "--speculative-config",

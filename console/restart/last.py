@@ -17,7 +17,7 @@ from console.discovery_probe import matches
 from console.host import Host, HostError
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes
-from console.restart.plan import BUNDLE_NAME, RestartError, _last_key, run_bundle
+from console.restart.plan import BUNDLE_NAME, RestartError, last_key, run_bundle
 from console.settings import ServeSettings
 
 
@@ -31,7 +31,7 @@ async def read_last_launch(host: Host, settings: ServeSettings,
         bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
         record = await run_bundle(host, settings.python or "python3", bundle, "last",
                                   "--dir", posixpath.dirname(bundle),
-                                  "--key", _last_key(host.name))
+                                  "--key", last_key(host.name))
     except (HostError, RestartError):
         return {}
     port = configured_port(settings.url)

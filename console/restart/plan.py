@@ -93,7 +93,7 @@ def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
     return f"http://{shown}:{port}", port
 
 
-def _last_key(entry: str) -> str:
+def last_key(entry: str) -> str:
     """The file name part of a host entry's last-launch record (entries never share one)."""
     return hashlib.sha256(entry.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
@@ -211,7 +211,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     serve = found.process
     pid = serve.pid if serve is not None else None
     notes = list(found.notes)
-    key = _last_key(host.name)
+    key = last_key(host.name)
     query = ["describe", str(pid) if pid is not None else "-", "--dir", private, "--key", key]
     if config.serve.log:
         query += ["--log", config.serve.log]
