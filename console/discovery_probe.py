@@ -123,7 +123,7 @@ def argv_port(argv: list[str]) -> int:
             value = argv[i + 1]
         elif word.startswith("--port="):
             value = word.split("=", 1)[1]
-        if value.isdigit():
+        if value.isascii() and value.isdigit():  # '²'.isdigit(), yet int('²') raises
             port = int(value)
     return port
 

@@ -104,7 +104,7 @@ def detached_shell_line(argv: Sequence[str], *, log: str, cwd: str | None = None
 def parse_detached_pid(result: CommandResult) -> int:
     """The pid printed by `detached_shell_line`, or HostError saying why the start failed."""
     words = result.text.split()
-    if result.ok and words and words[-1].isdigit():
+    if result.ok and words and words[-1].isascii() and words[-1].isdigit():
         return int(words[-1])
     why = result.error_text.strip() or result.text.strip() or f"exit {result.exit_status}"
     raise HostError(f"could not start {result.command}: {why}")

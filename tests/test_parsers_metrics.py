@@ -143,3 +143,14 @@ def test_zero_draft_tokens_leaves_the_rate_unknown() -> None:
     assert sample is not None
     assert sample.mean_acceptance_length == 1.0
     assert sample.draft_acceptance_rate_pct is None
+
+
+def test_a_position_label_that_is_a_digit_but_no_number_is_skipped() -> None:
+    """'²'.isdigit() is true, yet int('²') raises: a hostile or broken exporter's label must
+    not break the parser (parsers never raise)."""
+    body = ('vllm:spec_decode_num_drafts_total 4\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="²"} 3\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 2\n')
+    snap = parse_metrics(body)
+    assert snap.spec_decode is not None
+    assert snap.spec_decode.accepted_per_pos == (2,)

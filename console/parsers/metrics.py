@@ -70,7 +70,7 @@ def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapsho
             continue
         if sample.name == _PER_POS:
             pos = sample.labels.get("position", "")
-            if pos.isdigit() and len(pos) < 5:
+            if pos.isascii() and pos.isdigit() and len(pos) < 5:
                 per_pos[int(pos)] += sample.value
             continue
         sums[sample.name] += sample.value

@@ -30,7 +30,7 @@ async def get_status(port: int, path: str, *, host: str = "127.0.0.1",
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
     parts = status_line.decode("latin-1").split()
-    if len(parts) >= 2 and parts[1].isdigit():
+    if len(parts) >= 2 and parts[1].isascii() and parts[1].isdigit():
         return int(parts[1]), f"HTTP {parts[1]}"
     return None, "not an HTTP answer"
 

@@ -83,7 +83,7 @@ def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
                 value, word = word.split("=", 1)[1], "--port"
             if word.startswith("--host="):
                 value, word = word.split("=", 1)[1], "--host"
-            if word == "--port" and value.isdigit():
+            if word == "--port" and value.isascii() and value.isdigit():
                 port = int(value)
             elif word == "--host" and value:
                 host = value
