@@ -13,7 +13,8 @@ from textual.widgets import Log, Static
 
 from console.draft_diff import DraftDiff
 from widgets.draft_diff import DraftDiffPane
-from widgets.log_pane import LogPane, _Log, display_safe
+from widgets.log_lines import LogLines
+from widgets.log_pane import LogPane, display_safe
 
 
 class Bare(App[None]):
@@ -42,7 +43,7 @@ def test_a_log_measured_off_the_dom_is_no_error() -> None:
     # `q` with a batch in flight: stock Textual measured the lines in a thread that then looked
     # for the app through the log's parents, and raised NoActiveAppError once the log was out
     # of the DOM, ending the console with a traceback. The pane's log measures on the loop.
-    detached = _Log()
+    detached = LogLines(100, {})
     with pytest.raises(NoActiveAppError):
         Log._update_size.__wrapped__(detached, 0, ["a line"])  # type: ignore[attr-defined]
     detached._update_size(0, ["a line", "wide 日本語"])

@@ -1,32 +1,34 @@
-"""The live serve log: follow, search, regex filter (invertible), level filter, highlights.
+"""The live serve log: follow, search like lnav, regex filter (invertible), level filter,
+styles from what the parsers found, copy a line.
 
-Lines arrive in batches (one `add_lines` call per ~50 ms batch) and go to the `Log` in one
-`write_lines` followed by `refresh()`: Textual 8.2.8 stops repainting a full `Log` otherwise.
-The pane keeps its own bounded copy of the lines so that a filter change can re-render them.
+Lines arrive in batches (one `add_batch`/`add_lines` call per ~20-50 ms batch). The pane keeps
+its own bounded copy of the lines, numbered from the first it received, so that a filter change
+can re-render them and a search can say "3/120". A pane that cannot be seen (its screen is not
+the current one) only keeps the batch; it renders once it is seen again.
 """
 
 from __future__ import annotations
 
 import re
-import sys
+from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from rich.cells import cell_len
-from rich.highlighter import Highlighter
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import reactive
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Static
 
 from console.display import plain_ascii, safe_text
+from console.follower import LogBatch
+from console.parsers.classifier import LineEvent, LineKind
+from console.telemetry.run_log import RunLog
+from widgets.log_lines import LogLines
 
 LEVELS = ("all", "info", "warning", "error")
 _MIN_RANK = {"all": -1, "info": 1, "warning": 2, "error": 3}
-ENGINE_START = "Initializing a V1 LLM engine"
 
 
 def level_rank(text: str) -> int:
@@ -56,31 +58,6 @@ def display_safe(lines: Iterable[str]) -> list[str]:
     return batch if plain_ascii(batch) else list(map(safe_text, batch))
 
 
-class LogHighlighter(Highlighter):
-    """Colours the lines that matter: spec-decode metrics, aux layers, warnings, errors, and
-    the current search term. Styles come from the theme (set by the pane)."""
-
-    def __init__(self) -> None:
-        self.styles = {"spec": "bold cyan", "aux": "bold magenta", "warn": "yellow",
-                       "fail": "bold red", "search": "reverse"}
-        self.search: re.Pattern[str] | None = None
-
-    def highlight(self, text: Text) -> None:
-        plain = text.plain
-        if "SpecDecoding metrics" in plain or "Speculative metrics" in plain:
-            text.stylize(self.styles["spec"])
-        elif "auxiliary layers" in plain:
-            text.stylize(self.styles["aux"])
-        elif " ERROR " in plain or "Error" in plain or "Traceback" in plain:
-            text.stylize(self.styles["fail"])
-        elif " WARNING " in plain:
-            text.stylize(self.styles["warn"])
-        if self.search is not None:
-            for m in self.search.finditer(plain):
-                if m.end() > m.start():
-                    text.stylize(self.styles["search"], m.start(), m.end())
-
-
 def compile_query(query: str) -> re.Pattern[str] | None:
     """A case-insensitive regex; an invalid one is taken literally (never an error)."""
     if not query:
@@ -91,39 +68,18 @@ def compile_query(query: str) -> re.Pattern[str] | None:
         return re.compile(re.escape(query), re.IGNORECASE)
 
 
-class _Log(Log):
-    """Textual's `Log`, measuring new lines on the event loop instead of in a thread.
-
-    Stock `Log.write_lines` starts a thread worker per call to measure the lines' cell width,
-    which then calls back into the app. At a log flood that is a worker, a thread hop and a
-    callback per batch, and as the console closes a batch in flight reached a `Log` already
-    out of the DOM: the thread raised `NoActiveAppError` and the app exited with a traceback.
-    The pane's lines are display-safe and nearly all printable ASCII, whose width is their
-    length: one C-speed check per batch, and `cell_len` only for a batch that needs it.
-    """
-
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
-        if not lines:
-            return
-        if plain_ascii(lines, max_len=sys.maxsize):
-            width = max(map(len, lines))
-        else:
-            process = self._process_line
-            width = max(cell_len(process(line)) for line in lines)
-        self._update_maximum_width(updates, width)
-
-
 class LogPane(Vertical, can_focus=False):
     """The serve log pane."""
 
     BINDINGS = [
         Binding("slash", "search", "Search", id="log.search"),
-        Binding("n", "next_match", "Next", show=False, id="log.next"),
-        Binding("N", "prev_match", "Prev", show=False, id="log.prev"),
+        Binding("n", "next_match", "Next match", show=False, id="log.next"),
+        Binding("N", "prev_match", "Previous match", show=False, id="log.prev"),
         Binding("f", "filter", "Filter", id="log.filter"),
         Binding("F", "toggle_follow", "Follow", id="log.follow"),
         Binding("l", "cycle_level", "Level", id="log.level"),
         Binding("e", "engine_start", "Engine start", show=False, id="log.engine_start"),
+        Binding("y", "copy_line", "Copy line", show=False, id="log.copy"),
         Binding("escape", "clear", "Clear", show=False, id="log.clear"),
     ]
 
@@ -134,19 +90,20 @@ class LogPane(Vertical, can_focus=False):
         super().__init__(id=id)
         self.max_lines = max_lines
         self._entries: deque[str] = deque(maxlen=max_lines)  # display-safe lines
+        self._next = 1  # the number the next line gets
+        self._kinds: dict[int, LineKind] = {}  # line number -> what the parsers found
+        self._stale = False  # lines kept while the pane could not be seen
         self._filter: re.Pattern[str] | None = None
         self._filter_text = ""
         self._invert = False
         self._search: re.Pattern[str] | None = None
         self._search_text = ""
-        self._match_y = -1
+        self._matches: list[int] = []  # numbers of the shown lines that match, ascending
         self._prompt_mode = ""
-        self.highlighter = LogHighlighter()
         # Held, not queried: a message can reach the pane after it is mounted but before its
         # children are (a busy machine, a lazily mounted tab), when a query finds nothing.
         self._status = Static(id="log-status")
-        self._log = _Log(max_lines=max_lines, highlight=True, id="log")
-        self._log.highlighter = self.highlighter
+        self._log = LogLines(max_lines, self._kinds, id="log")
         self._log.can_focus = True
         self._prompt = Input(id="log-prompt", classes="hidden")
 
@@ -156,49 +113,110 @@ class LogPane(Vertical, can_focus=False):
         yield self._prompt
 
     @property
-    def log_widget(self) -> Log:
+    def log_widget(self) -> LogLines:
         return self._log
+
+    @property
+    def _match_y(self) -> int:
+        """The row of the current match among the shown lines, -1: none."""
+        number = self._log.current
+        return self._log.y_of(number) if number >= 0 else -1
 
     def on_mount(self) -> None:
         self._update_status()
         self._apply_theme()
         self.watch(self.app, "theme", lambda _: self._apply_theme(), init=False)
+        self.app.screen_change_signal.subscribe(self, self._screen_changed)
 
     def _apply_theme(self) -> None:
         variables = self.app.theme_variables
-        self.highlighter.styles.update({
+        self._log.looks.update({
             "spec": f"bold {variables.get('log-spec', 'cyan')}",
             "aux": f"bold {variables.get('log-aux', 'magenta')}",
             "warn": variables.get("status-warn", "yellow"),
             "fail": f"bold {variables.get('status-fail', 'red')}",
+            "current": f"bold reverse {variables.get('status-warn', 'yellow')}",
         })
         if self.is_mounted:
-            self.log_widget.refresh()
+            self._log.restyle()
+
+    def _screen_changed(self, _screen: object) -> None:
+        if self._stale and self._seen():
+            self._rerender()
+
+    def _seen(self) -> bool:
+        return self.is_attached and self.screen.is_current
 
     # -- data in ---------------------------------------------------------------------------
-    def add_lines(self, lines: Iterable[str]) -> None:
-        """Append one batch of lines, escapes already stripped (one call per batch)."""
+    def add_batch(self, batch: LogBatch, notable: Iterable[tuple[int, LineEvent]]) -> None:
+        """One follower batch and what the parsers found in it (`LogLinesReceived`)."""
+        lines = batch.display_lines()
+        offset = len(lines) - len(batch.texts)  # the follower's notices come first
+        self.add_lines(lines, [(offset + i, event) for i, event in notable])
+
+    def add_lines(self, lines: Iterable[str],
+                  notable: Iterable[tuple[int, LineEvent]] | None = None) -> None:
+        """Append one batch of lines, escapes already stripped (one call per batch).
+        `notable`: the parsers' findings by index in the batch; None: the pane asks them
+        (`RunLog.feed_texts`, the rule the rest of the console counts by)."""
         batch = display_safe(lines)
         if not batch:
             return
+        if notable is None:
+            notable, _ = RunLog().feed_texts(batch)
+        first = self._next
+        self._next += len(batch)
+        for i, event in notable:
+            self._kinds[first + i] = event.kind
+        dropped = len(self._entries) + len(batch) - self.max_lines
         self._entries.extend(batch)
-        plain = self.level == "all" and self._filter is None
-        visible = batch if plain else [t for t in batch if self._visible(t)]
-        if visible:
-            log = self.log_widget
-            log.write_lines(visible, scroll_end=self.follow)
-            log.refresh()
+        if dropped > 0:
+            self._forget_before(self._next - len(self._entries))
+        if not self._seen():
+            self._stale = True
+            return
+        if self._stale:
+            self._rerender()
+            return
+        numbers = range(first, self._next)
+        if self.level != "all" or self._filter is not None:
+            shown = [(n, t) for n, t in zip(numbers, batch, strict=True) if self._visible(t)]
+            if not shown:
+                return
+            numbers, batch = [n for n, _ in shown], [t for _, t in shown]  # type: ignore[assignment]
+        self._note_matches(numbers, batch)
+        self._log.append(batch, numbers, self.follow)
+        if self._search is not None:
+            self._update_status()
+
+    def _forget_before(self, oldest: int) -> None:
+        kinds = self._kinds
+        for number in [n for n in kinds if n < oldest]:
+            del kinds[number]
+        if self._matches and self._matches[0] < oldest:
+            del self._matches[:bisect_left(self._matches, oldest)]
+
+    def _note_matches(self, numbers: Sequence[int], lines: Sequence[str]) -> None:
+        if self._search is not None:
+            search = self._search.search
+            self._matches += [n for n, t in zip(numbers, lines, strict=True) if search(t)]
 
     def clear_lines(self) -> None:
         self._entries.clear()
-        self.log_widget.clear()
+        self._kinds.clear()
+        self._matches.clear()
+        self._log.current = -1
+        self._log.clear()
+        self._log.refresh()
 
     @property
     def entry_count(self) -> int:
         return len(self._entries)
 
     def visible_lines(self) -> list[str]:
-        return list(self.log_widget.lines)
+        if self._stale:
+            self._rerender()
+        return list(self._log.lines)
 
     def _visible(self, text: str) -> bool:
         least = _MIN_RANK[self.level]
@@ -209,13 +227,27 @@ class LogPane(Vertical, can_focus=False):
         return (self._filter.search(text) is None) == self._invert
 
     def _rerender(self) -> None:
-        log = self.log_widget
-        log.clear()
-        log.write_lines([t for t in self._entries if self._visible(t)],
-                        scroll_end=self.follow)
-        log.refresh()
-        self._match_y = -1
+        self._stale = False
+        first = self._next - len(self._entries)
+        shown = [(first + i, t) for i, t in enumerate(self._entries) if self._visible(t)]
+        numbers, lines = [n for n, _ in shown], [t for _, t in shown]
+        self._matches = []
+        self._note_matches(numbers, lines)
+        if self._log.current not in self._matches:
+            self._log.current = -1
+        self._log.placeholder = self._empty_reason() if self._entries else ""
+        self._log.replace(lines, numbers, self.follow)
         self._update_status()
+
+    def _empty_reason(self) -> str:
+        """What a person reads in a pane whose filters hide every line."""
+        why = [f"at level {self.level}"] if self.level != "all" else []
+        if self._filter is not None:
+            verb = "not matching" if self._invert else "matching"
+            why.append(f"{verb} /{self._filter_text.lstrip('!')}/")
+        if why == [] or (self.level == "all" and not self._invert):
+            return f"no lines match /{self._filter_text}/"
+        return "no lines " + " ".join(why)
 
     # -- filters and search ------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
@@ -228,55 +260,89 @@ class LogPane(Vertical, can_focus=False):
     def set_search(self, text: str) -> None:
         self._search_text = text
         self._search = compile_query(text)
-        self.highlighter.search = self._search
-        self._match_y = -1
-        self.log_widget.refresh()
+        log = self._log
+        log.current = -1
+        log.numbered = self._search is not None
+        log.search = None if self._search is None else _spans(self._search)
+        self._matches = []
+        self._note_matches(log.numbers, log.lines)
+        log.restyle()
         if self._search is not None:
-            self.action_next_match()
+            self._goto(self._first_match())
         self._update_status()
 
-    def _find(self, forward: bool) -> int:
-        lines = self.log_widget.lines
-        if self._search is None or not lines:
+    def _first_match(self) -> int:
+        """lnav's first hit: the newest match at or above the bottom of the view, else the
+        oldest below it (around)."""
+        if not self._matches:
             return -1
-        count = len(lines)
-        start = self._match_y if self._match_y >= 0 else (
-            int(self.log_widget.scroll_offset.y) - 1 if forward else count)
-        for step in range(1, count + 1):
-            y = (start + step) % count if forward else (start - step) % count
-            if self._search.search(lines[y]):
-                return y
-        return -1
+        log = self._log
+        bottom = int(log.scroll_offset.y) + log.size.height - 1
+        if bottom >= len(log.numbers) or bottom < 0:
+            bottom = len(log.numbers) - 1
+        at = bisect_right(self._matches, log.numbers[bottom]) - 1
+        return self._matches[at if at >= 0 else 0]
 
-    def _goto(self, y: int) -> None:
-        if y < 0:
-            self.notify(f"no match for {self._search_text!r}", severity="warning", timeout=2)
+    def _step(self, forward: bool) -> int:
+        """The next (newer) or previous (older) match from the current one, around."""
+        if not self._matches:
+            return -1
+        current = self._log.current
+        if current < 0:
+            return self._first_match()
+        if forward:
+            at = bisect_right(self._matches, current)
+            return self._matches[at % len(self._matches)]
+        return self._matches[bisect_left(self._matches, current) - 1]
+
+    def _goto(self, number: int, what: str = "") -> None:
+        if number < 0:
+            self.notify(what or f"no match for {self._search_text!r}", severity="warning",
+                        timeout=2)
             return
-        self._match_y = y
+        log = self._log
+        log.current = number
         self.follow = False
-        log = self.log_widget
-        log.scroll_to(y=max(0, y - log.size.height // 2), animate=False)
+        log.restyle()
+        y = log.y_of(number)
+        log.scroll_to(y=max(0, y - log.size.height // 2), animate=False, immediate=True)
         self._update_status()
 
     def action_next_match(self) -> None:
-        self._goto(self._find(True))
+        self._goto(self._step(True))
 
     def action_prev_match(self) -> None:
-        self._goto(self._find(False))
+        self._goto(self._step(False))
 
     def action_engine_start(self) -> None:
-        """Jump to the last engine start (the current run begins there)."""
-        lines = self.log_widget.lines
-        for y in range(len(lines) - 1, -1, -1):
-            if ENGINE_START in lines[y]:
-                self._goto(y)
-                return
-        self.notify("no engine start in the visible log", severity="warning", timeout=2)
+        """The newest engine start (the current run begins there); again: the one before."""
+        log = self._log
+        starts = [n for n in log.numbers if self._kinds.get(n) is LineKind.ENGINE_START]
+        if not starts:
+            self._goto(-1, "no engine start in the shown log")
+            return
+        at = bisect_left(starts, log.current) - 1 if log.current in starts else -1
+        self._goto(starts[at])
+
+    def action_copy_line(self) -> None:
+        """Copy the current match (or the newest line in view) to the terminal's clipboard
+        (OSC 52; tmux and modern terminals pass it)."""
+        log = self._log
+        if not log.numbers:
+            self.notify("no line to copy", severity="warning", timeout=2)
+            return
+        if log.current >= 0:
+            y = log.y_of(log.current)
+        else:
+            y = min(len(log.numbers), int(log.scroll_offset.y) + log.size.height) - 1
+        self.app.copy_to_clipboard(log.lines[y])
+        self.notify(f"copied line {log.numbers[y]}", timeout=2)
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         if self.follow:
-            self.log_widget.scroll_end(animate=False)
+            self._log.current = -1
+            self._log.scroll_end(animate=False)
 
     def action_cycle_level(self) -> None:
         self.level = LEVELS[(LEVELS.index(self.level) + 1) % len(LEVELS)]
@@ -287,7 +353,7 @@ class LogPane(Vertical, can_focus=False):
 
     def watch_follow(self, follow: bool) -> None:
         if self.is_mounted:
-            self.log_widget.auto_scroll = follow
+            self._log.auto_scroll = follow
             self._update_status()
 
     def action_search(self) -> None:
@@ -295,7 +361,7 @@ class LogPane(Vertical, can_focus=False):
 
     def action_filter(self) -> None:
         self._open_prompt("filter", self._filter_text,
-                     "filter (regex, !regex hides matches)  enter: apply  esc: cancel")
+                          "filter (regex, !regex hides matches)  enter: apply  esc: cancel")
 
     def action_clear(self) -> None:
         if self._filter is not None:
@@ -320,14 +386,14 @@ class LogPane(Vertical, can_focus=False):
             self.set_search(event.value)
         else:
             self.set_filter(event.value)
-        self.log_widget.focus()
+        self._log.focus()
 
     def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
         prompt = self._prompt
         if event.key == "escape" and prompt.has_focus:
             event.stop()
             prompt.add_class("hidden")
-            self.log_widget.focus()
+            self._log.focus()
 
     def _update_status(self) -> None:
         parts = ["following" if self.follow else "paused (F to follow)", f"level {self.level}"]
@@ -335,6 +401,15 @@ class LogPane(Vertical, can_focus=False):
             negate = "NOT " if self._invert else ""
             parts.append(f"filter {negate}/{self._filter_text.lstrip('!')}/")
         if self._search_text:
-            where = f" line {self._match_y + 1}" if self._match_y >= 0 else ""
-            parts.append(f"search /{self._search_text}/{where}")
+            matches, current = self._matches, self._log.current
+            at = bisect_left(matches, current) + 1 if current in matches else 0
+            where = f"{at}/{len(matches)}" if at else f"{len(matches)} matches"
+            parts.append(f"search /{self._search_text}/ {where}")
         self._status.update(" · ".join(parts))
+
+
+def _spans(pattern: re.Pattern[str]) -> Callable[[str], list[tuple[int, int]]]:
+    """The (start, end) of each non-empty match of `pattern` in a line."""
+    def spans(line: str) -> list[tuple[int, int]]:
+        return [m.span() for m in pattern.finditer(line) if m.end() > m.start()]
+    return spans

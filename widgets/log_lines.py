@@ -1,0 +1,185 @@
+"""The log pane's lines: Textual's `Log`, with a frame that costs what changed.
+
+Why not the stock `Log` as it is (measured, docs/benchmarks.md):
+
+- Each `write_lines` set `virtual_size`, a reactive with `layout=True`: every batch of a
+  streaming log re-laid-out and repainted the whole screen (header, footer, every pane). Here
+  the size changes without a layout; a layout happens only when a scrollbar appears or goes.
+- Stock `Log` caches rendered lines only while text is selected: every frame re-built and
+  re-highlighted every visible line. Here a line's strip is cached by its number until its
+  look changes (theme, search), so a frame renders only the lines that are new on screen.
+- It measured line widths in a thread worker per batch, which raised `NoActiveAppError` once
+  the log had left the DOM (`q` with a batch in flight); here on the loop, once per batch.
+
+It also numbers its lines (the pane's entry numbers, kept across filters), shows them in a
+gutter while searching, marks the current match, and says why it is empty when a filter hides
+everything. Styles come from the parsers' classification (`kinds`), not from substrings.
+"""
+
+from __future__ import annotations
+
+import sys
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Log
+
+from console.display import plain_ascii
+from console.parsers.classifier import LineKind
+
+# What a classified line looks like: a key of `LogLines.looks` (the pane fills them from the
+# theme). Kinds not named here (throughput, start-up steps, ...) are plain.
+KIND_STYLE = {LineKind.SPEC_DECODE: "spec", LineKind.AUX_LAYERS: "aux",
+              LineKind.ERROR: "fail", LineKind.WARNING: "warn", LineKind.ENGINE_START: "start"}
+
+
+class LogLines(Log):
+    """Lines with numbers; `append` is the one way in while streaming."""
+
+    def __init__(self, max_lines: int, kinds: Mapping[int, LineKind], *,
+                 id: str | None = None) -> None:
+        super().__init__(max_lines=max_lines, highlight=False, id=id)
+        self.kinds = kinds  # the pane's: line number -> what the parsers found
+        self.numbers: list[int] = []  # parallel to `_lines`, ascending
+        self.looks = {"spec": "bold cyan", "aux": "bold magenta", "warn": "yellow",
+                       "fail": "bold red", "start": "bold", "search": "reverse",
+                       "current": "bold reverse yellow", "gutter": "dim"}
+        self.search: Callable[[str], list[tuple[int, int]]] | None = None
+        self.current = -1  # the line number of the current match, -1: none
+        self.numbered = False  # line numbers shown (while searching)
+        self.placeholder = ""  # shown when there is no line (why the pane is empty)
+        self._strips: LRUCache[int, Strip] = LRUCache(4096)
+
+    # -- content ---------------------------------------------------------------------------------
+    @property
+    def line_count(self) -> int:
+        return len(self._lines)
+
+    def append(self, lines: Sequence[str], numbers: Sequence[int], follow: bool) -> None:
+        """Add lines at the bottom; scroll to them when following. Nothing is repainted unless
+        it is on screen: new lines below the view change only the scrollbar."""
+        if not lines:
+            return
+        start = len(self._lines)
+        self._lines.extend(lines)
+        self.numbers.extend(numbers)
+        self._prune_max_lines()
+        dropped = start + len(lines) - len(self._lines)
+        self._update_size(self._updates, list(lines))
+        if follow and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        elif dropped:  # paused: keep the same lines in view as the oldest go
+            self.scroll_to(y=max(0, self.scroll_offset.y - dropped), animate=False,
+                           immediate=True)
+            self.refresh()
+        elif start < self.scroll_offset.y + self.size.height:
+            self.refresh_lines(start, len(lines))
+
+    def replace(self, lines: Sequence[str], numbers: Sequence[int], follow: bool) -> None:
+        """All the lines anew (a filter changed)."""
+        self.clear()
+        self.numbers.clear()
+        self.append(lines, numbers, follow)
+        self.refresh()
+
+    def y_of(self, number: int) -> int:
+        """The row in `_lines` of a line number (its place, or where it would be)."""
+        return bisect_left(self.numbers, number)
+
+    def restyle(self) -> None:
+        """The look changed (theme, search, current match): render the lines anew."""
+        self._strips.clear()
+        self.refresh()
+
+    def _prune_max_lines(self) -> None:
+        over = len(self._lines) - (self.max_lines or sys.maxsize)
+        if over > 0:
+            del self._lines[:over]
+            del self.numbers[:over]
+
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
+        if lines:
+            if plain_ascii(lines, max_len=sys.maxsize):
+                width = max(map(len, lines))
+            else:
+                process = self._process_line
+                width = max(cell_len(process(line)) for line in lines)
+            self._update_maximum_width(updates, width)
+        else:
+            self._set_virtual_size(Size(self._width, len(self._lines)))
+
+    def _update_maximum_width(self, updates: int, size: int) -> None:
+        if updates == self._updates:
+            self._width = max(size, self._width)
+            self._set_virtual_size(Size(self._width, len(self._lines)))
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """`virtual_size` without the screen-wide layout its reactive asks for: only the
+        scrollbars depend on it, and they ask for a layout themselves when they appear."""
+        if size != self.virtual_size:
+            self.set_reactive(Widget.virtual_size, size)
+            self._scroll_update(size)
+
+    def clear(self) -> LogLines:
+        super().clear()
+        self.numbers.clear()
+        self._strips.clear()
+        self._set_virtual_size(Size(0, 0))
+        return self
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def selection_updated(self, selection: object) -> None:
+        self._strips.clear()
+        super().selection_updated(selection)  # type: ignore[arg-type]
+
+    # -- painting --------------------------------------------------------------------------------
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        rich_style = self.rich_style
+        if y >= len(self._lines):
+            if y == 0 and self.placeholder:
+                text = Text(self.placeholder, style=rich_style + Style(italic=True, dim=True))
+                return Strip(text.render(self.app.console)).crop_extend(0, width, rich_style)
+            return Strip.blank(width, rich_style)
+        if not self.numbered:
+            return self._render_line_strip(y, rich_style).crop_extend(
+                scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, y)
+        digits = len(str(self.numbers[-1]))
+        label = f"{self.numbers[y]:>{digits}} "
+        gutter = Strip([Segment(label, rich_style + Style.parse(self.looks["gutter"]))])
+        body = self._render_line_strip(y, rich_style).crop_extend(
+            scroll_x, scroll_x + max(0, width - len(label)), rich_style)
+        return Strip.join([gutter, body]).apply_offsets(scroll_x, y)
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        number = self.numbers[y]
+        selection = self.text_selection
+        if selection is None and (cached := self._strips.get(number)) is not None:
+            return cached
+        line = self._process_line(self._lines[y])
+        text = Text(line, no_wrap=True, style=rich_style)
+        look = KIND_STYLE.get(self.kinds.get(number))  # type: ignore[arg-type]
+        if look is not None:
+            text.stylize(self.looks[look])
+        if self.search is not None:
+            mark = self.looks["current" if number == self.current else "search"]
+            for start, end in self.search(line):
+                text.stylize(mark, start, end)
+        if selection is not None and (span := selection.get_span(y - self._clear_y)):
+            start, end = span
+            text.stylize(self.screen.get_component_rich_style("screen--selection"), start,
+                         len(text) if end == -1 else end)
+        strip = Strip(text.render(self.app.console), cell_len(line))
+        if selection is None:
+            self._strips[number] = strip
+        return strip
