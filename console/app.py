@@ -240,7 +240,7 @@ class ConsoleApp(App[int]):
         if isinstance(event, ev.LinkChanged):
             header.link = event.link
         elif isinstance(event, ev.LogLinesReceived):
-            screen.log_pane.add_lines(event.batch.display_lines())
+            screen.log_pane.add_batch(event.batch, event.notable)
         elif isinstance(event, ev.RunUpdated):
             if event.new_run:
                 self._engine_prev[host] = screen.engine.view.current
