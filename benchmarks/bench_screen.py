@@ -6,8 +6,8 @@ console's screen (the real `ConsoleApp`, headless at 160x50, its log pane's `Log
 
 A writer process appends stamped lines (`... n=I t=NS`, a busy server's access log unless
 `--debug`) to the log at `--rate` lines/s. The console follows it as it follows any serve log
-(`HostSession` -> `HostTelemetry` -> `TelemetryArrived` -> `LogPane.add_lines` ->
-`Log.write_lines`). Hooks on the widgets (read-only wrappers) see:
+(`HostSession` -> `HostTelemetry` -> `TelemetryArrived` -> `LogPane.add_batch` ->
+`LogPane.add_lines` -> `LogLines.append`). Hooks on the widgets (read-only wrappers) see:
 
 - every batch written into the `Log`: lines delivered, and write-to-widget latency (a sample
   of each batch);
@@ -117,9 +117,9 @@ class ScreenProbe:
         log = pane.log_widget
         add_lines, render_strip = pane.add_lines, log._render_line_strip
 
-        def on_add_lines(lines: Any) -> None:
+        def on_add_lines(lines: Any, *rest: Any) -> None:
             lines = list(lines)
-            add_lines(lines)
+            add_lines(lines, *rest)
             self._delivered(lines)
 
         def on_render_strip(y: int, rich_style: Any) -> Any:

@@ -123,10 +123,25 @@ class LogLines(Log):
 
     def _set_virtual_size(self, size: Size) -> None:
         """`virtual_size` without the screen-wide layout its reactive asks for: only the
-        scrollbars depend on it, and they ask for a layout themselves when they appear."""
-        if size != self.virtual_size:
-            self.set_reactive(Widget.virtual_size, size)
-            self._scroll_update(size)
+        scrollbars depend on it, and they ask for a layout themselves when they appear. A
+        scrollbar is repainted only when its own dimension changed (the horizontal one cost
+        as much as the lines while a log grew)."""
+        old = self.virtual_size
+        if size == old:
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._refresh_scrollbars()
+        width, height = self.container_size
+        if self.show_vertical_scrollbar and size.height != old.height:
+            bar = self.vertical_scrollbar
+            bar.window_virtual_size = size.height
+            bar.window_size = height - self.scrollbar_size_horizontal
+        if self.show_horizontal_scrollbar and size.width != old.width:
+            bar = self.horizontal_scrollbar
+            bar.window_virtual_size = size.width
+            bar.window_size = width - self.scrollbar_size_vertical
+        self.scroll_x = self.validate_scroll_x(self.scroll_x)
+        self.scroll_y = self.validate_scroll_y(self.scroll_y)
 
     def clear(self) -> LogLines:
         super().clear()

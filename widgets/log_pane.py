@@ -10,6 +10,7 @@ the current one) only keeps the batch; it renders once it is seen again.
 from __future__ import annotations
 
 import re
+import time
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -19,6 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widgets import Input, Static
 
 from console.display import plain_ascii, safe_text
@@ -27,6 +29,9 @@ from console.parsers.classifier import LineEvent, LineKind
 from console.telemetry.run_log import RunLog
 from widgets.log_lines import LogLines
 
+# A following pane shows new lines at most this often: each frame of a streaming log costs
+# Textual a few ms whatever it holds, and batches arrive every 20-50 ms (docs/benchmarks.md).
+FRAME_S = 1 / 20
 LEVELS = ("all", "info", "warning", "error")
 _MIN_RANK = {"all": -1, "info": 1, "warning": 2, "error": 3}
 
@@ -93,6 +98,10 @@ class LogPane(Vertical, can_focus=False):
         self._next = 1  # the number the next line gets
         self._kinds: dict[int, LineKind] = {}  # line number -> what the parsers found
         self._stale = False  # lines kept while the pane could not be seen
+        self._pending_lines: list[str] = []  # kept for the pane's next frame
+        self._pending_numbers: list[int] = []
+        self._flushed_at = 0.0
+        self._flush_timer: Timer | None = None
         self._filter: re.Pattern[str] | None = None
         self._filter_text = ""
         self._invert = False
@@ -184,8 +193,27 @@ class LogPane(Vertical, can_focus=False):
             if not shown:
                 return
             numbers, batch = [n for n, _ in shown], [t for _, t in shown]  # type: ignore[assignment]
-        self._note_matches(numbers, batch)
-        self._log.append(batch, numbers, self.follow)
+        self._pending_numbers += numbers
+        self._pending_lines += batch
+        wait = self._flushed_at + FRAME_S - time.monotonic()
+        if wait <= 0:
+            self._flush()
+        elif self._flush_timer is None:
+            self._flush_timer = self.set_timer(wait, self._flush)
+
+    def _flush(self) -> None:
+        """Show the lines held since the last frame of this pane (at most one per FRAME_S)."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._flushed_at = time.monotonic()
+        lines, numbers = self._pending_lines[-self.max_lines:], \
+            self._pending_numbers[-self.max_lines:]
+        if not lines:
+            return
+        self._pending_lines, self._pending_numbers = [], []
+        self._note_matches(numbers, lines)
+        self._log.append(lines, numbers, self.follow)
         if self._search is not None:
             self._update_status()
 
@@ -201,7 +229,11 @@ class LogPane(Vertical, can_focus=False):
             search = self._search.search
             self._matches += [n for n, t in zip(numbers, lines, strict=True) if search(t)]
 
+    def _discard_pending(self) -> None:
+        self._pending_lines, self._pending_numbers = [], []
+
     def clear_lines(self) -> None:
+        self._discard_pending()
         self._entries.clear()
         self._kinds.clear()
         self._matches.clear()
@@ -216,6 +248,7 @@ class LogPane(Vertical, can_focus=False):
     def visible_lines(self) -> list[str]:
         if self._stale:
             self._rerender()
+        self._flush()
         return list(self._log.lines)
 
     def _visible(self, text: str) -> bool:
@@ -228,6 +261,7 @@ class LogPane(Vertical, can_focus=False):
 
     def _rerender(self) -> None:
         self._stale = False
+        self._discard_pending()
         first = self._next - len(self._entries)
         shown = [(first + i, t) for i, t in enumerate(self._entries) if self._visible(t)]
         numbers, lines = [n for n, _ in shown], [t for _, t in shown]
@@ -258,6 +292,7 @@ class LogPane(Vertical, can_focus=False):
         self._rerender()
 
     def set_search(self, text: str) -> None:
+        self._flush()
         self._search_text = text
         self._search = compile_query(text)
         log = self._log
@@ -309,13 +344,16 @@ class LogPane(Vertical, can_focus=False):
         self._update_status()
 
     def action_next_match(self) -> None:
+        self._flush()
         self._goto(self._step(True))
 
     def action_prev_match(self) -> None:
+        self._flush()
         self._goto(self._step(False))
 
     def action_engine_start(self) -> None:
         """The newest engine start (the current run begins there); again: the one before."""
+        self._flush()
         log = self._log
         starts = [n for n in log.numbers if self._kinds.get(n) is LineKind.ENGINE_START]
         if not starts:
@@ -327,6 +365,7 @@ class LogPane(Vertical, can_focus=False):
     def action_copy_line(self) -> None:
         """Copy the current match (or the newest line in view) to the terminal's clipboard
         (OSC 52; tmux and modern terminals pass it)."""
+        self._flush()
         log = self._log
         if not log.numbers:
             self.notify("no line to copy", severity="warning", timeout=2)
