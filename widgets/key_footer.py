@@ -1,0 +1,74 @@
+"""The footer: the keys that work here, as one line of text.
+
+Textual's `Footer` recomposes on every bindings change (a focus move is one): every `FooterKey`
+unmounted, mounted and restyled, 100-150 ms of CPU per `tab` while a log streams
+(docs/benchmarks.md). This one updates a single line of text, and only when what it shows
+changed. A key is still clickable (it presses the key).
+"""
+
+from __future__ import annotations
+
+from textual.app import RenderResult
+from textual.content import Content
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widget import Widget
+
+
+class KeyFooter(Widget):
+    """The shown bindings of the focused widget and its screen, then the command palette."""
+
+    DEFAULT_CSS = """
+    KeyFooter {
+        dock: bottom;
+        height: 1;
+        background: $footer-background;
+        color: $footer-description-foreground;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._markup = ""
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self._bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        if not self.is_attached or screen is not self.screen:
+            return
+        markup = self._keys(screen)
+        if markup != self._markup:
+            self._markup = markup
+            self.refresh()
+
+    def _keys(self, screen: Screen[object]) -> str:
+        app = self.app
+        parts: list[str] = []
+        actions: set[str] = set()
+        palette = None
+        for _node, binding, enabled, _tooltip in screen.active_bindings.values():
+            if binding.key == app.COMMAND_PALETTE_BINDING and app.ENABLE_COMMAND_PALETTE:
+                palette = binding
+            if not binding.show or binding.action in actions:
+                continue
+            actions.add(binding.action)
+            parts.append(self._key(binding.key, app.get_key_display(binding),
+                                   binding.description, enabled))
+        if palette is not None:
+            parts.append(self._key(palette.key, app.get_key_display(palette),
+                                   palette.description, True))
+        return " ".join(parts)
+
+    @staticmethod
+    def _key(key: str, display: str, description: str, enabled: bool) -> str:
+        style = "$footer-key-foreground bold" if enabled else "dim"
+        text = f"[{style}]{escape(display)}[/] {escape(description)}"
+        return f"[@click=app.simulate_key({key!r})] {text}[/]"
+
+    def render(self) -> RenderResult:
+        return Content.from_markup(self._markup)
