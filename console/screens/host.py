@@ -12,13 +12,14 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from widgets.checklist import Checklist, ChecklistState
 from widgets.draft_diff import DraftDiffPane
 from widgets.engine_tree import EngineTree, EngineView
 from widgets.gpu_pane import GpuPane, GpuView
 from widgets.host_header import HostHeader
+from widgets.key_footer import KeyFooter
 from widgets.log_pane import LogPane
 from widgets.spec_pane import SpecPane, SpecView
 
@@ -68,7 +69,7 @@ class HostScreen(Screen[None]):
         log.add_class("pane")
         log.border_title = "Serve log"
         yield log
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         try:
