@@ -185,3 +185,33 @@ async def test_e_visits_every_engine_start_the_parsers_count() -> None:
             await pilot.press("e")
             visited.append(pane._match_y)
         assert visited == [4, 2, 0, 4], "newest first, then older, then around"
+
+
+# -- a pane that cannot be seen ------------------------------------------------------------------
+async def test_lines_that_arrive_while_another_screen_is_shown_appear_once_in_order() -> None:
+    from textual.screen import Screen
+
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        pane = await pane_with(pilot, [info(i) for i in range(3)])
+        shown = len(pane.log_widget.lines)
+        await pilot.app.push_screen(Screen())
+        await pilot.pause()
+        for start in range(3, 30, 9):  # three batches while the host screen is away
+            pane.add_lines([info(i) for i in range(start, start + 9)])
+        assert len(pane.log_widget.lines) == shown, "an unseen pane renders nothing"
+        assert pane.entry_count == 30
+        pilot.app.pop_screen()
+        await pilot.pause()
+        assert list(pane.log_widget.lines) == [info(i) for i in range(30)]
+        assert pane.log_widget.numbers == list(range(1, 31))
+
+
+async def test_a_batch_bigger_than_the_pane_keeps_the_newest_lines_numbered() -> None:
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        small = LogPane(max_lines=50, id="small")
+        await pilot.app.mount(small)
+        for start in range(0, 120, 40):
+            small.add_lines([info(i) for i in range(start, start + 40)])
+        lines = small.visible_lines()
+        assert lines == [info(i) for i in range(70, 120)]
+        assert small.log_widget.numbers == list(range(71, 121))

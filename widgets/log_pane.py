@@ -154,7 +154,14 @@ class LogPane(Vertical, can_focus=False):
             self._rerender()
 
     def _seen(self) -> bool:
-        return self.is_attached and self.screen.is_current
+        """The pane's screen is on top, or under screens that let it show through (a
+        dialog's translucent background). `Screen.is_current` also counts the screen under an
+        opaque one (the fleet table over a host)."""
+        if not self.is_attached:
+            return False
+        stack = self.app.screen_stack
+        above = stack[stack.index(self.screen) + 1:] if self.screen in stack else None
+        return above is not None and all(s.styles.background.a < 1 for s in above)
 
     # -- data in ---------------------------------------------------------------------------
     def add_batch(self, batch: LogBatch, notable: Iterable[tuple[int, LineEvent]]) -> None:
