@@ -11,7 +11,7 @@ server's access log as the host follower sends them):
 - display: `LogBatch.display_lines` (secret redaction, `safe_text` and the width cut);
 - pane: `LogPane`'s batch check (`display_safe`: one printable-ASCII test per batch, the
   level ranked only when a level is chosen);
-- log width: the pane's `Log` measuring a batch (`_Log._update_size`: the batch's length when
+- log width: the pane's `Log` measuring a batch (`LogLines._update_size`: the batch's length when
   it is printable ASCII, each line's cell width otherwise; stock Textual did the latter for
   every line, in a thread per batch).
 """
@@ -29,7 +29,8 @@ from benchmarks.common import ACCESS_LINE, report
 from console.follower import LogBatch, LogFollower
 from console.local_host import LocalHost
 from console.telemetry.run_log import RunLog
-from widgets.log_pane import _Log, display_safe
+from widgets.log_lines import LogLines
+from widgets.log_pane import display_safe
 
 
 def _chunks(lines: int) -> list[bytes]:
@@ -65,7 +66,7 @@ def bench(lines: int, repeats: int) -> dict[str, float]:
     texts = list(sample._pending)
     batch = LogBatch(tuple(texts))
     shown = batch.display_lines()
-    log = _Log()
+    log = LogLines(100_000, {})
     out = {
         "follower": _per_line(follower, lines, repeats),
         "telemetry": _per_line(lambda: RunLog().feed_texts(texts, None), lines, repeats),
