@@ -97,6 +97,7 @@ class LogPane(Vertical, can_focus=False):
         self._entries: deque[str] = deque(maxlen=max_lines)  # display-safe lines
         self._next = 1  # the number the next line gets
         self._kinds: dict[int, LineKind] = {}  # line number -> what the parsers found
+        self._kind_order: deque[int] = deque()  # its keys, oldest first
         self._stale = False  # lines kept while the pane could not be seen
         self._pending_lines: list[str] = []  # kept for the pane's next frame
         self._pending_numbers: list[int] = []
@@ -184,6 +185,7 @@ class LogPane(Vertical, can_focus=False):
         self._next += len(batch)
         for i, event in notable:
             self._kinds[first + i] = event.kind
+            self._kind_order.append(first + i)
         dropped = len(self._entries) + len(batch) - self.max_lines
         self._entries.extend(batch)
         if dropped > 0:
@@ -225,9 +227,9 @@ class LogPane(Vertical, can_focus=False):
             self._update_status()
 
     def _forget_before(self, oldest: int) -> None:
-        kinds = self._kinds
-        for number in [n for n in kinds if n < oldest]:
-            del kinds[number]
+        kinds, order = self._kinds, self._kind_order
+        while order and order[0] < oldest:
+            del kinds[order.popleft()]
         if self._matches and self._matches[0] < oldest:
             del self._matches[:bisect_left(self._matches, oldest)]
 
@@ -243,6 +245,7 @@ class LogPane(Vertical, can_focus=False):
         self._discard_pending()
         self._entries.clear()
         self._kinds.clear()
+        self._kind_order.clear()
         self._matches.clear()
         self._log.current = -1
         self._log.clear()
