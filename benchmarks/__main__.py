@@ -6,7 +6,8 @@
     .venv/bin/python -m benchmarks --quick --write   # also write the report
 
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
-all five), perline, idle, start, chain, fleet, agent, follower; and `real` (the console on a
+all five), perline, idle, anchors (htop/btop idle, lnav on the flood), start, chain, fleet,
+agent, follower; and `real` (the console on a
 real `vllm serve`: host cost under load, restart timeline), which runs only when --only names
 it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes. Each
 measurement runs in a fresh process (`python -m benchmarks.bench_*`), so that its memory peak
@@ -32,7 +33,8 @@ from benchmarks.machine import busy_processes, describe
 from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
-SECTIONS = (*LOGPATH, "perline", "idle", "start", "chain", "fleet", "agent", "follower")
+SECTIONS = (*LOGPATH, "perline", "idle", "anchors", "start", "chain", "fleet", "agent",
+            "follower")
 ON_REQUEST = ("real",)  # not in the default run: only when --only names it
 
 
@@ -119,6 +121,19 @@ def run_idle(plan: Plan) -> dict[str, Any]:
     return run_json("bench_idle", args, timeout=300)
 
 
+def run_anchors(plan: Plan) -> dict[str, Any]:
+    """htop and btop idle, lnav on the flood (each skipped, and said so, when absent)."""
+    seconds = "10" if plan.quick else "20"
+    out = {tool: run_json("bench_anchors", ["--idle", tool, "--seconds", seconds], timeout=120)
+           for tool in ("htop", "btop")}
+    for rate in (1_000, 10_000) if plan.quick else (1_000, 10_000, 100_000):
+        out[_label(rate)] = run_json("bench_anchors", ["--lnav", "--rate", str(rate),
+                                                       "--seconds", str(plan.seconds)],
+                                     timeout=240)
+        _progress(f"  lnav {_label(rate)}: {_brief(out[_label(rate)])}")
+    return out
+
+
 def run_start(plan: Plan) -> dict[str, Any]:
     return run_json("bench_start", ["--runs", "1" if plan.quick else "3"], timeout=300)
 
@@ -158,7 +173,8 @@ def run_real(plan: Plan) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "screen": run_screen, "tail": run_tail, "toolong": run_toolong, "local": run_local,
-    "memory": run_memory, "perline": run_perline, "idle": run_idle, "start": run_start,
+    "memory": run_memory, "perline": run_perline, "idle": run_idle, "anchors": run_anchors,
+    "start": run_start,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
     "real": run_real,
 }

@@ -70,30 +70,43 @@ def _error_lines(results: dict[str, Any]) -> list[str]:
 
 
 def summary(results: dict[str, Any]) -> list[str]:
+    """The targets of issue 18 (performance, second round), each against this run."""
     rows: list[tuple[str, str, str]] = []
     screen = results.get("screen", {})
-    r100, r10 = screen.get("100k"), screen.get("10k")
+    r1, r10, r100, top = (screen.get(k) for k in ("1k", "10k", "100k", "max"))
+    if _ok(r1) and _ok(r10):
+        rows.append(("Console CPU while a log streams: <= 10% at 1k lines/s, <= 25% at 10k",
+                     f"{_pct(r1['console_cpu_pct'])} / {_pct(r10['console_cpu_pct'])}",
+                     _verdict(r1["console_cpu_pct"] <= 10 and r10["console_cpu_pct"] <= 25)))
+    else:
+        rows.append(("Console CPU while a log streams at 1k / 10k lines/s", "—", NONE))
+    if _ok(r10):
+        rows.append(("Write-to-screen p99 <= 50 ms at 10k lines/s",
+                     f"p99 {_ms(r10['painted_p99_ms'])} ms (p50 {_ms(r10['painted_p50_ms'])});"
+                     f" into the widget p99 {_ms(r10['widget_p99_ms'])} ms",
+                     _verdict(0 <= r10["painted_p99_ms"] <= 50)))
+    else:
+        rows.append(("Write-to-screen p99 <= 50 ms at 10k lines/s", "—", NONE))
+    if _ok(r100):
+        focus = r100.get("key_focus_p95_ms", -1)
+        rows.append(("Key p95 <= 50 ms during the flood (100k lines/s)",
+                     f"p95 {_ms(r100['key_p95_ms'])} ms (p50 {_ms(r100['key_p50_ms'])}, "
+                     f"{r100['keys']} keys; {_kinds(r100)})",
+                     _verdict(0 <= r100["key_p95_ms"] <= 50)))
+        rows.append(("Focus move (tab) p95 <= 50 ms during the flood", f"p95 {_ms(focus)} ms",
+                     _verdict(0 <= focus <= 50)))
+    else:
+        rows.append(("Key and focus p95 <= 50 ms during the flood", "—", NONE))
+    if _ok(top):
+        rows.append(("Log path over SSH, max sustained >= 400k lines/s (half of `tail -F`)",
+                     f"{_n(top['delivered_per_s'])} lines/s at {_n(top['offered_per_s'])} "
+                     f"offered; behind {top['behind_s']:.2f} s",
+                     _verdict(top["delivered_per_s"] >= 400_000)))
     if _ok(r100):
         rows.append(("Log path over SSH: >= 100k lines/s offered without falling behind",
                      f"{_n(r100['delivered_per_s'])} lines/s delivered to the screen at "
                      f"{_n(r100['offered_per_s'])} offered; behind {r100['behind_s']:.2f} s",
                      _verdict(keeps_up(r100))))
-    else:
-        rows.append(("Log path over SSH: >= 100k lines/s without falling behind", "—", NONE))
-    if _ok(r10):
-        rows.append(("Write-to-screen p99 <= 100 ms at 10k lines/s",
-                     f"p99 {_ms(r10['painted_p99_ms'])} ms (p50 {_ms(r10['painted_p50_ms'])});"
-                     f" into the widget p99 {_ms(r10['widget_p99_ms'])} ms",
-                     _verdict(0 <= r10["painted_p99_ms"] <= 100)))
-    else:
-        rows.append(("Write-to-screen p99 <= 100 ms at 10k lines/s", "—", NONE))
-    if _ok(r100):
-        rows.append(("Key p95 <= 100 ms during the flood (100k lines/s)",
-                     f"p95 {_ms(r100['key_p95_ms'])} ms (p50 {_ms(r100['key_p50_ms'])}, "
-                     f"{r100['keys']} keys; {_kinds(r100)})",
-                     _verdict(0 <= r100["key_p95_ms"] <= 100)))
-    else:
-        rows.append(("Key p95 <= 100 ms during the flood", "—", NONE))
     memory = results.get("memory")
     mark = None
     source = ""
@@ -109,22 +122,23 @@ def summary(results: dict[str, Any]) -> list[str]:
                  _verdict(mark <= 150 if mark else None)))
     idle = results.get("idle")
     if _ok(idle):
-        rows.append(("Idle: console CPU <= 3% of a core (all panes live, 1 Hz, SSH)",
-                     _pct(idle["console_cpu_pct"]), _verdict(idle["console_cpu_pct"] <= 3)))
+        rows.append(("Idle: console CPU <= 1% of a core, htop class (all panes live, SSH)",
+                     _pct(idle["console_cpu_pct"]) + _idle_anchors(results),
+                     _verdict(idle["console_cpu_pct"] <= 1)))
         rows.append(("Idle: host agent CPU <= 1% of a core", _pct(idle["agent_cpu_pct"]) +
                      f" (its simulated nvidia-smi loop {_pct(idle['nvidia_smi_cpu_pct'])}, "
                      f"log follower {_pct(idle['follower_cpu_pct'])})",
                      _verdict(idle["agent_cpu_pct"] <= 1)))
     else:
-        rows.append(("Idle: console <= 3%, agent <= 1% of a core", "—", NONE))
+        rows.append(("Idle: console <= 1%, agent <= 1% of a core", "—", NONE))
     start = results.get("start")
     if _ok(start):
         demo = start["demo"]["first_frame_s"]
-        rows.append(("First frame <= 1 s (`vllm-console demo` in tmux)",
-                     f"{demo:.2f} s (over SSH: {start['ssh']['first_frame_s']:.2f} s)",
-                     _verdict(0 <= demo <= 1.0)))
+        ssh = start["ssh"]["first_frame_s"]
+        rows.append(("First frame <= 0.5 s, demo and over SSH (tmux)",
+                     f"{demo:.2f} s / {ssh:.2f} s", _verdict(0 <= max(demo, ssh) <= 0.5)))
     else:
-        rows.append(("First frame <= 1 s", "—", NONE))
+        rows.append(("First frame <= 0.5 s", "—", NONE))
     chain = results.get("chain")
     if _ok(chain):
         rows.append(("`check` <= 5 s (1 GB log, real-size install, over SSH)",
@@ -145,6 +159,39 @@ def summary(results: dict[str, Any]) -> list[str]:
     out = ["| Target | Measured | Verdict |", "|---|---|---|"]
     out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return out
+
+
+def _idle_anchors(results: dict[str, Any]) -> str:
+    anchors = results.get("anchors", {})
+    seen = [f"{tool} {_pct(anchors[tool]['cpu_pct'])}" for tool in ("htop", "btop")
+            if _ok(anchors.get(tool)) and "skipped" not in anchors[tool]]
+    return f" ({', '.join(seen)} in the same terminal)" if seen else ""
+
+
+def anchors(results: dict[str, Any]) -> list[str]:
+    """htop/btop idle and lnav following the same flood over the same sshd."""
+    section = results.get("anchors")
+    if not isinstance(section, dict):
+        return []
+    out = ["### Anchors: htop, btop and lnav on this machine", "",
+           "| Tool | What | CPU (% of one core) | RSS | Shown |", "|---|---|---|---|---|"]
+    for name, r in section.items():
+        if not isinstance(r, dict) or "error" in r:
+            continue
+        if "skipped" in r:
+            out.append(f"| {name} | skipped: {r['skipped']} | | | |")
+        elif "tool" in r:
+            out.append(f"| {r['tool']} | idle in tmux 160x50, {r['seconds']:.0f} s | "
+                       f"{_pct(r['cpu_pct'])} | {_n(r['rss_mb'])} MB | |")
+        else:
+            behind = f"last line on screen {r['behind_s']:.2f} s after the writer stopped" \
+                if r["caught_up"] else f"fell behind: {_n(r['last_on_screen'])} of " \
+                f"{_n(r['written'])} on screen after {20} s"
+            out.append(f"| lnav {name} | `ssh HOST tail -F` piped into lnav, "
+                       f"{_n(r['offered_per_s'])} lines/s offered | "
+                       f"{_pct(r['lnav_cpu_pct'])} (ssh {_pct(r['ssh_client_cpu_pct'])}) | "
+                       f"{_n(r['lnav_rss_mb'])} MB | {behind} |")
+    return [*out, ""]
 
 
 def logpath(results: dict[str, Any]) -> list[str]:
@@ -520,7 +567,8 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
         lines.append(f"- Load average (1 min) at the start of each section: {loads}")
     lines += ["", "## Targets", ""] + summary(results)
     lines += ["", "## Log path", ""] + logpath(results)
-    lines += ["", "## Other measurements", ""] + details(results) + _carried_real(results)
+    lines += ["", "## Other measurements", ""] + details(results) + anchors(results) + \
+        _carried_real(results)
     errors = _error_lines(results)
     if errors:
         lines += ["## Errors", ""] + errors + [""]
