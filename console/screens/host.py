@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.message import Message
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
@@ -26,6 +27,10 @@ from widgets.spec_pane import SpecPane, SpecView
 
 class HostScreen(Screen[None]):
     """The console for one host."""
+
+    # Textual repaints the whole screen when focus moves (`focused` repaints); the styles
+    # that change (`:focus-within` borders) repaint their own widgets (docs/benchmarks.md).
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
     class Shown(Message):
         """The screen is composed: the app fills it from what it already knows."""
