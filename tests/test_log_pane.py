@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.style import Style
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
 
@@ -40,7 +41,7 @@ def text_of(strip: Strip) -> str:
 
 
 def row(pane: LogPane, y: int) -> Strip:
-    """What the screen shows on row `y` of the pane's log (0: its top row)."""
+    """Row `y` of the pane's log (0: its top row) as rendered from what the log holds."""
     return pane.log_widget.render_line(y)
 
 
@@ -215,3 +216,20 @@ async def test_a_batch_bigger_than_the_pane_keeps_the_newest_lines_numbered() ->
         lines = small.visible_lines()
         assert lines == [info(i) for i in range(70, 120)]
         assert small.log_widget.numbers == list(range(71, 121))
+
+
+async def test_a_full_following_pane_shows_the_newest_lines() -> None:
+    # Once the pane holds max_lines, a batch drops as many old lines as it adds: the view is
+    # already at the end, so it does not scroll, yet every row shows another line.
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        small = LogPane(max_lines=30, id="small")
+        await pilot.app.query_one("#log-pane").remove()
+        await pilot.app.mount(small)
+        small.add_lines([info(i) for i in range(30)])
+        await pilot.pause(0.2)
+        small.add_lines([info(i) for i in range(30, 35)])
+        await pilot.pause(0.2)
+        log = small.log_widget
+        on_screen = log.render_lines(Region(0, 0, log.size.width, log.size.height))
+        shown = [text_of(strip) for strip in on_screen if text_of(strip).strip()]
+        assert shown[-1].rstrip().endswith(" 34"), shown[-3:]

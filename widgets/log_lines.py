@@ -76,6 +76,8 @@ class LogLines(Log):
         self._update_size(self._updates, list(lines))
         if follow and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+            if dropped:  # full: the view stays at the end, and every row shows another line
+                self.refresh()
         elif dropped:  # paused: keep the same lines in view as the oldest go
             self.scroll_to(y=max(0, self.scroll_offset.y - dropped), animate=False,
                            immediate=True)
