@@ -6,9 +6,9 @@
     .venv/bin/python -m benchmarks --quick --write   # also write the report
 
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
-all five), perline, idle, anchors (htop/btop idle, lnav on the flood), start, chain, fleet,
-agent, follower; and `real` (the console on a
-real `vllm serve`: host cost under load, restart timeline), which runs only when --only names
+all five), frames (the screen's CPU time alone), perline, idle, anchors (htop/btop idle,
+lnav on the flood), start, chain, fleet, agent, follower; and `real` (the console on a real
+`vllm serve`: host cost under load, restart timeline), which runs only when --only names
 it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes. Each
 measurement runs in a fresh process (`python -m benchmarks.bench_*`), so that its memory peak
 is its own. Only a full run writes docs/benchmarks.md unless --write; its findings come from
@@ -33,7 +33,7 @@ from benchmarks.machine import busy_processes, describe
 from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
-SECTIONS = (*LOGPATH, "perline", "idle", "anchors", "start", "chain", "fleet", "agent",
+SECTIONS = (*LOGPATH, "frames", "perline", "idle", "anchors", "start", "chain", "fleet", "agent",
             "follower")
 ON_REQUEST = ("real",)  # not in the default run: only when --only names it
 
@@ -111,6 +111,12 @@ def run_memory(plan: Plan) -> dict[str, Any]:
     return run_json("bench_screen", ["--memory"], timeout=300)
 
 
+def run_frames(plan: Plan) -> dict[str, Any]:
+    return {_label(rate): run_json("bench_frames", ["--rate", str(rate), "--seconds",
+                                                    str(plan.seconds)], timeout=120)
+            for rate in (1_000, 10_000, 100_000)}
+
+
 def run_perline(plan: Plan) -> dict[str, Any]:
     return run_json("bench_perline", ["--repeats", "3" if plan.quick else "7"], timeout=120)
 
@@ -173,8 +179,8 @@ def run_real(plan: Plan) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "screen": run_screen, "tail": run_tail, "toolong": run_toolong, "local": run_local,
-    "memory": run_memory, "perline": run_perline, "idle": run_idle, "anchors": run_anchors,
-    "start": run_start,
+    "memory": run_memory, "frames": run_frames, "perline": run_perline, "idle": run_idle,
+    "anchors": run_anchors, "start": run_start,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
     "real": run_real,
 }

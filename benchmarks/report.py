@@ -168,6 +168,18 @@ def _idle_anchors(results: dict[str, Any]) -> str:
     return f" ({', '.join(seen)} in the same terminal)" if seen else ""
 
 
+def frames(results: dict[str, Any]) -> list[str]:
+    """The screen's own CPU time for a streaming log (`bench_frames`)."""
+    section = results.get("frames")
+    if not isinstance(section, dict):
+        return []
+    out = ["### The screen alone: CPU time to show a streaming log (`bench_frames`)", "",
+           "| Lines/s | Screen CPU | Frames/s |", "|---|---|---|"]
+    out += [f"| {label} | {_pct(r['screen_cpu_pct'])} | {r['frames_per_s']} |"
+            for label, r in section.items() if _ok(r)]
+    return [*out, ""]
+
+
 def anchors(results: dict[str, Any]) -> list[str]:
     """htop/btop idle and lnav following the same flood over the same sshd."""
     section = results.get("anchors")
@@ -567,8 +579,8 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
         lines.append(f"- Load average (1 min) at the start of each section: {loads}")
     lines += ["", "## Targets", ""] + summary(results)
     lines += ["", "## Log path", ""] + logpath(results)
-    lines += ["", "## Other measurements", ""] + details(results) + anchors(results) + \
-        _carried_real(results)
+    lines += ["", "## Other measurements", ""] + frames(results) + details(results) + \
+        anchors(results) + _carried_real(results)
     errors = _error_lines(results)
     if errors:
         lines += ["## Errors", ""] + errors + [""]
