@@ -131,8 +131,9 @@ class LogPane(Vertical, can_focus=False):
     @property
     def _match_y(self) -> int:
         """The row of the current match among the shown lines, -1: none."""
-        number = self._log.current
-        return self._log.y_of(number) if number >= 0 else -1
+        log, number = self._log, self._log.current
+        y = log.y_of(number)
+        return y if number >= 0 and y < len(log.numbers) and log.numbers[y] == number else -1
 
     def on_mount(self) -> None:
         self._update_status()
@@ -393,6 +394,7 @@ class LogPane(Vertical, can_focus=False):
         self.follow = not self.follow
         if self.follow:
             self._log.current = -1
+            self._log.restyle()
             self._log.scroll_end(animate=False)
 
     def action_cycle_level(self) -> None:
