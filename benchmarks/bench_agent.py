@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.agent import agent_main  # noqa: E402
+from console.hostside import agent as agent_main  # noqa: E402
 from console.sim.runner import start_background, stop, wait_ready  # noqa: E402
 from console.sim.tree import materialise  # noqa: E402
 from tests.sshd import free_port  # noqa: E402

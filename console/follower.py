@@ -290,7 +290,7 @@ class LogFollower:
 
     # -- the host command ---------------------------------------------------------------
     async def _command(self, *, once: bool = False) -> str:
-        script = await self.scripts.path(FOLLOW_SCRIPT, script_source("console.agent",
+        script = await self.scripts.path(FOLLOW_SCRIPT, script_source("console.hostside",
                                                                       FOLLOW_SCRIPT))
         args = [self.path, "--poll", f"{self.poll_s:g}"]
         pos = self._position

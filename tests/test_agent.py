@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from console.agent import agent_main
+from console.hostside import agent as agent_main
 from console.agent.samples import AgentSample, ServeTree
 from console.sim.tree import SimTree, materialise
 
 AGENT = Path(agent_main.__file__)
-FOLLOW = AGENT.with_name("follow_main.py")
+FOLLOW = AGENT.with_name("follow.py")
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NO_NVML = ["--nvml-lib", "libnvidia-ml-missing-for-test.so"]
 

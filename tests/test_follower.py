@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from console.agent import follow_main
+from console.hostside import follow as follow_main
 from console.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
 from console.local_host import LocalHost
 

@@ -19,8 +19,8 @@ from console.agent.samples import AgentHello, AgentSample, split_json_lines
 from console.host import Host, HostError, quote_argv
 from console.remote_scripts import RemoteScripts, script_source
 
-AGENT_SCRIPT = "agent_main.py"
-FOLLOW_SCRIPT = "follow_main.py"
+AGENT_SCRIPT = "agent.py"
+FOLLOW_SCRIPT = "follow.py"
 HELLO_TIMEOUT_S = 30.0
 
 
@@ -80,7 +80,7 @@ class AgentClient:
         self.hello: AgentHello | None = None
 
     async def _command(self, *, once: bool) -> str:
-        path = await self.scripts.path(AGENT_SCRIPT, script_source("console.agent",
+        path = await self.scripts.path(AGENT_SCRIPT, script_source("console.hostside",
                                                                    AGENT_SCRIPT))
         return agent_command(path, interval_s=self.interval_s, match=self.match,
                              nvidia_smi=self.nvidia_smi, gpu_source=self.gpu_source,
