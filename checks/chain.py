@@ -166,8 +166,8 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
         resolution = await resolve_serve(host, settings, scripts=scripts)
         process, found = resolution.process, resolution.notes
         # Installed already: the path comes from the cache, no round trip.
-        path = await scripts.path("discovery_probe.py",
-                                  script_source("console", "discovery_probe.py"))
+        path = await scripts.path("discover.py",
+                                  script_source("console.hostside", "discover.py"))
         command = shown_command("python3", path, {"match": settings.match.split(),
                                                    "port": configured_port(settings.url)})
     except HostError as exc:

@@ -1,6 +1,6 @@
 """Finding the running `vllm serve` on a host, and what it was started with.
 
-`resolve_serve(host, settings)` runs one stdlib script on the host (`discovery_probe.py`, one
+`resolve_serve(host, settings)` runs one stdlib script on the host (`hostside/discover.py`, one
 pass over /proc) and returns the serve process chosen by the one rule written there (a server
 entry point of the login user, never another user's; with a configured `url`, the one that
 listens on its port), with what else it found: look-alikes, the port's holders, orphaned
@@ -349,13 +349,13 @@ async def discover_serve(host: Host, settings: ServeSettings, *,
 async def resolve_serve(host: Host, settings: ServeSettings, *,
                         scripts: RemoteScripts | None = None,
                         python: str = "python3") -> Resolution:
-    """The serve process on `host` by the one rule (`console.discovery_probe`), and what else
+    """The serve process on `host` by the one rule (`console.hostside.discover`), and what else
     was found. Raises DiscoveryError when discovery itself cannot run."""
     scripts = scripts or RemoteScripts(host)
     payload = {"match": settings.match.split(), "port": configured_port(settings.url)}
     try:
-        path = await scripts.path("discovery_probe.py",
-                                  script_source("console", "discovery_probe.py"))
+        path = await scripts.path("discover.py",
+                                  script_source("console.hostside", "discover.py"))
         result = await host.run([python, path], timeout=30,
                                 input=json.dumps(payload).encode())
     except HostError as exc:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from console.hostside import agent as agent_main
 from console.agent.samples import AgentSample, ServeTree
+from console.hostside import agent as agent_main
 from console.sim.tree import SimTree, materialise
 
 AGENT = Path(agent_main.__file__)

@@ -24,7 +24,7 @@ from console.discovery import (
     parse_serve_argv,
     serve_from_facts,
 )
-from console.discovery_probe import interpreter, matches, parse_stat
+from console.hostside.discover import interpreter, matches, parse_stat
 from console.local_host import LocalHost
 from console.settings import ServeSettings
 from tests.sshd import Sshd, chown_to

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from console.hostside import follow as follow_main
 from console.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
+from console.hostside import follow as follow_main
 from console.local_host import LocalHost
 
 SCRIPT = Path(follow_main.__file__)

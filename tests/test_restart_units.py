@@ -701,7 +701,7 @@ def test_a_port_taken_by_someone_else_is_never_restarted_over(tmp_path: Path) ->
     ([], False),
 ])
 def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) -> None:
-    from console.discovery_probe import server_entry
+    from console.hostside.discover import server_entry
 
     assert server_entry(argv) is server
 
@@ -717,7 +717,7 @@ def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) ->
     (["/lib/systemd/systemd", "--user"], False),  # a unit is found by its cgroup instead
 ])
 def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
-    from console.discovery_probe import supervisor
+    from console.hostside.discover import supervisor
 
     comm = os.path.basename(argv[0]).lstrip("-")
     assert bool(supervisor(4242, comm, argv)) is loop
@@ -845,7 +845,7 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
     tracker beside it still has the server's. Another directory, or an environment that
     lacks one of the server's variables, is someone else's orphan: named, left alone."""
     from console.discovery import Resolution
-    from console.discovery_probe import env_items
+    from console.hostside.discover import env_items
     from console.restart.plan import _orphans_to_stop
 
     env = {"PATH": "/v/bin:/usr/bin", "HF_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "0"}

@@ -13,8 +13,8 @@ import posixpath
 from typing import Any
 
 from console.discovery import configured_port
-from console.discovery_probe import matches
 from console.host import Host, HostError
+from console.hostside.discover import matches
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes
 from console.restart.plan import BUNDLE_NAME, RestartError, last_key, run_bundle

@@ -22,8 +22,8 @@ from console.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.discovery_probe import argv_port, env_items, matches
 from console.host import Host, HostError, quote_argv
+from console.hostside.discover import argv_port, env_items, matches
 from console.remote_scripts import RemoteScripts
 from console.restart.bundle import bundle_bytes, trace_hook_source
 from console.restart.env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
