@@ -31,7 +31,7 @@ from console.remote_scripts import RemoteScripts, script_source
 from console.restart.last import read_last_launch
 from console.settings import ServeSettings
 
-SCRIPTS = "checks.scripts"
+SCRIPTS = "console.hostside.probes"
 CODE_TIMEOUT = 120.0
 FIELDS_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0

@@ -100,8 +100,8 @@ async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, 
         return out
     hf_env = {k: v for k, v in env.items() if k in HF_ENV}
     items = {k: {"model": v, "env": hf_env, "cwd": cwd} for k, v in wanted.items()}
-    run = await run_json_script(host, scripts, "checks.scripts", "configs_probe.py", "python3",
-                                {"items": items}, timeout=30)
+    run = await run_json_script(host, scripts, "console.hostside.probes", "configs_probe.py",
+                                "python3", {"items": items}, timeout=30)
     for name, model in wanted.items():
         if run.data is None or not isinstance(run.data.get(name), Mapping):
             out[name] = ConfigRead(name, model, problem=f"cannot read the {name} config: "

@@ -27,7 +27,7 @@ from checks.hostscript import ScriptRun
 from checks.links import code_present
 from checks.models import Evidence, Status
 from checks.profile import load_profile
-from checks.scripts import code_probe
+from console.hostside.probes import code_probe
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 VERSION = "0.1.dev16016+g3cfc8f8b7"
