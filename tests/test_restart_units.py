@@ -20,6 +20,9 @@ import pytest
 
 from checks.trace import parse_trace_line
 from console.commands import restart as restart_command
+from console.hostside.restart.procfs import read_proc, service_in_cgroup
+from console.hostside.restart.status import take_lock
+from console.hostside.restart.stop import send, verified_tree
 from console.local_host import LocalHost
 from console.parsers import StartupPhase
 from console.restart import Outcome, RestartPlan, RestartResult, restart
@@ -32,9 +35,6 @@ from console.restart.env import (
     launch_env,
     original_env,
 )
-from console.restart.host.procfs import read_proc, service_in_cgroup
-from console.restart.host.status import take_lock
-from console.restart.host.stop import send, verified_tree
 from console.restart.plan import server_address
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
@@ -565,7 +565,7 @@ async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
 
 
 def test_the_status_file_beats_while_the_step_waits(tmp_path: Path) -> None:
-    from console.restart.host.status import StatusFile
+    from console.hostside.restart.status import StatusFile
 
     path = tmp_path / "s.status"
     status = StatusFile(str(path), heartbeat_s=0.2)
@@ -725,7 +725,7 @@ def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
 
 def test_a_stuck_phase_ends_and_says_which(tmp_path: Path) -> None:
     """Any blocking call (here the open of a FIFO nobody reads) ends with the phase bound."""
-    from console.restart.host.step import StepFailed, bounded
+    from console.hostside.restart.step import StepFailed, bounded
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -779,8 +779,8 @@ def test_ready_needs_the_relaunched_tree_to_own_the_port(
     import http.server
     import threading
 
-    from console.restart.host.launch import wait_ready
-    from console.restart.host.step import answered_by
+    from console.hostside.restart.launch import wait_ready
+    from console.hostside.restart.step import answered_by
 
     class Ok(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

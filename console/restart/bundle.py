@@ -1,4 +1,4 @@
-"""The host-side restart step as one file: a zipapp of `console.restart.host`.
+"""The host-side restart step as one file: a zipapp of `console.hostside.restart`.
 
 Built in memory with fixed timestamps so that the same sources give the same bytes (and so the
 same content hash: `RemoteScripts` uploads it once per version, not once per restart).
@@ -26,8 +26,8 @@ def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
 
 @functools.cache
 def bundle_bytes() -> bytes:
-    """The zipapp: `python3 BUNDLE COMMAND ...` runs `console.restart.host.main`."""
-    source = resources.files("console.restart.host")
+    """The zipapp: `python3 BUNDLE COMMAND ...` runs `console.hostside.restart.main`."""
+    source = resources.files("console.hostside.restart")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr(*_entry("__main__.py", _MAIN))
@@ -38,4 +38,4 @@ def bundle_bytes() -> bytes:
 
 def trace_hook_source() -> bytes:
     """The trace hook's source (what a traced run finds as `sitecustomize.py`)."""
-    return resources.files("console.restart.host").joinpath("trace_hook.py").read_bytes()
+    return resources.files("console.hostside.restart").joinpath("trace_hook.py").read_bytes()

@@ -82,7 +82,7 @@ class _Progress:
 
 def plan_document(plan: RestartPlan, options: RestartOptions, *, restart_id: str,
                   paths: dict[str, str], by: str, nvidia_smi: str) -> dict[str, Any]:
-    """The plan as the host-side step reads it (`console/restart/host/step.py`)."""
+    """The plan as the host-side step reads it (`console/hostside/restart/step.py`)."""
     return {
         "id": restart_id, "by": by, "entry": plan.host, "inputs": list(plan.inputs),
         "mode": plan.mode, "unit": plan.unit,
