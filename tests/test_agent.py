@@ -7,7 +7,6 @@ never another user's process), and how it ends (stdin closed, SIGTERM: no nvidia
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import pwd
@@ -24,9 +23,8 @@ import pytest
 from console.agent.samples import AgentSample, ServeTree
 from console.hostside import agent as agent_main
 from console.sim.tree import SimTree, materialise
+from tests.hostside_bundle import entry_argv
 
-AGENT = Path(agent_main.__file__)
-FOLLOW = AGENT.with_name("follow.py")
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NO_NVML = ["--nvml-lib", "libnvidia-ml-missing-for-test.so"]
 
@@ -51,7 +49,7 @@ def nvmlDeviceGetComputeRunningProcesses(h):
 
 def agent_lines(*args: str, env: dict[str, str] | None = None, timeout: float = 30
                 ) -> list[dict]:
-    out = subprocess.run([PYTHON, str(AGENT), *args], capture_output=True, timeout=timeout,
+    out = subprocess.run(entry_argv(PYTHON, "agent", *args), capture_output=True, timeout=timeout,
                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     assert lines, out.stderr.decode()
@@ -62,16 +60,6 @@ def agent_lines(*args: str, env: dict[str, str] | None = None, timeout: float = 
 def sim(tmp_path_factory: pytest.TempPathFactory) -> SimTree:
     """A simulated host tree, for its fake nvidia-smi (nothing is started)."""
     return materialise("incident", tmp_path_factory.mktemp("agent-sim"), gpus=2)
-
-
-def test_scripts_run_on_old_pythons() -> None:
-    for script in (AGENT, FOLLOW):
-        ast.parse(script.read_text(), feature_version=(3, 6))
-        imports = {alias.name.split(".")[0] for node in ast.walk(ast.parse(script.read_text()))
-                   if isinstance(node, ast.Import | ast.ImportFrom)
-                   for alias in (node.names if isinstance(node, ast.Import) else
-                                 [ast.alias(node.module or "")])}
-        assert imports <= set(sys.stdlib_module_names) | {"pynvml"}, imports
 
 
 @pytest.mark.parametrize(("argv", "words", "expected"), [
@@ -261,7 +249,7 @@ def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
 
 @pytest.mark.parametrize("how", ["stdin-closed", "sigterm"])
 def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> None:
-    proc = subprocess.Popen([PYTHON, str(AGENT), "--interval", "0.2", "--nvidia-smi",
+    proc = subprocess.Popen([*entry_argv(PYTHON, "agent"), "--interval", "0.2", "--nvidia-smi",
                              str(sim.nvidia_smi), *NO_NVML], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -287,8 +275,8 @@ def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> 
 
 def test_once_gives_its_sample_even_with_stdin_closed() -> None:
     # As `Host.run` runs it: stdin is a pipe that is closed at once.
-    out = subprocess.run([PYTHON, str(AGENT), "--once", "--gpu-source", "none"], input=b"",
-                         capture_output=True, timeout=30)
+    out = subprocess.run(entry_argv(PYTHON, "agent", "--once", "--gpu-source", "none"),
+                         input=b"", capture_output=True, timeout=30)
     kinds = [json.loads(line)["t"] for line in out.stdout.splitlines()]
     assert kinds == ["hello", "sample"]
 

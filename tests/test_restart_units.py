@@ -25,8 +25,8 @@ from console.hostside.restart.status import take_lock
 from console.hostside.restart.stop import send, verified_tree
 from console.local_host import LocalHost
 from console.parsers import StartupPhase
+from console.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
 from console.restart import Outcome, RestartPlan, RestartResult, restart
-from console.restart.bundle import bundle_bytes, trace_hook_source
 from console.restart.env import (
     ENV_HOOK,
     ENV_ORIG_PYTHONPATH,
@@ -408,7 +408,7 @@ def test_nothing_is_stopped_when_the_relaunch_could_not_happen(
         "timeouts": {"term": 1, "kill": 1, "free": 1, "startup": 1},
         "paths": {"status": str(status), "lock": str(tmp_path / "restart.lock"),
                   "last": str(tmp_path / "last-launch.json")}}))
-    done = subprocess.run([sys.executable, str(bundle), "run", str(plan)], timeout=30,
+    done = subprocess.run([sys.executable, str(bundle), "restart", "run", str(plan)], timeout=30,
                           capture_output=True, text=True)
     assert done.returncode == 1, done.stderr
     records = [json.loads(line) for line in status.read_text().splitlines()]
@@ -422,9 +422,11 @@ def test_bundle_is_the_same_bytes_every_time_and_answers_json(tmp_path: Path) ->
     assert bundle_bytes() == bundle_bytes()
     bundle = tmp_path / "b.pyz"
     bundle.write_bytes(bundle_bytes())
-    done = subprocess.run([sys.executable, str(bundle), "describe", str(os.getpid()),
-                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
-    answer = json.loads(done.stdout)
+    done = subprocess.run([sys.executable, str(bundle), "restart", "describe",
+                           str(os.getpid()), "--dir", str(tmp_path)], capture_output=True,
+                          text=True, timeout=30)
+    answer = parse_answer(done.stdout)
+    assert answer is not None, done.stderr
     assert answer["pid"] == os.getpid()
     assert answer["lock"] == {}
     assert answer["last"] == {}
@@ -630,9 +632,9 @@ def test_the_host_side_runs_on_python_3_9(traced_tree: tuple[Path, Path],
         pytest.skip("no Python 3.9 here")
     bundle = tmp_path / "b.pyz"
     bundle.write_bytes(bundle_bytes())
-    done = subprocess.run([python, str(bundle), "describe", str(os.getpid()), "--dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=30)
-    assert json.loads(done.stdout)["pid"] == os.getpid(), done.stderr
+    done = subprocess.run([python, str(bundle), "restart", "describe", str(os.getpid()),
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert (parse_answer(done.stdout) or {}).get("pid") == os.getpid(), done.stderr
     hook, lib = traced_tree
     env = {**os.environ, "PYTHONPATH": f"{hook}:{lib}", ENV_HOOK: str(hook),
            ENV_WATCH: json.dumps(["fakevllm.models.qwen3_dflash:_get_dflash_layer_types"])}
@@ -655,7 +657,7 @@ def _run_step(tmp_path: Path, **plan: object) -> list[dict]:
                   "last": str(tmp_path / "last-launch.json")}}
     document.update(plan)
     (tmp_path / "plan.json").write_text(json.dumps(document))
-    subprocess.run([sys.executable, str(bundle), "run", str(tmp_path / "plan.json")],
+    subprocess.run([sys.executable, str(bundle), "restart", "run", str(tmp_path / "plan.json")],
                    timeout=30, capture_output=True)
     return [json.loads(line) for line in status.read_text().splitlines()
             if json.loads(line)["step"] != "heartbeat"]

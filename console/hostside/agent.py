@@ -34,7 +34,6 @@ import threading
 import time
 
 PROTOCOL = 1
-ARGS_ENV = "VLLM_CONSOLE_ARGS"
 GPU_FIELDS = ("index,uuid,name,utilization.gpu,memory.used,memory.total,temperature.gpu,"
               "power.draw")
 APP_FIELDS = "pid,used_memory,gpu_uuid"
@@ -736,7 +735,8 @@ class ServeTracker:
         self.uid = uid
         self.exclude = set(exclude)
         self.me = os.getpid()
-        self.helper_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        # The directory the bundle was installed in (sys.argv[0] is the bundle).
+        self.helper_dir = os.path.dirname(os.path.abspath(sys.argv[0])) + os.sep
         self.known = {}
         self.last_rescan = time.monotonic()
         self.clk = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -757,8 +757,8 @@ class ServeTracker:
         return True
 
     def _helper(self, argv):
-        """A console helper (this agent, a log follower, a probe: scripts installed beside
-        this one) is never the serve process, whatever its arguments say."""
+        """A console helper (this agent, a log follower, a probe: run from a bundle installed
+        beside this one) is never the serve process, whatever its arguments say."""
         return len(argv) > 1 and argv[1].startswith(self.helper_dir)
 
     def scan(self):
@@ -905,14 +905,20 @@ def parse_args(argv=None):
     p.add_argument("--nvml-lib", default="", help="NVML library (default libnvidia-ml.so.1)")
     p.add_argument("--once", action="store_true", help="one sample, then exit")
     p.add_argument("--count", type=int, default=0, help="stop after this many samples")
-    if argv is None and len(sys.argv) == 1 and ARGS_ENV in os.environ:
-        # The console passes arguments in the environment, off the command line (see
-        # console/agent/client.py: python_line).
-        argv = json.loads(os.environ[ARGS_ENV])
     return p.parse_args(argv)
 
 
 def main(argv=None):
+    """The `agent` entry point; an unexpected error ends it with one `{"t": "error"}` line
+    (the console shows it instead of a silent end)."""
+    try:
+        return run(argv)
+    except Exception as exc:
+        _emit({"t": "error", "msg": f"{type(exc).__name__}: {exc}"})
+        return 1
+
+
+def run(argv=None):
     args = parse_args(argv)
     interval = max(0.05, args.interval)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -961,11 +967,3 @@ def main(argv=None):
     finally:
         gpu.close()
     return 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as exc:  # the console shows this instead of a silent end
-        _emit({"t": "error", "msg": f"{type(exc).__name__}: {exc}"})
-        sys.exit(1)

@@ -28,14 +28,13 @@ JSON object.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pwd
 import stat
-import sys
 from typing import Any
 
-MARKER = "@@vllm-console-json@@"
+from .wire import answer, read_params
+
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
 CLI_MODULES = ("vllm.entrypoints.cli.main",)
 # Python options that take a value as the next word (`python -X dev -m ...`).
@@ -474,10 +473,6 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
             "other_ports": other_ports, "orphans": _orphans(table, names)}
 
 
-def main() -> None:
-    params = json.load(sys.stdin)
-    sys.stdout.write(MARKER + "\n" + json.dumps(probe(params)) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """The `discover` entry point: parameters on stdin, the answer after the marker."""
+    return answer(probe(read_params()))

@@ -6,20 +6,19 @@
                                 entry's last launch; PID may be `-` for those alone; with
                                 --log: what kind of file PATH is)
     last --dir DIR --key KEY    the record of the last launch this console made for an entry
-    lock --dir DIR              who holds the restart lock now ({} when nobody)
     run PLAN                    the restart itself (run detached; progress to the status file)
 
-Every answer except `run` is one JSON object on stdout.
+Every answer except `run` is one JSON object after the marker line (`hostside.wire`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from typing import Any
 
+from .. import wire
 from .launch import file_kind
 from .procfs import (
     cmdline,
@@ -113,8 +112,9 @@ def lock(directory: str) -> dict[str, Any]:
     return {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str]) -> int:
+    """The `restart` entry point (see the module's docstring)."""
+    args = list(argv)
     if not args:
         print(__doc__, file=sys.stderr)
         return 2
@@ -140,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             answer["log_kind"] = file_kind(options["--log"])
     elif command == "last":
         answer = read_json(last_path(directory, key)) if key else {}
-    elif command == "lock":
-        answer = lock(directory)
     else:
         print(f"unknown command {command!r}", file=sys.stderr)
         return 2
-    json.dump(answer, sys.stdout)
-    sys.stdout.write("\n")
-    return 0
+    return wire.answer(answer)
