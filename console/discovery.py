@@ -25,10 +25,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from console.host import Host, HostError
-from console.remote_scripts import RemoteScripts, script_source
+from console.remote_scripts import RemoteScripts, run_json
 from console.settings import ServeSettings
 
-MARKER = "@@vllm-console-json@@"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _ANY_ADDRESS = {"", "0.0.0.0", "::", "[::]", "*"}
@@ -353,22 +352,10 @@ async def resolve_serve(host: Host, settings: ServeSettings, *,
     was found. Raises DiscoveryError when discovery itself cannot run."""
     scripts = scripts or RemoteScripts(host)
     payload = {"match": settings.match.split(), "port": configured_port(settings.url)}
-    try:
-        path = await scripts.path("discover.py",
-                                  script_source("console.hostside", "discover.py"))
-        result = await host.run([python, path], timeout=30,
-                                input=json.dumps(payload).encode())
-    except HostError as exc:
-        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {exc}") from None
-    text = result.text
-    try:
-        facts = json.loads(text.rsplit(MARKER, 1)[1]) if MARKER in text else None
-    except ValueError:
-        facts = None
-    if not isinstance(facts, dict):
-        why = (result.error_text.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
-        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {python}: "
-                             f"{why}")
+    run = await run_json(host, scripts, "discover", python, payload, timeout=30)
+    if run.data is None:
+        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")
+    facts = dict(run.data)
     process = serve_from_facts(facts, settings.match)
     return Resolution(process, facts, resolution_notes(facts, settings.match))
 

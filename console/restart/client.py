@@ -237,7 +237,7 @@ class _Run:
             return self._result(Outcome.ERROR, f"could not start the restart on the host: {exc}")
         try:
             await self.host.start_detached(
-                [self.plan.python, self.plan.bundle, "run", self.plan_path],
+                [self.plan.python, self.plan.bundle, "restart", "run", self.plan_path],
                 log=self.out_path)
         except HostError as exc:
             # The answer may be what was lost, not the start: the status file tells.
