@@ -32,7 +32,6 @@ PACKAGE = "vllm_console_host"
 run under it and import vLLM beside it)."""
 _ROOT_MAIN = f"import sys\nfrom {PACKAGE}.__main__ import main\nsys.exit(main())\n".encode()
 SHOWN_PAYLOAD_MAX = 1500
-_VERSION_TEST = f"import sys; sys.exit(sys.version_info[:2] < {MIN_PYTHON!r})"
 
 
 def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
@@ -110,12 +109,13 @@ def python_line(bundle: str, entry: str, args: Sequence[str], *, python: str = "
     if merge_stderr:
         run += " 2>&1"
     need = ".".join(map(str, MIN_PYTHON))
+    new_enough = f"import sys; sys.exit(sys.version_info[:2] < {MIN_PYTHON!r})"
     error = json.dumps({"t": "error",
                         "msg": f"no Python {need}+ on the host (tried {tried})"})
     return (f"{ARGS_ENV}={quote_argv([json.dumps(list(args))])}; export {ARGS_ENV}\n"
             f"for p in {quote_argv(candidates)}; do\n"
             f"  if command -v \"$p\" >/dev/null 2>&1 && "
-            f"\"$p\" -S -c {quote_argv([_VERSION_TEST])} 2>/dev/null; then exec {run}; fi\n"
+            f"\"$p\" -S -c {quote_argv([new_enough])} 2>/dev/null; then exec {run}; fi\n"
             f"done\nprintf '%s\\n' {quote_argv([error])}; exit 127")
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from checks.trace import parse_trace_line
 from console.commands import restart as restart_command
-from console.hostside.restart.procfs import read_proc, service_in_cgroup
+from console.hostside.procfs import read_proc, service_in_cgroup
 from console.hostside.restart.status import take_lock
 from console.hostside.restart.stop import send, verified_tree
 from console.local_host import LocalHost

@@ -22,6 +22,7 @@ ENTRIES = {
     "probe-log": "probes.log_probe",
     "restart": "restart.main",
 }
+STREAMS = ("agent", "follow")
 
 
 def main():
@@ -41,7 +42,22 @@ def main():
     args = sys.argv[2:]
     if not args and wire.ARGS_ENV in os.environ:
         args = json.loads(os.environ[wire.ARGS_ENV])
-    return import_module(package + "." + ENTRIES[sys.argv[1]]).main(args)
+    entry = import_module(package + "." + ENTRIES[sys.argv[1]]).main
+    if sys.argv[1] not in STREAMS:
+        return entry(args)  # a crash: non-zero, its traceback on stderr (see wire)
+    try:
+        return entry(args)
+    except Exception as exc:
+        # A stream's last word, one JSON line (an agent line, a follower frame header alike):
+        # the console shows it instead of a silent end.
+        line = json.dumps({"t": "error", "msg": "{}: {}".format(type(exc).__name__, exc)},
+                          separators=(",", ":"))
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except OSError:
+            pass
+        return 1
 
 
 if __name__ == "__main__":

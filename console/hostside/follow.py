@@ -1,7 +1,7 @@
 """vllm-console log follower: streams a log file from a byte offset, framed, to stdout.
 
-Runs on the serving host (standard library only, Python 3.6+) as a long-lived stream over the SSH
-link. Output is a sequence of frames; each starts with one line of JSON:
+The `follow` entry point: runs on the serving host as a long-lived stream over the SSH link.
+Output is a sequence of frames; each starts with one line of JSON:
 
     {"t": "open", "dev": D, "ino": I, "off": O, "size": S, "why": WHY}   position is now (I, O)
     {"t": "data", "off": O, "n": N}  followed by exactly N raw bytes of the file from offset O
@@ -346,16 +346,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """The `follow` entry point; an unexpected error ends it with one `{"t": "error"}` frame
-    (the console shows it instead of a silent end)."""
-    try:
-        return run(argv)
-    except Exception as exc:
-        Output().frame({"t": "error", "msg": f"{type(exc).__name__}: {exc}"})
-        return 1
-
-
-def run(argv=None):
+    """The `follow` entry point."""
     args = parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)

@@ -1,4 +1,4 @@
-"""Entry point of the host-side restart bundle.
+"""The `restart` entry point of the host-side bundle: `PYTHON BUNDLE restart COMMAND ...`.
 
     describe PID [--dir DIR [--key KEY]] [--log PATH]
                                 the process's identity, tree, argv, cwd, environment, log, unit
@@ -19,8 +19,7 @@ import sys
 from typing import Any
 
 from .. import wire
-from .launch import file_kind
-from .procfs import (
+from ..procfs import (
     cmdline,
     descendants,
     environ,
@@ -31,6 +30,7 @@ from .procfs import (
     start_epoch,
     user_name,
 )
+from .launch import file_kind
 from .status import read_holder, read_json
 
 SHELLS = ("sh", "bash", "dash", "zsh")
@@ -72,15 +72,15 @@ def describe(pid: int) -> dict[str, Any]:
     stdout = readlink(f"/proc/{pid}/fd/1")
     stdout_file = stdout.startswith("/") and not stdout.endswith(" (deleted)") and \
         os.path.isfile(stdout)
-    env = environ(pid)
+    env = environ(pid, errors="surrogateescape")
     return {
         "pid": pid, "start": info.start, "started_at": start_epoch(info.start),
         "uid": info.uid, "user": user_name(info.uid), "me": os.getuid(), "comm": info.comm,
-        "argv": cmdline(pid), "cwd": readlink(f"/proc/{pid}/cwd"),
+        "argv": cmdline(pid, errors="surrogateescape") or [], "cwd": readlink(f"/proc/{pid}/cwd"),
         "exe": readlink(f"/proc/{pid}/exe"), "env": env, "env_readable": env is not None,
         "stdout": stdout, "stdout_is_file": stdout_file,
         "members": [{"pid": m.pid, "start": m.start, "ppid": m.ppid, "comm": m.comm,
-                     "uid": m.uid, "argv": cmdline(m.pid)[:8]} for m in tree],
+                     "uid": m.uid, "argv": (cmdline(m.pid) or [])[:8]} for m in tree],
         **_unit_of(pid),
     }
 
