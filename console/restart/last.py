@@ -14,7 +14,7 @@ from typing import Any
 
 from console.discovery import configured_port
 from console.host import Host, HostError
-from console.hostside.discover import matches
+from console.hostside.argv import matches
 from console.remote_scripts import RemoteScripts
 from console.restart.plan import RestartError, last_key, run_bundle
 from console.settings import ServeSettings

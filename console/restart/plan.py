@@ -22,7 +22,8 @@ from console.discovery import (
     resolve_serve,
 )
 from console.host import Host, quote_argv
-from console.hostside.discover import argv_port, env_items, matches
+from console.hostside.argv import matches
+from console.hostside.discover import argv_port, env_items
 from console.remote_scripts import RemoteScripts, run_json, trace_hook_source
 from console.restart.env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
 from console.restart.model import RestartPlan
