@@ -196,6 +196,25 @@ def test_serve_tree_top_most_match_and_descendants(mark: str) -> None:
     assert serve["procs"] == []
 
 
+def test_another_helper_of_the_bundle_is_never_the_serve_process(tmp_path: Path) -> None:
+    """A follower run from the same bundle directory matches words taken from its own command
+    line (`hostside`, `follow`); it is a console helper all the same, never the server."""
+    log = tmp_path / "serve.log"
+    log.write_text("x\n")
+    follower = subprocess.Popen(entry_argv(PYTHON, "follow", str(log)),
+                                stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while b"follow" not in Path(f"/proc/{follower.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the follower never started"
+            time.sleep(0.05)
+        sample = agent_lines("--once", "--gpu-source", "none", "--match", "hostside follow")[1]
+        assert sample["serve"]["root"] is None, sample["serve"]
+    finally:
+        _kill(follower)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")
 def test_another_users_server_is_never_the_serve_process(sshd, mark: str) -> None:
     user = pwd.getpwnam(sshd.user)
