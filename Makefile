@@ -24,6 +24,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vermin --no-tips --violations -t=3.8- console/hostside
 
 bench: $(VENV)/.installed-test
 	@scripts/ensure-test-tools.sh
