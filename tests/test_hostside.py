@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -53,6 +54,11 @@ def test_no_standard_library_call_needs_a_newer_python() -> None:
     done = subprocess.run([vermin, "--no-tips", "--violations", target, str(HOSTSIDE)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_lints_it_for_the_same_python() -> None:
+    ruff = tomllib.loads((HOSTSIDE.parent.parent / "pyproject.toml").read_text())["tool"]["ruff"]
+    assert ruff["per-file-target-version"]["console/hostside/**"] == "py{}{}".format(*MIN_PYTHON)
 
 
 def test_it_imports_only_the_standard_library_and_itself() -> None:
