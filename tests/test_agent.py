@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from console.agent.samples import AgentSample, ServeTree
-from console.hostside import gpu
+from console.hostside.gpu import smi
 from console.sim.tree import SimTree, materialise
 from tests.hostside_bundle import entry_argv
 
@@ -63,16 +63,16 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> SimTree:
 
 
 def test_nvidia_smi_rows_with_missing_values() -> None:
-    row = gpu.parse_gpu_row(
+    row = smi.parse_gpu_row(
         "3, GPU-ab, NVIDIA H200, [N/A], 100, 143771, 41, [Not Supported]")
     assert row == {"index": 3, "uuid": "GPU-ab", "name": "NVIDIA H200", "util_pct": None,
                    "mem_used_mib": 100.0, "mem_total_mib": 143771.0, "temp_c": 41.0,
                    "power_w": None}
-    assert gpu.parse_gpu_row("No devices were found") is None
-    assert gpu.parse_gpu_row("0, GPU-x, H200, nan, inf, 1, 2, 3")["util_pct"] is None
-    assert gpu.parse_app_row("77, 1024, GPU-ab") == {"pid": 77, "used_mib": 1024.0,
+    assert smi.parse_gpu_row("No devices were found") is None
+    assert smi.parse_gpu_row("0, GPU-x, H200, nan, inf, 1, 2, 3")["util_pct"] is None
+    assert smi.parse_app_row("77, 1024, GPU-ab") == {"pid": 77, "used_mib": 1024.0,
                                                             "gpu_uuid": "GPU-ab"}
-    assert gpu.parse_app_row("No running processes found") is None
+    assert smi.parse_app_row("No running processes found") is None
 
 
 def test_nvml_through_pynvml_when_importable(tmp_path: Path) -> None:

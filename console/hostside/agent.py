@@ -33,7 +33,8 @@ import threading
 import time
 
 from .argv import matches
-from .gpu import MIB, open_gpu_source
+from .gpu import open_gpu_source
+from .gpu.common import MIB
 from .procfs import boot_time, cmdline, read_bytes, read_stat, readlink
 
 PROTOCOL = 1
