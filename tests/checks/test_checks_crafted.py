@@ -29,7 +29,7 @@ from checks.profile import load_profile
 from console.hostside.probes import code_probe
 from console.hostside.wire import MARKER
 from console.remote_scripts import ScriptRun
-from tests.hostside_bundle import entry_argv
+from tests.hostside.bundle import entry_argv
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 VERSION = "0.1.dev16016+g3cfc8f8b7"

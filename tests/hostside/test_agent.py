@@ -23,7 +23,7 @@ import pytest
 from console.agent.samples import AgentSample, ServeTree
 from console.hostside.gpu import smi
 from console.sim.tree import SimTree, materialise
-from tests.hostside_bundle import entry_argv
+from tests.hostside.bundle import entry_argv
 
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NO_NVML = ["--nvml-lib", "libnvidia-ml-missing-for-test.so"]

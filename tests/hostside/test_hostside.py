@@ -25,10 +25,10 @@ from console.hostside.wire import MARKER, TOO_OLD_EXIT
 from console.local_host import LocalHost
 from console.remote_scripts import PACKAGE, RemoteScripts, bundle_bytes, python_line, run_json
 from console.ssh_host import SSHHost
-from tests.hostside_bundle import bundle_path, entry_argv
+from tests.hostside.bundle import bundle_path, entry_argv
 from tests.sshd import Sshd
 
-HOSTSIDE = Path(__file__).resolve().parent.parent / "console" / "hostside"
+HOSTSIDE = Path(__file__).resolve().parents[2] / "console" / "hostside"
 SOURCES = sorted(HOSTSIDE.rglob("*.py"))
 # What tells an older Python that it is too old: parseable by any Python 3 that ast knows.
 GATE = ("__init__.py", "__main__.py", "wire.py")
@@ -57,7 +57,7 @@ def test_no_standard_library_call_needs_a_newer_python() -> None:
 
 
 def test_ruff_lints_it_for_the_same_python() -> None:
-    ruff = tomllib.loads((HOSTSIDE.parent.parent / "pyproject.toml").read_text())["tool"]["ruff"]
+    ruff = tomllib.loads((HOSTSIDE.parents[1] / "pyproject.toml").read_text())["tool"]["ruff"]
     assert ruff["per-file-target-version"]["console/hostside/**"] == "py{}{}".format(*MIN_PYTHON)
 
 

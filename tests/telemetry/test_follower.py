@@ -17,7 +17,7 @@ import pytest
 
 from console.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
 from console.local_host import LocalHost
-from tests.hostside_bundle import entry_argv
+from tests.hostside.bundle import entry_argv
 
 PREAMBLE = "(APIServer pid=1) INFO 05-14 10:00:00 [utils.py:1] non-default args: {'model': 'm'}"
 ENGINE = ("(EngineCore_DP0 pid=7) INFO 05-14 10:00:05 [core.py:2] Initializing a V1 LLM engine "
