@@ -27,7 +27,7 @@ if __package__ in (None, ""):
 
 from console.sim.runner import start_background, stop, wait_ready  # noqa: E402
 from console.sim.tree import materialise  # noqa: E402
-from tests.hostside_bundle import entry_argv  # noqa: E402
+from tests.hostside.bundle import entry_argv  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
 
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
