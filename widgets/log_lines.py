@@ -68,13 +68,14 @@ class LogLines(Log):
         it is on screen: new lines below the view change only the scrollbar."""
         if not lines:
             return
+        at_end = self.is_vertical_scroll_end  # scrolled up by hand: stay there, as stock Log
         start = len(self._lines)
         self._lines.extend(lines)
         self.numbers.extend(numbers)
         self._prune_max_lines()
         dropped = start + len(lines) - len(self._lines)
         self._update_size(self._updates, list(lines))
-        if follow and not self.is_vertical_scrollbar_grabbed:
+        if follow and at_end and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
             if dropped:  # full: the view stays at the end, and every row shows another line
                 self.refresh()
@@ -88,7 +89,6 @@ class LogLines(Log):
     def replace(self, lines: Sequence[str], numbers: Sequence[int], follow: bool) -> None:
         """All the lines anew (a filter changed)."""
         self.clear()
-        self.numbers.clear()
         self.append(lines, numbers, follow)
         self.refresh()
 

@@ -233,3 +233,16 @@ async def test_a_full_following_pane_shows_the_newest_lines() -> None:
         on_screen = log.render_lines(Region(0, 0, log.size.width, log.size.height))
         shown = [text_of(strip) for strip in on_screen if text_of(strip).strip()]
         assert shown[-1].rstrip().endswith(" 34"), shown[-3:]
+
+
+async def test_a_following_pane_scrolled_up_by_hand_stays_where_it_was() -> None:
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        pane = await pane_with(pilot, [info(i) for i in range(100)])
+        log = pane.log_widget
+        log.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        top = log.scroll_offset.y
+        pane.add_lines([info(i) for i in range(100, 110)])
+        await pilot.pause(0.2)
+        assert log.scroll_offset.y == top, "new lines pulled the view back to the bottom"
