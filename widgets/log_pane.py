@@ -140,6 +140,9 @@ class LogPane(Vertical, can_focus=False):
         self._apply_theme()
         self.watch(self.app, "theme", lambda _: self._apply_theme(), init=False)
         self.app.screen_change_signal.subscribe(self, self._screen_changed)
+        # Lines handed over before the pane was mounted (a host screen being composed) show
+        # now: a quiet log may send nothing more.
+        self.call_after_refresh(self._screen_changed, None)
 
     def _apply_theme(self) -> None:
         variables = self.app.theme_variables

@@ -246,3 +246,14 @@ async def test_a_following_pane_scrolled_up_by_hand_stays_where_it_was() -> None
         pane.add_lines([info(i) for i in range(100, 110)])
         await pilot.pause(0.2)
         assert log.scroll_offset.y == top, "new lines pulled the view back to the bottom"
+
+
+async def test_lines_given_before_the_pane_is_mounted_are_on_screen_without_more_lines() -> None:
+    # The app hands a new host screen the lines followed so far while it is being composed;
+    # a quiet log sends nothing after that, so they must show by themselves.
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        late = LogPane(id="late")
+        late.add_lines([info(i) for i in range(5)])
+        await pilot.app.mount(late)
+        await pilot.pause(0.2)
+        assert list(late.log_widget.lines) == [info(i) for i in range(5)]
