@@ -290,14 +290,16 @@ class LogPane(Vertical, can_focus=False):
         self._update_status()
 
     def _empty_reason(self) -> str:
-        """What a person reads in a pane whose filters hide every line."""
-        why = [f"at level {self.level}"] if self.level != "all" else []
+        """What a person reads in a pane whose filters hide every line: "no lines at level
+        warning", "no lines match /x/", "no lines at level error outside /x/"."""
+        parts = ["no lines"]
+        if self.level != "all":
+            parts.append(f"at level {self.level}")
         if self._filter is not None:
-            verb = "not matching" if self._invert else "matching"
-            why.append(f"{verb} /{self._filter_text.lstrip('!')}/")
-        if why == [] or (self.level == "all" and not self._invert):
-            return f"no lines match /{self._filter_text}/"
-        return "no lines " + " ".join(why)
+            pattern = f"/{self._filter_text.lstrip('!')}/"
+            verb = "outside" if self._invert else "matching" if self.level != "all" else "match"
+            parts.append(f"{verb} {pattern}")
+        return " ".join(parts)
 
     # -- filters and search ------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
