@@ -257,3 +257,15 @@ async def test_lines_given_before_the_pane_is_mounted_are_on_screen_without_more
         await pilot.app.mount(late)
         await pilot.pause(0.2)
         assert list(late.log_widget.lines) == [info(i) for i in range(5)]
+
+
+async def test_line_numbers_are_the_logs_own_under_a_filter() -> None:
+    lines = [info(i, "needle" if i % 10 == 0 else "plain") for i in range(40)]
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        pane = await pane_with(pilot, lines)
+        pane.set_filter("needle")
+        await pilot.pause()
+        await search(pilot, "needle")
+        assert "4/4" in status(pane)
+        shown = [text.strip() for text in rows(pane) if text.strip()]
+        assert [text.split()[0] for text in shown] == ["1", "11", "21", "31"]
