@@ -99,10 +99,11 @@ async def http_get(host: Host, url: ServeUrl, path: str, *, timeout: float = 5.0
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
-    return _response(shown, data)
+    return parse_response(shown, data)
 
 
-def _response(shown: str, data: bytes) -> HttpResult:
+def parse_response(shown: str, data: bytes) -> HttpResult:
+    """An HTTP/1.x answer read to its end (`shown`: the URL, for messages)."""
     if not data:
         # Through an SSH forward a closed remote port looks like this: accepted, then closed.
         return HttpResult(shown, error="connection refused")
