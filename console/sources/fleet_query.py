@@ -13,10 +13,11 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.sources.expected import expected_acceptance, far_below
+from console.sources.fleet_hosts import host_part
 from console.sources.prometheus import (
     PromError,
     Prometheus,
@@ -118,6 +119,11 @@ class FleetReport:
     """Set when there is no table at all (Prometheus unreachable, the `up` query refused)."""
     took_s: float = 0.0
 
+    def with_hosts(self, hosts: Mapping[str, str]) -> FleetReport:
+        """The rows with their hosts-file entry names (`hosts`: label value -> name)."""
+        return replace(self, servers=tuple(replace(s, host=hosts.get(s.key))
+                                           for s in self.servers))
+
     def to_json(self) -> dict[str, Any]:
         return {"prometheus": self.prometheus, "selector": self.selector,
                 "host_label": self.host_label,
@@ -132,10 +138,8 @@ def _round(value: float | None) -> float | None:
 
 
 async def query_fleet(prom: Prometheus, *, selector: str = "", host_label: str = "instance",
-                      profile: str | None = None,
-                      hosts: Mapping[str, str] | None = None) -> FleetReport:
-    """Run the fleet's queries at once and assemble one row per server. `hosts` maps a host
-    label value to a hosts-file entry name (see `console.sources.fleet_hosts`)."""
+                      profile: str | None = None) -> FleetReport:
+    """Run the fleet's queries at once and assemble one row per server."""
     started = time.monotonic()
     named = queries(selector, host_label)
     answers = await asyncio.gather(*(prom.query(q) for q in named.values()),
@@ -153,16 +157,9 @@ async def query_fleet(prom: Prometheus, *, selector: str = "", host_label: str =
     if "up" in errors:
         unreachable = any(isinstance(a, PromUnreachable) for a in answers)
         why = errors["up"] if unreachable else f"the `up` query failed: {errors['up']}"
-        return _with(report, error=why, took_s=time.monotonic() - started)
-    servers = _assemble(results, errors, host_label, selector,
-                        expected_acceptance(profile), hosts or {})
-    return _with(report, servers=servers, took_s=time.monotonic() - started)
-
-
-def _with(report: FleetReport, **changes: Any) -> FleetReport:
-    from dataclasses import replace
-
-    return replace(report, **changes)
+        return replace(report, error=why, query_errors={}, took_s=time.monotonic() - started)
+    servers = _assemble(results, errors, host_label, selector, expected_acceptance(profile))
+    return replace(report, servers=servers, took_s=time.monotonic() - started)
 
 
 def _by(series: list[Series], label: str) -> dict[str, list[Series]]:
@@ -172,18 +169,8 @@ def _by(series: list[Series], label: str) -> dict[str, list[Series]]:
     return out
 
 
-def _host_part(value: str) -> str:
-    """`10.0.0.5:9400` -> `10.0.0.5` (`[::1]:8000` -> `::1`): dcgm-exporter runs on its own
-    port of the same host, so GPU series meet vLLM's by host."""
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    head, sep, tail = value.rpartition(":")
-    return head if sep and tail.isdigit() and ":" not in head else value
-
-
 def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: str,
-              selector: str, expected: float | None,
-              hosts: Mapping[str, str]) -> tuple[FleetServer, ...]:
+              selector: str, expected: float | None) -> tuple[FleetServer, ...]:
     by = {name: _by(series, label) for name, series in results.items()}
     vllm_jobs = {s.labels.get("job", "") for s in results.get("model", [])}
     keys: dict[str, str | None] = {}
@@ -194,7 +181,7 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             keys.setdefault(s.labels.get(label, ""), job)
     for s in results.get("model", []):
         keys.setdefault(s.labels.get(label, ""), s.labels.get("job"))
-    gpu = {name: {_host_part(k): v for k, v in by.get(name, {}).items()}
+    gpu = {name: {host_part(k): v for k, v in by.get(name, {}).items()}
            for name in ("gpu_util", "gpu_used", "gpu_free")}
     rows = []
     for key in sorted(keys):
@@ -217,7 +204,7 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             if name in errors:
                 missing[figure] = f"error: {errors[name]}"
                 return None
-            found = gpu[name].get(_host_part(key))
+            found = gpu[name].get(host_part(key))
             if not found:
                 missing[figure] = NO_DCGM
                 return None
@@ -241,7 +228,7 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             gpu_util_pct=gpu_one("gpu_util", "gpu_util_pct"),
             gpu_mem_used_mib=used,
             gpu_mem_total_mib=None if used is None or free is None else used + free,
-            expected_acceptance=expected, missing=missing, host=hosts.get(key)))
+            expected_acceptance=expected, missing=missing))
         if not up_series:
             missing.setdefault("up", ABSENT)
         if not models:

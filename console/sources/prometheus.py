@@ -61,7 +61,7 @@ class Prometheus:
             body: Any = json.loads(result.body)
         except ValueError:
             body = None
-        if not isinstance(body, dict):
+        if not isinstance(body, dict) or body.get("status") not in ("success", "error"):
             raise PromUnreachable(f"Prometheus at {self.url}: answered {result.status} "
                                   "with no Prometheus API JSON (is this Prometheus?)")
         if body.get("status") != "success":
