@@ -148,13 +148,12 @@ class UrlTelemetry(HostTelemetry):
         self.source = source
         self.version: str | None = None
         self._tokens: tuple[float, float, float] | None = None  # (at, prompt, generation)
+        self._update(agent=AgentStatus(AgentState.LOST, needs_ssh("GPU telemetry", host.name)))
 
     async def run(self, on_event: OnEvent) -> None:
         self._on_event = on_event
         self._stop = asyncio.Event()
-        status = AgentStatus(AgentState.LOST, needs_ssh("GPU telemetry", self.host.name))
-        self._update(agent=status)
-        self._emit(AgentChanged(self.host.name, status))
+        self._emit(AgentChanged(self.host.name, self._snapshot.agent))
         task = asyncio.create_task(self._url_loop(), name=f"url {self.source.base}")
         try:
             await self._stop.wait()
