@@ -27,3 +27,30 @@ async def test_link_names_are_never_cut_when_they_arrive_later() -> None:
         assert "runtime-activation" in cells
         for column, text in zip(table.columns.values(), cells, strict=True):
             assert column.get_render_width(table) - 2 * table.cell_padding >= len(text), text
+
+
+async def test_serve_state_root_cause_and_a_ticking_age() -> None:
+    import time
+
+    from console.screens.fleet import COLUMNS
+
+    app: App[None] = App()
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([row("gpu-a")])
+        await app.push_screen(screen)
+        table = screen.query_one("DataTable")
+        cell = dict(zip(COLUMNS, [str(c) for c in table.get_row("gpu-a")], strict=True))
+        assert (cell["serve"], cell["root cause"], cell["last check"]) == ("unknown", "—",
+                                                                           "never")
+        screen.update_row(row("gpu-a", state="connected", serve_state="ready", checked=True,
+                              broken_link="runtime-activation", root_cause="config-correct",
+                              checked_at=time.time() - 3))
+        await pilot.pause(0.8)
+        cell = dict(zip(COLUMNS, [str(c) for c in table.get_row("gpu-a")], strict=True))
+        assert cell["serve"] == "ready"
+        assert cell["root cause"] == "config-correct"
+        assert cell["last check"] in ("3s ago", "4s ago")
+        await pilot.pause(1.6)  # no new event: the age moves on by itself
+        assert str(table.get_row("gpu-a")[COLUMNS.index("last check")]) in ("4s ago", "5s ago")
+        widths = sum(c.get_render_width(table) for c in table.columns.values())
+        assert widths <= 200, "every column in full fits 200 columns"
