@@ -446,7 +446,9 @@ class ConsoleApp(App[int]):
                         gpu_util=sum(utils) / len(utils) if utils else None,
                         acceptance=latest.mean_acceptance_length if latest else None,
                         broken_link=report.broken_link if report else None,
-                        checked=report is not None)
+                        checked=report is not None, serve_state=snap.serve_state.value,
+                        root_cause=report.root_cause if report else None,
+                        checked_at=session.last_checked_at)
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self.sessions]
