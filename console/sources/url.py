@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.models import ChainReport
@@ -154,7 +154,7 @@ class UrlTelemetry(HostTelemetry):
         self._on_event = on_event
         self._stop = asyncio.Event()
         self._emit(AgentChanged(self.host.name, self._snapshot.agent))
-        task = asyncio.create_task(self._url_loop(), name=f"url {self.source.base}")
+        task = asyncio.create_task(self._server_loop(), name=f"url {self.source.base}")
         try:
             await self._stop.wait()
         finally:
@@ -163,16 +163,9 @@ class UrlTelemetry(HostTelemetry):
                 await task
             self._on_event = None
 
-    async def _url_loop(self) -> None:
-        while True:
-            healthy = False
-            try:
-                healthy = await self.poll()
-            except Exception as exc:  # a bug must not silently end the server's figures
-                self._update(readiness=replace(self._snapshot.readiness,
-                                               detail=f"{type(exc).__name__}: {exc}"))
-            await asyncio.sleep(self.options.metrics_interval_s if healthy
-                                else self.options.health_interval_s)
+    async def _server_step(self) -> bool:
+        """HostTelemetry's server loop runs this instead of its own step: the URL, direct."""
+        return await self.poll()
 
     async def poll(self) -> bool:
         """One round: /health, then (healthy) /v1/models, /version, /metrics. True: healthy."""

@@ -9,12 +9,11 @@ chunked encoding to undo (Prometheus and uvicorn both answer a 1.0 request that 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from console.telemetry.http import MAX_BODY, HttpResult, parse_response
+from console.telemetry.http import MAX_BODY, HttpResult, exchange
 
 
 class BadUrl(ValueError):
@@ -51,29 +50,6 @@ async def get(url: str, path: str, *, headers: Mapping[str, str] | None = None,
     host_header = f"[{host}]" if ":" in host else host
     lines = [f"GET {prefix}{path} HTTP/1.0", f"Host: {host_header}:{port}", "Accept: */*",
              "Connection: close", *(f"{k}: {v}" for k, v in (headers or {}).items())]
-    writer: asyncio.StreamWriter | None = None
-    try:
-        async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(host, port, ssl=tls)
-            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-            await writer.drain()
-            data = b""
-            while len(data) < max_body:
-                more = await reader.read(max_body - len(data))
-                if not more:
-                    break
-                data += more
-    except TimeoutError:
-        return HttpResult(shown, error=f"no answer within {timeout:g} s")
-    except ConnectionRefusedError:
-        return HttpResult(shown, error="connection refused")
-    except ssl.SSLError as exc:
-        return HttpResult(shown, error=f"TLS: {exc.reason or exc}")
-    except OSError as exc:
-        return HttpResult(shown, error=exc.strerror or str(exc))
-    finally:
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-    return parse_response(shown, data)
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    return await exchange(shown, lambda: asyncio.open_connection(host, port, ssl=tls), request,
+                          timeout=timeout, max_body=max_body)
