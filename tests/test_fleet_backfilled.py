@@ -5,10 +5,12 @@ real Prometheus with `promtool tsdb create-blocks-from openmetrics`."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -63,15 +65,29 @@ def openmetrics(now: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def prom() -> Iterator[PrometheusServer]:
+def blocks() -> Path:
     base = Path(tempfile.mkdtemp(prefix="vc-backfill-"))
     (base / "data").mkdir()
     (base / "in.om").write_text(openmetrics(int(time.time())))
     subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(base / "in.om"),
                     str(base / "data")], check=True, capture_output=True, timeout=120)
-    with running_prometheus([], storage=base / "data",
-                            extra=["--storage.tsdb.retention.time=30d"]) as server:
-        server.wait_for("count(up)", lambda v: bool(v) and v[0]["value"][1] == "3")
+    return base / "data"
+
+
+@contextmanager
+def serving(blocks: Path, *extra: str) -> Iterator[PrometheusServer]:
+    storage = Path(tempfile.mkdtemp(prefix="vc-blocks-")) / "data"
+    shutil.copytree(blocks, storage)  # one Prometheus per storage directory (it locks it)
+    with running_prometheus([], storage=storage,
+                            extra=["--storage.tsdb.retention.time=30d", *extra]) as server:
+        server.wait_for("up", lambda v: len(v) == 3)
+        yield server
+    shutil.rmtree(storage.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def prom(blocks: Path) -> Iterator[PrometheusServer]:
+    with serving(blocks) as server:
         yield server
 
 
@@ -108,3 +124,16 @@ def test_a_series_that_is_not_exported_is_absent(prom: PrometheusServer) -> None
     assert row.model is None
     assert row.missing["model"] == ABSENT
     assert row.missing["mean_acceptance_length"] == ABSENT
+
+
+def test_a_failing_query_is_named_and_its_figures_say_error(blocks: Path) -> None:
+    """Prometheus refuses the rate queries (a sample limit an operator set) while `up` works:
+    the table stands, those figures say `error`, never 0, and the failure is named."""
+    with serving(blocks, "--query.max-samples=6") as limited:
+        report = asyncio.run(query_fleet(Prometheus(limited.url)))
+    assert report.error == ""
+    assert "too many samples" in report.query_errors["accepted"]
+    row = {s.key: s for s in report.servers}["two-engines:8000"]
+    assert row.mean_acceptance_length is None
+    assert row.missing["mean_acceptance_length"].startswith("error: ")
+    assert row.up is True  # what did answer is still shown

@@ -176,8 +176,9 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
     keys: dict[str, str | None] = {}
     for s in results.get("up", []):
         job = s.labels.get("job")
-        # With no selector every target is in `up`: only the jobs that scrape vLLM count.
-        if selector or job in vllm_jobs:
+        # With no selector every target is in `up`: only the jobs that scrape vLLM count
+        # (all of them when the query that tells them failed: better a row too many).
+        if selector or job in vllm_jobs or "model" in errors:
             keys.setdefault(s.labels.get(label, ""), job)
     for s in results.get("model", []):
         keys.setdefault(s.labels.get(label, ""), s.labels.get("job"))
