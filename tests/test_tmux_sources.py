@@ -79,3 +79,20 @@ def test_fleet_table_enter_and_back(world: FleetWorld, tmp_path: Path) -> None:
         term.wait_for(lambda s: not term.alive(), timeout=10)
     finally:
         term.stop()
+
+
+def test_hosts_file_url_entries_in_the_fleet_table(world: FleetWorld, tmp_path: Path) -> None:
+    """`vllm-console` alone with two URL-only entries: the SSH fleet table, both ready."""
+    config = tmp_path / "config" / "vllm-console" / "hosts.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[hosts.gpu-a]\nurl = "http://{world.incident}"\n'
+                      f'[hosts.gpu-b]\nurl = "http://{world.healthy}"\n')
+    term = terminal(tmp_path)
+    try:
+        screen = term.wait_for(lambda s: s.count(" ready ") >= 2, timeout=20)
+        assert "gpu-a" in screen
+        assert "gpu-b" in screen
+        for title in ("serve", "root cause", "last check"):
+            assert title in screen, title
+    finally:
+        term.stop()
