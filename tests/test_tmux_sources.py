@@ -50,7 +50,8 @@ def test_url_only_console(world: FleetWorld, tmp_path: Path) -> None:
 def test_fleet_table_enter_and_back(world: FleetWorld, tmp_path: Path) -> None:
     term = terminal(tmp_path, "fleet", "--prometheus", world.prom.url)
     try:
-        screen = term.wait_for(lambda s: "3/3 servers" in s and "LOW (expect" in s, timeout=20)
+        screen = term.wait_for(lambda s: "3/3 servers" in s and "LOW (expect ~6.4)" in s,
+                               timeout=20)
         assert "LOW (expect ~6.4)" in screen
         assert "DOWN" in screen
         assert "no dcgm" in screen

@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets.data_table import ColumnKey
 
 from console.sources.fleet_query import ABSENT, IDLE, NO_DCGM, FleetReport, FleetServer
 
@@ -132,7 +133,8 @@ class PromFleetScreen(Screen[None]):
         self.reverse = False
         self.filter = ""
         self.rows: list[FleetServer] = []
-        self._shown: list[tuple[str, tuple[str, ...]]] = []
+        self._shown: dict[str, tuple[str, ...]] = {}
+        self._shown_order: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static(f" vllm-console · fleet from {self.source} · waiting for Prometheus…",
@@ -179,28 +181,42 @@ class PromFleetScreen(Screen[None]):
                                                   else "") + " · enter: open")
 
     def _render_rows(self) -> None:
+        """Bring the table to the report, the filter and the sort with the least work: rows
+        added or removed, cells whose text changed, then one reorder. (Clearing and adding
+        1,000 rows took ~0.7 s on the app's loop, at every refresh of a live sort.)"""
         report = self.report
         if report is None:
             return
         servers = [s for s in report.servers if matches(s, self.filter)] if self.filter \
             else list(report.servers)
         self.rows = sort_rows(tuple(servers), COLUMNS[self.sort_index], self.reverse)
-        cells = [(s.key, tuple(c.cell(s) for c in COLUMNS)) for s in self.rows]
+        cells = {s.key: tuple(c.cell(s) for c in COLUMNS) for s in self.rows}
         table = self.query_one(DataTable)
-        if [k for k, _ in cells] == [k for k, _ in self._shown]:
-            for (key, new), (_, old) in zip(cells, self._shown, strict=True):
-                for column, a, b in zip(COLUMNS, new, old, strict=True):
-                    if a != b:
-                        table.update_cell(key, column.key, self._styled(column.key, a))
-        else:
-            cursor = table.cursor_row
-            table.clear()
-            for key, texts in cells:
+        at = self._shown_order[table.cursor_row] if 0 <= table.cursor_row < len(
+            self._shown_order) else None
+        for key in [k for k in self._shown if k not in cells]:
+            table.remove_row(key)
+            del self._shown[key]
+        for key, texts in cells.items():
+            old = self._shown.get(key)
+            if old is None:
                 table.add_row(*[self._styled(c.key, t) for c, t in zip(COLUMNS, texts,
                                                                          strict=True)], key=key)
-            if cells:
-                table.move_cursor(row=min(cursor, len(cells) - 1))
+                continue
+            for column, new_text, old_text in zip(COLUMNS, texts, old, strict=True):
+                if new_text != old_text:
+                    # Widen only when it must: a width update per cell floods the table.
+                    wider = len(new_text) > table.columns[ColumnKey(column.key)].content_width
+                    table.update_cell(key, column.key, self._styled(column.key, new_text),
+                                      update_width=wider)
         self._shown = cells
+        order = [s.key for s in self.rows]
+        if order != [row.key.value for row in table.ordered_rows]:
+            rank = {key: i for i, key in enumerate(order)}
+            table.sort("server", key=lambda cell: rank[cell.plain])
+        self._shown_order = order
+        if at is not None and at in cells:
+            table.move_cursor(row=order.index(at))  # the same server stays under the cursor
         self._title(report)
 
     def _styled(self, column: str, text: str) -> Text:

@@ -1,0 +1,47 @@
+"""The Prometheus fleet table's own behaviour on 1,000 rows (no Prometheus needed: the reports
+are built as a refresh would build them): a live sort reorders in place and keeps the server
+under the cursor, and a filter adds and removes rows without rebuilding the table."""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import App
+
+from console.screens.prom_fleet import COLUMNS, PromFleetScreen
+from console.sources.fleet_query import FleetReport, FleetServer
+
+
+def report(n: int, shift: int) -> FleetReport:
+    return FleetReport("http://prom", "", "instance", time.time(), servers=tuple(
+        FleetServer(key=f"10.0.{i // 256}.{i % 256}:8000", job="vllm", up=True, model="m",
+                    mean_acceptance_length=1.0 + (i + shift) % 997 / 100,
+                    expected_acceptance=6.4) for i in range(n)))
+
+
+async def test_a_live_sort_keeps_the_server_under_the_cursor() -> None:
+    app: App[None] = App()
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = PromFleetScreen("http://prom")
+        await app.push_screen(screen)
+        screen.sort_index = [c.key for c in COLUMNS].index("accept")
+        screen.show(report(1000, 0))
+        await pilot.pause()
+        table = screen.query_one("DataTable")
+        table.move_cursor(row=10)
+        await pilot.pause()
+        chosen = screen.rows[10].key
+        screen.show(report(1000, 500))  # every acceptance moves: a new order
+        await pilot.pause()
+        values = [s.mean_acceptance_length for s in screen.rows]
+        assert values == sorted(values)  # type: ignore[type-var]
+        shown = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert shown == [s.key for s in screen.rows]
+        assert shown[table.cursor_row] == chosen
+
+        screen.filter = "10.0.3."
+        screen._render_rows()
+        await pilot.pause()
+        assert table.row_count == 1000 - 768
+        assert all(str(table.get_row_at(i)[0]).startswith("10.0.3.")
+                   for i in range(table.row_count))
