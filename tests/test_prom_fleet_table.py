@@ -45,3 +45,27 @@ async def test_a_live_sort_keeps_the_server_under_the_cursor() -> None:
         assert table.row_count == 1000 - 768
         assert all(str(table.get_row_at(i)[0]).startswith("10.0.3.")
                    for i in range(table.row_count))
+
+
+async def test_label_values_are_data_never_markup_or_escapes() -> None:
+    from console.screens.prom_fleet import PromServerScreen
+
+    evil = "m\x1b]0;pwned\x07[bold red]x[/]"
+    server = FleetServer(key="[::1]:8000", model=evil, up=True)
+    app: App[None] = App()
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = PromFleetScreen("http://[::1]:9090")
+        await app.push_screen(screen)
+        screen.show(FleetReport("http://[::1]:9090", "", "instance", time.time(),
+                                servers=(server,)))
+        await pilot.pause()
+        cell = str(screen.query_one("DataTable").get_row_at(0)[3])
+        assert "\x1b" not in cell
+        assert "\\x1b" in cell
+        assert "[bold red]" in cell  # shown as typed, not applied
+        assert "[::1]:9090" in str(screen.query_one("#promfleet-title").render())
+        await app.push_screen(PromServerScreen(server))
+        await pilot.pause()
+        view = str(app.screen.query_one("#promserver").render())
+        assert "\x1b" not in view
+        assert "[bold red]x[/]" in view

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
+from console.display import safe_text
 from console.sources.fleet_query import ABSENT, IDLE, NO_DCGM, FleetReport, FleetServer
 
 
@@ -137,8 +138,8 @@ class PromFleetScreen(Screen[None]):
         self._shown_order: list[str] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(f" vllm-console · fleet from {self.source} · waiting for Prometheus…",
-                     id="promfleet-title")
+        yield Static(Text(f" vllm-console · fleet from {self.source} · waiting for "
+                          "Prometheus…"), id="promfleet-title")  # Text: a URL is no markup
         yield Static("", id="promfleet-status")
         yield DataTable(id="promfleet", cursor_type="row", zebra_stripes=True)
         yield Input(placeholder="filter: words in any cell (Enter: apply, Esc: clear)",
@@ -157,13 +158,15 @@ class PromFleetScreen(Screen[None]):
         status = self.query_one("#promfleet-status", Static)
         v = self.app.theme_variables
         if report.error:
-            status.update(Text(f" {report.error} (the table is from the last good refresh)"
-                               if self.report else f" {report.error}",
+            error = safe_text(report.error, 500)  # Prometheus's words: inert
+            status.update(Text(f" {error} (the table is from the last good refresh)"
+                               if self.report else f" {error}",
                                style=v.get("status-fail", "")))
             self._title(report)
             return
         self.report = report
-        errors = "; ".join(f"{k}: {e}" for k, e in sorted(report.query_errors.items()))
+        errors = safe_text("; ".join(f"{k}: {e}" for k, e in sorted(
+            report.query_errors.items())), 1000)
         status.update(Text(f" query errors: {errors}" if errors else "",
                            style=v.get("status-warn", "")))
         self._title(report)
@@ -174,11 +177,11 @@ class PromFleetScreen(Screen[None]):
         count = f"{len(self.rows)}/{len(shown.servers)} servers" if shown else "no table"
         column = COLUMNS[self.sort_index]
         clock = time.strftime("%H:%M:%S", time.localtime(report.at))
-        self.query_one("#promfleet-title", Static).update(
+        self.query_one("#promfleet-title", Static).update(Text(
             f" vllm-console · fleet from {self.source} · {count} · {clock} "
             f"({report.took_s * 1000:.0f} ms) · sort: {column.title}"
             f"{' ↓' if self.reverse else ''}" + (f" · filter: {self.filter}" if self.filter
-                                                  else "") + " · enter: open")
+                                                  else "") + " · enter: open"))
 
     def _render_rows(self) -> None:
         """Bring the table to the report, the filter and the sort with the least work: rows
@@ -220,6 +223,7 @@ class PromFleetScreen(Screen[None]):
         self._title(report)
 
     def _styled(self, column: str, text: str) -> Text:
+        text = safe_text(text, 200)  # label values are the scraped servers' words: inert
         v = self.app.theme_variables
         if text in ("DOWN", "error") or text.startswith("LOW"):
             return Text(text, style=f"bold {v.get('status-fail', '')}")
@@ -283,6 +287,11 @@ def describe(server: FleetServer) -> list[str]:
     return lines
 
 
+def _view(server: FleetServer) -> Text:
+    """Plain text (no markup), each line's controls made inert: label values are data."""
+    return Text("\n".join(safe_text(line, 500) for line in describe(server)))
+
+
 class PromServerScreen(Screen[None]):
     """One server as Prometheus sees it (no URL, no SSH); refreshed with the table."""
 
@@ -293,11 +302,11 @@ class PromServerScreen(Screen[None]):
         self.server = server
 
     def compose(self) -> ComposeResult:
-        yield Static("\n".join(describe(self.server)), id="promserver")
+        yield Static(_view(self.server), id="promserver")
         yield Footer()
 
     def show(self, report: FleetReport) -> None:
         for server in report.servers:
             if server.key == self.server.key:
                 self.server = server
-                self.query_one("#promserver", Static).update("\n".join(describe(server)))
+                self.query_one("#promserver", Static).update(_view(server))

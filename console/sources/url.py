@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checks.models import ChainReport
+from console.display import safe_text
 from console.draft_diff import DraftDiff
 from console.host import CommandResult, ConnectionState, Host, HostError, LinkStatus, StreamHandle
 from console.parsers.engine import SpeculativeSettings
@@ -239,7 +240,8 @@ class UrlTelemetry(HostTelemetry):
         models = self._snapshot.readiness.models
         if models:
             parts.append(", ".join(models))
-        return " · ".join(parts) + " · GPU, log, checks, restart need SSH"
+        # The server's words (model ids, version) are data: controls made inert.
+        return safe_text(" · ".join(parts), 300) + " · GPU, log, checks, restart need SSH"
 
 
 class UrlSession(HostSession):
