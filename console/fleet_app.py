@@ -142,6 +142,7 @@ def _session(target: OpenTarget, hosts: HostsFile, args: argparse.Namespace) -> 
     if target.kind is OpenKind.URL:
         return url_session(target.name, target.url, hosts.hosts.get(target.name))
     from console.connect import host_config_from_args, make_host
+    from console.session import HostSession
 
     config = host_config_from_args(argparse.Namespace(**{**vars(args), "host": target.name}),
                                    target.name)

@@ -90,3 +90,30 @@ def test_enter_opens_ssh_then_url_then_prometheus() -> None:
     assert (bare.kind, bare.url) == (OpenKind.URL, "http://10.0.0.8:8000")
     assert open_target("vllm", None, hosts).kind is OpenKind.PROMETHEUS
     assert open_target("pod/vllm-0", None, hosts).kind is OpenKind.PROMETHEUS
+
+
+def test_enter_on_a_mapped_row_builds_the_ssh_console_of_that_entry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from console.fleet_app import _session
+    from console.session import HostSession
+    from console.sources.fleet_hosts import OpenTarget
+    from console.sources.url import UrlSession
+
+    config = tmp_path / "hosts.toml"
+    config.write_text('[hosts.gpu2]\nssh = "root@10.0.0.6:2222"\n[hosts.gpu2.serve]\n'
+                      'url = "http://127.0.0.1:8000"\n'
+                      '[hosts.gpu1]\nurl = "http://10.0.0.5:8000"\n')
+    hosts = HostsFile.model_validate({"hosts": {
+        "gpu2": {"ssh": "root@10.0.0.6:2222", "serve": {"url": "http://127.0.0.1:8000"}},
+        "gpu1": {"url": "http://10.0.0.5:8000"}}})
+    args = argparse.Namespace(config=str(config), theme=None, prometheus=None, selector=None,
+                              host_label=None, json=False)
+    ssh = _session(OpenTarget(OpenKind.SSH, "gpu2"), hosts, args)
+    assert type(ssh) is HostSession
+    assert (ssh.config.hostname, ssh.config.port, ssh.config.username) == ("10.0.0.6", 2222,
+                                                                          "root")
+    assert ssh.config.serve.url == "http://127.0.0.1:8000"
+    url = _session(OpenTarget(OpenKind.URL, "gpu1", "http://10.0.0.5:8000"), hosts, args)
+    assert isinstance(url, UrlSession)
+    assert url.name == "gpu1"
