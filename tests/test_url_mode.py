@@ -74,6 +74,8 @@ async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> N
     assert load.running is not None
     assert load.kv_cache_usage_pct is not None
     assert load.generation_tps > 0
+    assert load.prompt_tps is not None
+    assert load.prefix_cache_hit_pct is not None
     assert load.source == "metrics"
     summary = session.url_telemetry.summary()
     assert f"URL only: {server}" in summary

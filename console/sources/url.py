@@ -148,7 +148,8 @@ class UrlTelemetry(HostTelemetry):
         self.url_host = host
         self.source = source
         self.version: str | None = None
-        self._tokens: tuple[float, float, float] | None = None  # (at, prompt, generation)
+        # (at, (prompt, generation, prefix queries, prefix hits)): the last scrape's counters
+        self._counters: tuple[float, tuple[float | None, ...]] | None = None
         self._update(agent=AgentStatus(AgentState.LOST, needs_ssh("GPU telemetry", host.name)))
 
     async def run(self, on_event: OnEvent) -> None:
@@ -213,24 +214,31 @@ class UrlTelemetry(HostTelemetry):
             self._emit(LinkChanged(self.host.name, link))
 
     def _metrics(self, snapshot: MetricsSnapshot, now: float) -> None:
+        """One scrape: spec decode (the counters say a drafter runs), then the load, its rates
+        from the counters' change since the previous scrape."""
         counters = snapshot.spec_decode
         if counters is not None and self.run_log.spec.configure(
                 SpeculativeSettings(num_spec_tokens=len(counters.accepted_per_pos) or None),
                 authoritative=False):
             self._spec_changed()  # the counters say a drafter runs; its name they do not
         self._apply_metrics(snapshot, now)
-        prompt, generation = snapshot.prompt_tokens, snapshot.generation_tokens
-        previous, self._tokens = self._tokens, (
-            (now, prompt, generation) if prompt is not None and generation is not None else None)
-        if previous is None or self._tokens is None or now <= previous[0]:
+        totals = (snapshot.prompt_tokens, snapshot.generation_tokens,
+                  snapshot.prefix_cache_queries, snapshot.prefix_cache_hits)
+        previous, self._counters = self._counters, (now, totals)
+        if previous is None or now <= previous[0]:
             return
         seconds = now - previous[0]
-        rates = [(new - old) / seconds for new, old in zip(self._tokens[1:], previous[1:],
-                                                           strict=True)]
-        if min(rates) >= 0:  # a counter that went down: the server restarted
-            self._load(ServerLoad(snapshot.running, snapshot.waiting,
-                                  snapshot.kv_cache_usage_pct, rates[0], rates[1], at=now,
-                                  source="metrics"))
+        deltas = [None if new is None or old is None else new - old
+                  for new, old in zip(totals, previous[1], strict=True)]
+        if any(d is not None and d < 0 for d in deltas):
+            return  # a counter went down: the server restarted; the next interval is good
+        prompt, generation, queries, hits = deltas
+        self._load(ServerLoad(
+            snapshot.running, snapshot.waiting, snapshot.kv_cache_usage_pct,
+            None if prompt is None else prompt / seconds,
+            None if generation is None else generation / seconds,
+            100.0 * hits / queries if hits is not None and queries else None,
+            at=now, source="metrics"))
 
     def summary(self) -> str:
         """The header's line: what this view is, the engine's version and the model."""
