@@ -51,7 +51,8 @@ class FleetApp(App[OpenTarget | None]):
     """The Prometheus fleet table."""
 
     TITLE = "vllm-console fleet"
-    BINDINGS = [Binding("q", "quit", "Quit", id="fleet.quit")]
+    BINDINGS = [Binding("q", "quit", "Quit", id="fleet.quit"),
+                Binding("question_mark", "help", "Help", id="fleet.help")]
 
     def __init__(self, prom: Prometheus, fleet: FleetSettings, selector: str, hosts: HostsFile,
                  *, state: TableState | None = None, theme: str | None = None,
@@ -98,6 +99,14 @@ class FleetApp(App[OpenTarget | None]):
         top = self.screen_stack[-1] if self.screen_stack else None
         if isinstance(top, PromServerScreen):
             top.show(message.report)
+
+    def action_help(self) -> None:
+        from console.screens.help import HelpScreen
+
+        keys = [b for b in PromFleetScreen.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(HelpScreen([("Fleet from Prometheus", keys),
+                                     ("Anywhere", [b for b in self.BINDINGS
+                                                   if isinstance(b, Binding)])]))
 
     @on(PromFleetScreen.RefreshWanted)
     def _refresh_now(self) -> None:

@@ -69,3 +69,19 @@ async def test_label_values_are_data_never_markup_or_escapes() -> None:
         view = str(app.screen.query_one("#promserver").render())
         assert "\x1b" not in view
         assert "[bold red]x[/]" in view
+
+
+async def test_help_lists_the_fleet_keys() -> None:
+    from console.fleet_app import FleetApp
+    from console.settings import FleetSettings, HostsFile
+    from console.sources.prometheus import Prometheus
+    from tests.prometheus import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing there: the table says so, keys work
+    app = FleetApp(Prometheus(url), FleetSettings(prometheus=url), "", HostsFile())
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = str(app.screen.query_one("#help-body").render())
+        for words in ("Sort", "Reverse", "Filter", "Refresh", "Open", "Quit"):
+            assert words in text, words
