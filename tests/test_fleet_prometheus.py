@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fleet_support import FleetWorld, fleet_world
+from tests.fleet_support import FleetWorld
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[FleetWorld]:
-    with fleet_world() as w:
-        yield w
+@pytest.fixture
+def world(fleet: FleetWorld) -> FleetWorld:
+    return fleet
 
 
 def fleet(*args: str, config: Path | None = None) -> tuple[int, dict[str, Any] | None, str]:

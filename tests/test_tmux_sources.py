@@ -7,12 +7,11 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fleet_support import FleetWorld, fleet_world
+from tests.fleet_support import FleetWorld
 from tests.tmux import Terminal, app_env
 
 pytestmark = pytest.mark.tmux
@@ -21,10 +20,9 @@ CONSOLE = [sys.executable, "-m", "console"]
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[FleetWorld]:
-    with fleet_world() as w:
-        yield w
+@pytest.fixture
+def world(fleet: FleetWorld) -> FleetWorld:
+    return fleet
 
 
 def terminal(tmp_path: Path, *args: str) -> Terminal:
