@@ -52,7 +52,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--draft", metavar="DIR", help="draft model directory")
     s.add_argument("--match", metavar="WORDS",
                    help="words that find the serve process (default 'vllm serve')")
-    s.add_argument("--url", metavar="URL", help="server URL as seen from the host")
+    s.add_argument("--url", metavar="URL", help="server URL as seen from the host; with no "
+                                                "HOST, the console on this URL alone (no SSH)")
     s.add_argument("--nvidia-smi", metavar="PATH", help="nvidia-smi on the host")
     s.add_argument("--reference", metavar="PATH", help="reference draft config.json (local)")
 
