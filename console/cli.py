@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "the verification chain, one-key restart.",
         epilog="HOST is a name from the hosts file, an ssh_config alias, or [user@]host[:port]. "
                "`vllm-console` alone opens every host of the hosts file. "
-               "Try it offline: `vllm-console demo`.")
+               "Without SSH: `vllm-console --url http://HOST:8000`, or `vllm-console fleet "
+               "--prometheus URL`. Try it offline: `vllm-console demo`.")
     parser.add_argument("--version", action="version", version=f"vllm-console {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
