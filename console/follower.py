@@ -346,14 +346,12 @@ class LogFollower:
 
     async def _wait_retry(self, attempt: int) -> None:
         delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
-        wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is not None:
-            # SSHHost reconnects on its own; start again as soon as it is back (the attempts
-            # that failed while it was down say nothing about the link now up).
-            if self.host.link.state is not ConnectionState.CONNECTED:
-                delay = RETRY_S[0]
-            with contextlib.suppress(TimeoutError):
-                await wait_connected(timeout=30)
+        # SSHHost reconnects on its own; start again as soon as it is back (the attempts
+        # that failed while it was down say nothing about the link now up).
+        if self.host.link.state is not ConnectionState.CONNECTED:
+            delay = RETRY_S[0]
+        with contextlib.suppress(TimeoutError):
+            await self.host.wait_connected(timeout=30)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), delay)  # stop() cuts the wait short
 
