@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import math
 import shlex
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -170,6 +170,15 @@ class Host(abc.ABC):
     @abc.abstractmethod
     def link(self) -> LinkStatus:
         """The link's state now."""
+
+    @abc.abstractmethod
+    def add_listener(self, callback: Callable[[LinkStatus], None]) -> None:
+        """Call `callback(LinkStatus)` on every change of the link's state (telemetry shows
+        it; the followers resume when it is back)."""
+
+    @abc.abstractmethod
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until the link is up (after a reconnect, say); TimeoutError after `timeout`."""
 
     @abc.abstractmethod
     async def connect(self) -> None:
