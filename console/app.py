@@ -232,6 +232,8 @@ class ConsoleApp(App[int]):
         top = self.screen_stack[-1] if self.screen_stack else None
         if isinstance(top, FleetScreen):
             top.update_row(self._fleet_row(host))  # applied at most twice a second
+        if isinstance(event, ev.ServeWarning):  # a stale `log` in the hosts file, say
+            self.notify(f"{host}: {event.text}", severity="warning", timeout=20)
         if screen is None:
             return
         session = self.sessions[host]
