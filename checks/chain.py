@@ -198,4 +198,4 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     return ChainReport(host=host_label or host.name, profile=profile.name, links=tuple(links),
                        broken_link=broken_link(links),
                        root_cause=root_cause(links, profile.requires()),
-                       seconds=time.monotonic() - started)
+                       seconds=time.monotonic() - started, warnings=ctx.serve.warnings)

@@ -221,8 +221,10 @@ async def test_configured_settings_win_and_differences_are_noted(root: Path) -> 
     assert effective.draft.value == "/other/draft"
     assert effective.draft.source == "configured"
     assert effective.target.source == f"discovered (pid {proc.pid})"
-    assert any("differs from the running process's /m/Qwen3.6-27B-DFlash" in n
-               for n in effective.notes)
+    warning = ("warning: configured draft /other/draft is not what pid "
+               f"{proc.pid} uses (it drafts with /m/Qwen3.6-27B-DFlash)")
+    assert any(w.startswith(warning) for w in effective.warnings), effective.warnings
+    assert set(effective.warnings) <= set(effective.notes)
 
 
 async def test_discovery_that_cannot_run_says_why() -> None:

@@ -19,6 +19,7 @@ from console.discovery import (
     DiscoveryError,
     Resolution,
     configured_port,
+    effective_serve,
     parse_serve_argv,
     resolve_serve,
 )
@@ -235,9 +236,9 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         notes.append(str(described["unit_note"]))
     argv = [str(a) for a in described.get("argv") or []]
     env = described.get("env")
-    log = config.serve.log
     members = list(_members(described))
     port = configured_port(config.serve.url)
+    last: dict[str, Any] = {}
     if pid is None:
         # A unit starts without a record of ours; a command line needs this entry's record.
         last = {} if unit and not described.get("last") else \
@@ -245,7 +246,6 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         argv = [str(a) for a in last.get("argv") or []]
         env = last.get("env") or {}
         described["cwd"] = last.get("cwd") or ""
-        log = log or str(last.get("log") or "")
         unit = unit or str(last.get("unit") or "")
         user_unit = user_unit or bool(last.get("user_unit"))
         if last:
@@ -261,13 +261,12 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     orphans, orphan_notes = _orphans_to_stop(found, str(described.get("cwd") or ""), env)
     members.extend(m for m in orphans if all(m[0] != have[0] for have in members))
     notes = [n for n in notes if not n.startswith("orphaned engine")] + orphan_notes
-    if described.get("stdout_is_file"):
-        stdout = str(described["stdout"])
-        if log and log != stdout:
-            notes.append(f"the server writes to {stdout}, not the configured log {log}: "
-                         "the relaunch appends to where it really wrote")
-        log = stdout
-    elif pid is not None and not log:
+    # The log by the console's one rule, the one the log pane follows: the configured one,
+    # else where the server's output goes (else its last launch's); a difference is warned of.
+    chosen = effective_serve(config.serve, serve, last=last if pid is None else None)
+    log = chosen.log.value
+    notes.extend(w for w in chosen.warnings if w.startswith("warning: configured log "))
+    if pid is not None and not log:
         log = posixpath.join(private, "vllm-serve.log")
         notes.append(f"the server's output went to {described.get('stdout') or '?'}, not a "
                      f"file: the relaunch writes to {log}")

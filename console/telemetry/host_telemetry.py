@@ -44,6 +44,7 @@ from console.telemetry.events import (
     ReadinessChanged,
     RunUpdated,
     ServeTreeChanged,
+    ServeWarning,
     SpecDecodeUpdated,
     StartupProgress,
     TelemetryEvent,
@@ -109,7 +110,7 @@ def serve_info(settings: ServeSettings, process: ServeProcess | None,
                      pid=process.pid if process is not None else None, argv=argv,
                      log=eff.log.value or None, url=eff.url.value or None,
                      target=eff.target.value or None, draft=eff.draft.value or None,
-                     speculative=speculative_of(argv))
+                     speculative=speculative_of(argv), warnings=eff.warnings)
 
 
 def serve_info_from_tree(settings: ServeSettings, tree: ServeTree) -> ServeInfo:
@@ -170,9 +171,7 @@ class HostTelemetry:
         this task; keep it quick: post a message)."""
         self._on_event = on_event
         self._stop = asyncio.Event()
-        add_listener = getattr(self.host, "add_listener", None)
-        if add_listener is not None:
-            add_listener(self._link_changed)
+        self.host.add_listener(self._link_changed)
         self._link_changed(self.host.link)
         self._tasks = [asyncio.create_task(self._agent_loop(), name="telemetry-agent"),
                        asyncio.create_task(self._server_loop(), name="telemetry-server"),
@@ -203,10 +202,9 @@ class HostTelemetry:
 
     async def _retry(self, attempt: int) -> None:
         delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
-        wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is not None and self.host.link.state is not ConnectionState.CONNECTED:
+        if self.host.link.state is not ConnectionState.CONNECTED:
             with contextlib.suppress(TimeoutError):
-                await wait_connected(timeout=60)
+                await self.host.wait_connected(timeout=60)
             # The link is back: the agent ended because it was down, so start again now.
             delay = 0.0 if self.host.link.state is ConnectionState.CONNECTED else 1.0
         await asyncio.sleep(delay)
@@ -259,12 +257,16 @@ class HostTelemetry:
                            or settings.log or None)
         else:
             try:
+                # The resolver's choice is the server (the agent's oldest match is only the
+                # prompt to ask again): the same process as `check` and the restart act on.
                 process = await discover_serve(self.host, settings, scripts=self.scripts,
                                                python=settings.python or "python3")
                 info = (serve_info(settings, process, True) if process is not None
-                        and process.pid == tree.root else serve_info_from_tree(settings, tree))
+                        else serve_info_from_tree(settings, tree))
             except DiscoveryError:
                 info = serve_info_from_tree(settings, tree)
+            for warning in info.warnings:
+                self._emit(ServeWarning(self.host.name, warning))
             self.metrics.reset()
             if info.speculative is not None and self.run_log.spec.configure(
                     info.speculative, authoritative=False):
