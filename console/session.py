@@ -21,7 +21,16 @@ from console.display import safe_text
 from console.draft_diff import DraftDiff, apply_reference, load_draft_diff
 from console.host import Host, HostError
 from console.parsers.redact import redact
-from console.restart import RestartPlan, RestartResult, RestartStep, plan_restart, restart
+from console.restart import (
+    RestartError,
+    RestartPlan,
+    RestartResult,
+    RestartStep,
+    plan_restart,
+    restart,
+)
+from console.restart.edit import edit_plan, parse_argv, parse_env
+from console.restart.last import seen_launch
 from console.settings import HostConfig
 from console.telemetry.events import TelemetryEvent
 from console.telemetry.host_telemetry import HostTelemetry
@@ -124,12 +133,27 @@ class HostSession:
         return backup
 
     async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
+        """The plan for `r`/`R`. When no server runs, the last launch started again is this
+        entry's record on the host or the server this session last saw running, whichever
+        started later (a server started by hand that exited leaves no record)."""
         if self.readonly:
             raise ActionError("read-only: restart refused (--readonly)")
+        process = self.telemetry.last_process
+        seen = seen_launch(process, self.name) if process is not None else None
         try:
-            return await plan_restart(self.host, self.config, trace=trace)
+            return await plan_restart(self.host, self.config, trace=trace, seen=seen)
         except (HostError, Exception) as exc:  # noqa: BLE001 - shown to the person
             raise ActionError(f"cannot plan the restart: {exc}") from None
+
+    def edit_plan(self, plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
+        """`plan` with the person's environment (`NAME=value`, `-NAME`) and command line
+        changes, as the restart dialog takes them; ActionError says what is wrong with them."""
+        try:
+            return edit_plan(plan, env=parse_env(env),
+                             argv=parse_argv(argv) if argv.strip() else (),
+                             url=self.config.serve.url, match=self.config.serve.match)
+        except RestartError as exc:
+            raise ActionError(str(exc)) from None
 
     async def restart(self, plan: RestartPlan,
                       on_progress: Callable[[RestartStep], Awaitable[None] | None] | None = None

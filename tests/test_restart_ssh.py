@@ -721,3 +721,72 @@ async def test_a_stale_configured_log_is_warned_of_and_the_pane_sees_the_restart
         await task
     assert MARKER in stale.read_text()
     assert MARKER not in served.log_text()
+
+
+async def test_after_the_server_exited_a_restart_relaunches_with_the_edited_env(
+        lab: Lab) -> None:
+    """The `upstream-mixed-swa-v1-runner` dead end: the server runs with
+    VLLM_USE_V2_MODEL_RUNNER=0, vLLM is upgraded under it, the restart's relaunch is refused
+    by the engine config and exits 1. Its hint: relaunch with the variable at 1. The last
+    launch is planned again with that edit, shown as a diff, and the server comes up; the
+    restart after that keeps the variable."""
+    from console.restart.edit import edit_plan, parse_env
+
+    served = await lab.serve("incident", env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    materialise("upstream-mixed-swa-v1-runner", served.tree.root, port=served.tree.port,
+                startup_s=0.5)
+    chown_to(served.tree.root, lab.sshd.user)
+    failed = await restart(lab.host, served.config, options=FAST)
+    assert failed.outcome is Outcome.FAILED, (failed.reason, failed.steps)
+    plan = await plan_restart(lab.host, served.config)
+    assert plan.pid is None
+    assert plan.original_env["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    edited = edit_plan(plan, env=parse_env("VLLM_USE_V2_MODEL_RUNNER=1"),
+                       match=served.config.serve.match)
+    shown = edited.describe()
+    assert "- env: VLLM_USE_V2_MODEL_RUNNER=0\n+ env: VLLM_USE_V2_MODEL_RUNNER=1" in shown
+    result = await restart(lab.host, served.config, plan=edited, options=FAST)
+    new = assert_came_up(result, served)
+    assert environ(new.pid)["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    assert environ(new.pid)["PATH"] == plan.original_env["PATH"]  # the rest as it was
+    again = await plan_restart(lab.host, served.config)
+    assert again.pid == new.pid
+    assert again.original_env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+
+
+async def test_a_server_started_by_hand_that_exited_restarts_from_what_the_session_saw(
+        lab: Lab) -> None:
+    """No restart by the console ever ran for this entry, so there is no record on the host;
+    the session's telemetry saw the server running, and after it died `r` starts that launch
+    again (its command line, directory, environment and log)."""
+    from console.session import HostSession
+    from console.telemetry import ServeTreeChanged
+
+    served = await lab.serve("incident", env={"VLLM_CONSOLE_HAND": "started"})
+    session = HostSession(served.config, SSHHost(served.config))
+    events: list[object] = []
+    task = asyncio.create_task(session.run(events.append))
+    try:
+        async with asyncio.timeout(20):
+            while session.telemetry.last_process is None:
+                await asyncio.sleep(0.1)
+        kill_tree(served.pid)
+        async with asyncio.timeout(20):
+            while not any(isinstance(e, ServeTreeChanged) and e.tree.root is None
+                          for e in events):
+                await asyncio.sleep(0.1)
+        with pytest.raises(RestartError, match="no earlier launch by the console"):
+            await plan_restart(lab.host, served.config)  # what `r` said before
+        plan = await session.plan_restart()
+        assert plan.pid is None
+        assert any(f"pid {served.pid}" in n and "seen running by this console" in n
+                   for n in plan.notes), plan.notes
+        assert plan.log == str(served.tree.log)
+        result = await session.restart(plan)
+        new = assert_came_up(result, served)
+        assert environ(new.pid)["VLLM_CONSOLE_HAND"] == "started"
+        assert psutil.Process(new.pid).cwd() == str(served.tree.root)
+    finally:
+        session.telemetry.stop()
+        await task
+        await session.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -172,10 +173,15 @@ def _members(described: dict[str, Any]) -> tuple[tuple[int, int, str], ...]:
 
 
 def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
-                 port: int | None, found: tuple[str, ...] = ()) -> dict[str, Any]:
-    """This host entry's last launch by the console, checked: it belongs to this entry and
-    its port is the configured one. Raises RestartError saying why there is none to use."""
+                 port: int | None, found: tuple[str, ...] = (),
+                 seen: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """This host entry's last launch, checked: it belongs to this entry and its port is the
+    configured one. The last launch is the console's record on the host, or the server this
+    console last saw running (`seen`, `console.restart.last.seen_launch`) when that started
+    later. Raises RestartError saying why there is none to use."""
     last = described.get("last") or {}
+    if seen and seen.get("argv") and float(seen.get("at") or 0) > float(last.get("at") or 0):
+        last = dict(seen)
     words = (config.serve.match or "vllm serve").split()
     if last and last.get("entry") not in (None, host.name):
         raise RestartError(f"{host.name}: the last launch on record belongs to host entry "
@@ -201,10 +207,12 @@ LOG_KINDS_OK = ("file", "missing", "")
 
 async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                        watch: tuple[str, ...] | None = None,
-                       scripts: RemoteScripts | None = None) -> RestartPlan:
+                       scripts: RemoteScripts | None = None,
+                       seen: Mapping[str, Any] | None = None) -> RestartPlan:
     """Find the serve tree by the console's one rule (or this host entry's last launch when
-    none runs) and build the plan. Raises RestartError (or HostError) when there is nothing
-    sound to restart; nothing on the host has changed then."""
+    none runs: the console's record, or `seen`, the server this console last saw running,
+    whichever started later) and build the plan. Raises RestartError (or HostError) when
+    there is nothing sound to restart; nothing on the host has changed then."""
     scripts = scripts or RemoteScripts(host)
     bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
     private = posixpath.dirname(bundle)
@@ -242,7 +250,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     if pid is None:
         # A unit starts without a record of ours; a command line needs this entry's record.
         last = {} if unit and not described.get("last") else \
-            _last_launch(host, config, described, port, found.notes)
+            _last_launch(host, config, described, port, found.notes, seen)
         argv = [str(a) for a in last.get("argv") or []]
         env = last.get("env") or {}
         described["cwd"] = last.get("cwd") or ""
@@ -302,10 +310,10 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         trace=trace, watch=watched, env_changes=env_changes(dict(env), new_env),
         notes=tuple(notes), original_env=original, launch_env=new_env, python=python,
         bundle=bundle, hook_dir=hook_dir, last_key=key,
-        inputs=_inputs(argv) if not unit else ())
+        inputs=relaunch_inputs(argv) if not unit else ())
 
 
-def _inputs(argv: list[str]) -> tuple[str, ...]:
+def relaunch_inputs(argv: Sequence[str]) -> tuple[str, ...]:
     """The model paths the relaunch needs (target, draft), checked on the host before
     anything is stopped. Only absolute paths: `org/name` may be a hub name, left to vLLM."""
     args = parse_serve_argv(argv)

@@ -151,6 +151,9 @@ class HostTelemetry:
         self._tasks: list[asyncio.Task[None]] = []
         self._stop: asyncio.Event | None = None
         self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
+        self.last_process: ServeProcess | None = None
+        """The last serve process the resolver found: what `r` starts again once it exited
+        (a server started by hand leaves no record of the console's)."""
 
     # -- the picture --------------------------------------------------------------------
     @property
@@ -263,6 +266,7 @@ class HostTelemetry:
                                                python=settings.python or "python3")
                 info = (serve_info(settings, process, True) if process is not None
                         else serve_info_from_tree(settings, tree))
+                self.last_process = process or self.last_process
             except DiscoveryError:
                 info = serve_info_from_tree(settings, tree)
             for warning in info.warnings:
