@@ -31,6 +31,7 @@ from console.screens.evidence import EvidenceScreen
 from console.screens.fleet import FleetRow, FleetScreen
 from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
+from console.screens.restart import RestartScreen
 from console.session import ActionError, HostSession
 from console.settings import APP_NAME
 from console.telemetry import events as ev
@@ -378,12 +379,14 @@ class ConsoleApp(App[int]):
         title = "Restart vllm serve with the activation trace?" if trace else \
             "Restart vllm serve?"
 
+        dialog = RestartScreen(title, plan, self.sessions[host].edit_plan)
+
         def confirmed(ok: bool | None) -> None:
             if ok:
                 self._restarting.add(host)
-                self._restart_worker(host, plan)
+                self._restart_worker(host, dialog.plan)  # with the person's edits
 
-        self.push_screen(ConfirmScreen(title, plan.describe(), "Restart"), confirmed)
+        self.push_screen(dialog, confirmed)
 
     @work(group="restart", exclusive=False, exit_on_error=False)
     async def _restart_worker(self, host: str, plan: object) -> None:
