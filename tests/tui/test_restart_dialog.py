@@ -40,8 +40,8 @@ def body(app: ConsoleApp) -> str:
 
 async def open_dialog(pilot, app: ConsoleApp) -> RestartScreen:  # type: ignore[no-untyped-def]
     await pilot.press("r")
-    await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen), 20,
-                     "the restart dialog")
+    await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
+                     and app.screen.focused is not None, 20, "the restart dialog")
     assert isinstance(app.screen, RestartScreen)
     return app.screen
 
@@ -57,21 +57,19 @@ async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(
             assert dialog.focused is dialog.query_one("#cancel")  # Cancel stays the default
             await pilot.press("e")
             await pilot.press(*"VLLM_CONSOLE_PILOT=on")
-            await pilot.pause(0.2)
-            shown = body(sim.app)
-            assert "- env: VLLM_CONSOLE_PILOT unset" in shown
-            assert "+ env: VLLM_CONSOLE_PILOT=on" in shown
+            await wait_until(pilot, lambda: "+ env: VLLM_CONSOLE_PILOT=on" in body(sim.app),
+                             10, "the diff")
+            assert "- env: VLLM_CONSOLE_PILOT unset" in body(sim.app)
             # An edit that does not parse is said, and never confirmed.
             await pilot.press("space", *"=oops")
-            await pilot.pause(0.2)
-            assert "'=oops' is neither NAME=value nor -NAME" in dialog.error
+            await wait_until(pilot, lambda: "'=oops' is neither NAME=value nor -NAME"
+                             in dialog.error, 10, "the error")
             await pilot.click("#confirm")
             await pilot.pause(0.2)
             assert sim.app.screen is dialog
             dialog.query_one("#restart-env").focus()
             await pilot.press("end", *["backspace"] * len(" =oops"))
-            await pilot.pause(0.2)
-            assert dialog.error == ""
+            await wait_until(pilot, lambda: dialog.error == "", 10, "the error to clear")
             old = session.snapshot.serve.pid
             await pilot.click("#confirm")
 
@@ -116,10 +114,9 @@ async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edite
             assert "by vllm-console demo" in shown
             await pilot.press("e")
             await pilot.press(*"VLLM_USE_V2_MODEL_RUNNER=1")
-            await pilot.pause(0.2)
-            shown = body(app)
-            assert "- env: VLLM_USE_V2_MODEL_RUNNER=0" in shown
-            assert "+ env: VLLM_USE_V2_MODEL_RUNNER=1" in shown
+            await wait_until(pilot, lambda: "+ env: VLLM_USE_V2_MODEL_RUNNER=1" in body(app),
+                             10, f"the diff ({dialog.error or 'no error'})")
+            assert "- env: VLLM_USE_V2_MODEL_RUNNER=0" in body(app)
             await pilot.click("#confirm")
             await wait_until(pilot, lambda: session.snapshot.readiness.ready, 60,
                              "the relaunched server to be ready")
