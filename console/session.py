@@ -20,7 +20,7 @@ from checks.references import ReferenceError, load_reference_file
 from console.display import safe_text
 from console.draft_diff import DraftDiff, apply_reference, load_draft_diff
 from console.host import Host, HostError
-from console.parsers.redact import redact
+from console.parsers.redact import redact, redact_text
 from console.restart import (
     RestartError,
     RestartPlan,
@@ -179,7 +179,8 @@ class HostSession:
                 "findings": [f.__dict__ for f in diff.findings],
                 "full_diff": list(diff.full_diff)},
             "gpus": snap.status_json()["gpus"],
-            "log_window": [safe_text(line) for line in log_window],
+            # Redacted here too: a caller may hand raw lines (the TUI's are display lines).
+            "log_window": [safe_text(redact_text(line)) for line in log_window],
         })
 
     def export(self, directory: Path, log_window: list[str]) -> Path:
