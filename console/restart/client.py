@@ -24,7 +24,6 @@ from typing import Any
 from console.host import Host, HostError
 from console.parsers import StartupPhase
 from console.restart.follow import FileFollower, LinkTimeout
-from console.restart.http import check_endpoints
 from console.restart.model import (
     Outcome,
     RestartOptions,
@@ -36,6 +35,7 @@ from console.restart.model import (
 from console.restart.plan import RestartError, plan_restart
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
+from console.telemetry.http import ServeUrl, http_get
 
 ProgressCallback = Callable[[RestartStep], None | Awaitable[None]]
 # The host step writes a heartbeat after 10 s of silence: three missed ones and it is gone.
@@ -323,14 +323,13 @@ class _Run:
 
     async def _verify(self) -> RestartResult:
         await self._stop_log(5.0)
-        port = self.plan.port
-        if not port:
+        url = ServeUrl.parse(self.plan.url) if self.plan.port else None
+        if url is None:
             return self._result(Outcome.READY, f"pid {self.new_pid} is up (no port known: not "
                                 "checked through the link)")
-        url_host = self.plan.url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
         deadline = time.monotonic() + VERIFY_TRIES_S
         while True:
-            ok, said = await check_endpoints(self.host, url_host, port)
+            ok, said = await _endpoints(self.host, url)
             if ok or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(0.5)
@@ -361,6 +360,17 @@ class _Run:
             stop_s=self._span("stopping", stop_end) if stop_end else None,
             startup_s=self._span("launched", "ready"), total_s=self.progress.elapsed(),
             notes=tuple(self.notes))
+
+
+async def _endpoints(host: Host, url: ServeUrl) -> tuple[bool, str]:
+    """Whether /health and /v1/models both answer 200 through the link; what each said."""
+    said, ok = [], True
+    for path in ("/health", "/v1/models"):
+        answer = await http_get(host, url, path)
+        said.append(f"{path}: " + (f"HTTP {answer.status}" if answer.status is not None
+                                   else answer.error))
+        ok = ok and answer.ok
+    return ok, ", ".join(said)
 
 
 async def restart(host: Host, config: HostConfig, *, trace: bool = False,
