@@ -226,18 +226,20 @@ class LogFollower:
     """Follows one log file on a host. `run(on_batch)` until `stop()` or cancellation; it
     resumes by byte position after a lost link. `recent()` is the bounded ring of lines."""
 
-    def __init__(self, host: Host, path: str, *, start: str = "run",
+    def __init__(self, host: Host, path: str, *, start: str = "run", offset: int = 0,
                  backlog_bytes: int = 16 * MIB, head_bytes: int = 2 * MIB,
                  max_lines: int = 100_000, max_bytes: int = 64 * MIB,
                  max_line_bytes: int = 16 * MIB, batch_s: float = 0.05,
                  idle_flush_s: float = 0.005, min_gap_s: float = 0.02, poll_s: float = 0.01,
                  python: str = "", scripts: RemoteScripts | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if start not in ("run", "end", "begin"):
-            raise ValueError(f"start must be run, end or begin, not {start!r}")
+        if start not in ("run", "end", "begin", "offset"):
+            raise ValueError(f"start must be run, end, begin or offset, not {start!r}")
         self.host = host
         self.path = path
         self.start = start
+        self.offset = offset
+        """Where `start="offset"` begins (a restart's log, from its marker on)."""
         self.backlog_bytes = backlog_bytes
         self.head_bytes = head_bytes
         self.max_lines = max_lines
@@ -299,6 +301,8 @@ class LogFollower:
         else:
             args += ["--start", self.start, "--backlog", str(self.backlog_bytes),
                      "--head", str(self.head_bytes)]
+            if self.start == "offset":
+                args += ["--offset", str(self.offset)]
         if once:
             args.append("--once")
         return python_line(script, args, python=self.python)
