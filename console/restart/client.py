@@ -23,6 +23,7 @@ from typing import Any
 
 from console.host import Host, HostError
 from console.parsers import StartupPhase
+from console.remote_scripts import RemoteScripts
 from console.restart.follow import FileFollower, LinkTimeout
 from console.restart.model import (
     Outcome,
@@ -119,6 +120,7 @@ class _Run:
         self.plan_path = posixpath.join(private, f"plan-{self.id}.json")
         self.out_path = posixpath.join(private, f"restart-{self.id}.out")
         self.tracker = StartupTracker()
+        self.scripts = RemoteScripts(host)
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.host_t0: float | None = None
         self.client_at_host_t0 = 0.0
@@ -182,7 +184,8 @@ class _Run:
             return
         self.log_follower = FileFollower(self.host, log, offset,
                                          link_timeout=self.options.link_timeout_s,
-                                         on_link=self._on_link, catch_up=self.link_lost)
+                                         on_link=self._on_link, catch_up=self.link_lost,
+                                         python=self.plan.python, scripts=self.scripts)
         self.log_task = asyncio.create_task(self._read_log(self.log_follower),
                                             name="restart-log")
 
@@ -243,7 +246,8 @@ class _Run:
             # The answer may be what was lost, not the start: the status file tells.
             self.start_error = str(exc)
         status = FileFollower(self.host, self.paths["status"],
-                              link_timeout=self.options.link_timeout_s, on_link=self._on_link)
+                              link_timeout=self.options.link_timeout_s, on_link=self._on_link,
+                              python=self.plan.python, scripts=self.scripts)
         reader = asyncio.create_task(self._read_status(status), name="restart-status")
         try:
             return await self._follow()
@@ -309,6 +313,7 @@ class _Run:
                                 else None)
         if not record.get("final"):
             return None
+        await self._step_ended()
         if stage is Stage.READY:
             return await self._verify()
         if stage is Stage.REFUSED:
@@ -320,6 +325,17 @@ class _Run:
             (self.plan.mode == "unit" and "stopped" in self.times)
         outcome = Outcome.FAILED if touched else Outcome.ERROR
         return self._result(outcome, message, errors=self.new_pid is not None)
+
+    async def _step_ended(self, limit_s: float = 10.0) -> None:
+        """The step writes its last word before it lets go of the lock: wait (bounded) until
+        it has exited, so that a restart asked for right after this one is not refused."""
+        if self.step_pid is None:
+            return
+        wait = ('i=0; while kill -0 "$1" 2>/dev/null && [ "$i" -lt "$2" ]; do sleep 0.05; '
+                'i=$((i+1)); done')
+        with contextlib.suppress(HostError):
+            await self.host.run(["sh", "-c", wait, "sh", str(self.step_pid[0]),
+                                 str(int(limit_s / 0.05))], timeout=limit_s + 5)
 
     async def _verify(self) -> RestartResult:
         await self._stop_log(5.0)
