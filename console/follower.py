@@ -36,14 +36,13 @@ from typing import Any, NamedTuple
 
 from console.agent.client import FOLLOW_SCRIPT, python_line
 from console.display import DISPLAY_MAX, plain_ascii, safe_text
-from console.host import ConnectionState, Host, HostError, StreamHandle
+from console.host import ConnectionState, Host, HostError, StreamHandle, backoff
 from console.parsers.lines import LineAssembler
 from console.parsers.redact import may_hold_secret, redact_text
 from console.remote_scripts import RemoteScripts, script_source
 
 SIG_BYTES = 64
 MIB = 1024 * 1024
-RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 class FollowState(StrEnum):
@@ -349,11 +348,11 @@ class LogFollower:
         await self._flush(on_batch)
 
     async def _wait_retry(self, attempt: int) -> None:
-        delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
+        delay = backoff(attempt)
         # SSHHost reconnects on its own; start again as soon as it is back (the attempts
         # that failed while it was down say nothing about the link now up).
         if self.host.link.state is not ConnectionState.CONNECTED:
-            delay = RETRY_S[0]
+            delay = backoff(0)
         with contextlib.suppress(TimeoutError):
             await self.host.wait_connected(timeout=30)
         with contextlib.suppress(TimeoutError):

@@ -13,6 +13,15 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+RECONNECT_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
+"""The one backoff of the console: the link's reconnects, and the agent and log follower
+started again after they ended (README: reconnected with backoff 0.5, 1, 2, 4, 8, 10 s)."""
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try number `attempt` (0: the first retry)."""
+    return RECONNECT_S[min(max(attempt, 0), len(RECONNECT_S) - 1)]
+
 
 class HostError(Exception):
     """A host could not be reached or a verb could not be carried out; the message says why."""

@@ -30,7 +30,7 @@ from console.discovery import (
     parse_serve_argv,
 )
 from console.follower import FollowState, LogBatch, LogFollower
-from console.host import ConnectionState, Host, HostError, LinkStatus
+from console.host import ConnectionState, Host, HostError, LinkStatus, backoff
 from console.parsers.engine import SpeculativeSettings
 from console.remote_scripts import RemoteScripts
 from console.settings import HostConfig, ServeSettings
@@ -65,7 +65,6 @@ from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, Se
 from console.telemetry.spec_decode import SpecSource
 from console.telemetry.startup import STALL_AFTER_S
 
-RETRY_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 MIB = 1024 * 1024
 
 OnEvent = Callable[[TelemetryEvent], None]
@@ -204,7 +203,7 @@ class HostTelemetry:
         self._emit(LinkChanged(self.host.name, link))
 
     async def _retry(self, attempt: int) -> None:
-        delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
+        delay = backoff(attempt)
         if self.host.link.state is not ConnectionState.CONNECTED:
             with contextlib.suppress(TimeoutError):
                 await self.host.wait_connected(timeout=60)
