@@ -33,10 +33,6 @@ from console.restart.model import RestartPlan
 from console.settings import HostConfig
 
 BUNDLE_NAME = "vllm-console-restart.pyz"
-DEFAULT_WATCH = (
-    "vllm.model_executor.models.qwen3_dflash:_get_dflash_layer_types",
-    "vllm.model_executor.models.qwen3_dflash:_resolve_layer_attention",
-)
 
 
 class RestartError(Exception):
@@ -60,14 +56,19 @@ async def run_bundle(host: Host, python: str, bundle: str, *args: str,
 
 
 def profile_watch(config: HostConfig) -> tuple[str, ...]:
-    """The functions the profile asks a traced restart to watch."""
-    try:
-        from checks.profile import load_profile
+    """The functions the profile asks a traced restart to watch: the configured profile's,
+    else (broken, or watching nothing) the default profile's. The one list is the profile's
+    `watch`, which the runtime-activation link reads the trace of."""
+    from checks.profile import ProfileError, load_profile
 
-        watch = tuple(load_profile(config.checks.profile).watch)
-    except Exception:  # a broken profile is the check's business; the trace still helps
-        return DEFAULT_WATCH
-    return watch or DEFAULT_WATCH
+    for name in (config.checks.profile, None):
+        try:
+            watch = tuple(load_profile(name).watch)
+        except ProfileError:  # a broken profile is the check's business; the trace still helps
+            continue
+        if watch:
+            return watch
+    return ()
 
 
 def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
