@@ -15,7 +15,7 @@ from collections.abc import Callable
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.widgets import Button, Input, Static
 
 from console.restart import RestartPlan
@@ -48,21 +48,17 @@ class RestartScreen(ConfirmScreen):
         self.error = ""
         self._editor = editor
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="confirm-box"):
-            yield Static(self._title, id="confirm-title")
-            yield Static(self._body, id="confirm-body", markup=False)
-            with Vertical(id="restart-edit"):
-                yield Static("environment changes (NAME=value, -NAME to unset):")
-                yield Input(placeholder="e.g. VLLM_USE_V2_MODEL_RUNNER=1", id="restart-env")
-                yield Static("command line:")
-                yield Input(self.planned.command, id="restart-argv")
-                yield Static("", id="restart-error", markup=False)
-            with Horizontal(id="confirm-buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                if self.planned.mode != "unit":
-                    yield Button("Edit env/args (e)", id="edit")
-                yield Button(self._action_label, id="confirm", variant="error")
+    def compose_more(self) -> ComposeResult:
+        with Vertical(id="restart-edit"):
+            yield Static("environment changes (NAME=value, -NAME to unset):")
+            yield Input(placeholder="e.g. VLLM_USE_V2_MODEL_RUNNER=1", id="restart-env")
+            yield Static("command line:")
+            yield Input(self.planned.command, id="restart-argv")
+            yield Static("", id="restart-error", markup=False)
+
+    def more_buttons(self) -> ComposeResult:
+        if self.planned.mode != "unit":
+            yield Button("Edit env/args (e)", id="edit")
 
     def action_edit(self) -> None:
         if self.planned.mode == "unit":
