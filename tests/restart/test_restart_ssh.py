@@ -286,14 +286,19 @@ async def test_two_restarts_at_once_one_runs_one_is_told_why_not(lab: Lab) -> No
     assert served.log_text().count(MARKER) == 1
 
 
-async def test_a_server_that_fails_to_start_reports_its_error_lines(lab: Lab) -> None:
-    # A server launched with VLLM_USE_V2_MODEL_RUNNER=0 (the V1 runner), then vLLM upgraded
-    # under it: the new build refuses the mixed drafter on the V1 runner, and serve exits 1.
+async def refused_relaunch(lab: Lab) -> tuple[Served, RestartResult]:
+    """A server launched with VLLM_USE_V2_MODEL_RUNNER=0 (the V1 runner), then vLLM upgraded
+    under it, and restarted: the new build refuses the mixed drafter on the V1 runner, and
+    serve exits 1."""
     served = await lab.serve("incident", env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
     materialise("upstream-mixed-swa-v1-runner", served.tree.root, port=served.tree.port,
                 startup_s=0.5)
     chown_to(served.tree.root, lab.sshd.user)
-    result = await restart(lab.host, served.config, options=FAST)
+    return served, await restart(lab.host, served.config, options=FAST)
+
+
+async def test_a_server_that_fails_to_start_reports_its_error_lines(lab: Lab) -> None:
+    served, result = await refused_relaunch(lab)
     assert result.outcome is Outcome.FAILED, (result.reason, result.steps)
     assert result.exit_status == 1
     assert "exited with status 1" in result.reason
@@ -732,11 +737,7 @@ async def test_after_the_server_exited_a_restart_relaunches_with_the_edited_env(
     restart after that keeps the variable."""
     from console.restart.edit import edit_plan, parse_env
 
-    served = await lab.serve("incident", env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
-    materialise("upstream-mixed-swa-v1-runner", served.tree.root, port=served.tree.port,
-                startup_s=0.5)
-    chown_to(served.tree.root, lab.sshd.user)
-    failed = await restart(lab.host, served.config, options=FAST)
+    served, failed = await refused_relaunch(lab)
     assert failed.outcome is Outcome.FAILED, (failed.reason, failed.steps)
     plan = await plan_restart(lab.host, served.config)
     assert plan.pid is None
@@ -753,40 +754,3 @@ async def test_after_the_server_exited_a_restart_relaunches_with_the_edited_env(
     assert again.pid == new.pid
     assert again.original_env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
 
-
-async def test_a_server_started_by_hand_that_exited_restarts_from_what_the_session_saw(
-        lab: Lab) -> None:
-    """No restart by the console ever ran for this entry, so there is no record on the host;
-    the session's telemetry saw the server running, and after it died `r` starts that launch
-    again (its command line, directory, environment and log)."""
-    from console.session import HostSession
-    from console.telemetry import ServeTreeChanged
-
-    served = await lab.serve("incident", env={"VLLM_CONSOLE_HAND": "started"})
-    session = HostSession(served.config, SSHHost(served.config))
-    events: list[object] = []
-    task = asyncio.create_task(session.run(events.append))
-    try:
-        async with asyncio.timeout(20):
-            while session.telemetry.last_process is None:
-                await asyncio.sleep(0.1)
-        kill_tree(served.pid)
-        async with asyncio.timeout(20):
-            while not any(isinstance(e, ServeTreeChanged) and e.tree.root is None
-                          for e in events):
-                await asyncio.sleep(0.1)
-        with pytest.raises(RestartError, match="no earlier launch by the console"):
-            await plan_restart(lab.host, served.config)  # what `r` said before
-        plan = await session.plan_restart()
-        assert plan.pid is None
-        assert any(f"pid {served.pid}" in n and "seen running by this console" in n
-                   for n in plan.notes), plan.notes
-        assert plan.log == str(served.tree.log)
-        result = await session.restart(plan)
-        new = assert_came_up(result, served)
-        assert environ(new.pid)["VLLM_CONSOLE_HAND"] == "started"
-        assert psutil.Process(new.pid).cwd() == str(served.tree.root)
-    finally:
-        session.telemetry.stop()
-        await task
-        await session.close()

@@ -15,7 +15,7 @@ import pytest
 
 from console.commands.demo import demo_config, free_port
 from console.local_host import LocalHost
-from console.restart import Outcome, RestartOptions
+from console.restart import Outcome, RestartError, RestartOptions, plan_restart
 from console.session import ActionError, HostSession
 from console.settings import HostConfig
 from console.sim import SimTree, materialise, start_background, stop, wait_ready
@@ -136,9 +136,15 @@ async def test_after_the_server_exited_r_starts_what_the_session_saw(tree: SimTr
             while not any(isinstance(e, ServeTreeChanged) and e.tree.root is None
                           for e in events):
                 await asyncio.sleep(0.1)
+        with pytest.raises(RestartError, match="no earlier launch by the console"):
+            await plan_restart(session.host, session.config)  # what `r` said before
         plan = await session.plan_restart()
         assert plan.pid is None
         assert plan.argv == seen.argv
+        assert plan.cwd == str(tree.root)
+        assert plan.log == str(tree.log)
+        assert any(f"pid {seen.pid}" in n and "seen running by this console" in n
+                   for n in plan.notes), plan.notes
         result = await session.restart(plan)
         assert result.outcome is Outcome.READY, (result.reason, result.steps)
         assert result.new_pid != seen.pid

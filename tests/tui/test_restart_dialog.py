@@ -20,15 +20,7 @@ from console.screens.restart import RestartScreen
 from console.session import HostSession
 from console.sim import materialise, start_background, stop
 from tests.app_support import SimApp, wait_until
-
-SIZE = (160, 50)
-
-
-@pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    return home
+from tests.tui.test_app_pilot import SIZE, state_home  # noqa: F401 (a fixture)
 
 
 def environ(pid: int) -> dict[str, str]:
@@ -51,8 +43,8 @@ async def open_dialog(pilot, app: ConsoleApp) -> RestartScreen:  # type: ignore[
     raise AssertionError("no restart dialog after 12 presses of r")
 
 
-async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(
-        tmp_path: Path, state_home: Path) -> None:
+@pytest.mark.usefixtures("state_home")
+async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(tmp_path: Path) -> None:
     sim = SimApp(tmp_path / "host")
     try:
         async with sim.app.run_test(size=SIZE) as pilot:
@@ -94,8 +86,9 @@ async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(
         sim.close()
 
 
+@pytest.mark.usefixtures("state_home")
 async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edited_env(
-        tmp_path: Path, state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`demo upstream-mixed-swa-v1-runner`: the server starts with VLLM_USE_V2_MODEL_RUNNER=0,
     the engine config refuses the drafter and serve exits 1 at once. The hint says to
     relaunch with the variable at 1, but `r` said there was nothing to restart. Now the demo's
