@@ -14,8 +14,8 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from console.discovery_probe import matches
 from console.host import quote_argv
+from console.hostside.argv import matches
 from console.restart.model import RestartPlan
 from console.restart.plan import RestartError, relaunch_inputs, server_address
 

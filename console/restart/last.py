@@ -17,12 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from console.discovery import ServeProcess, configured_port
-from console.discovery_probe import matches
 from console.host import Host, HostError
+from console.hostside.argv import matches
 from console.remote_scripts import RemoteScripts
-from console.restart.bundle import bundle_bytes
 from console.restart.env import original_env
-from console.restart.plan import BUNDLE_NAME, RestartError, last_key, run_bundle
+from console.restart.plan import RestartError, last_key, run_bundle
 from console.settings import ServeSettings
 
 
@@ -33,8 +32,8 @@ async def read_last_launch(host: Host, settings: ServeSettings,
     record is never borrowed)."""
     scripts = scripts or RemoteScripts(host)
     try:
-        bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
-        record = await run_bundle(host, settings.python or "python3", bundle, "last",
+        bundle = await scripts.bundle()
+        record = await run_bundle(host, scripts, settings.python or "python3", "last",
                                   "--dir", posixpath.dirname(bundle),
                                   "--key", last_key(host.name))
     except (HostError, RestartError):
@@ -75,7 +74,7 @@ async def record_launch(host: Host, record: Mapping[str, Any],
     """Write `record` as its entry's last launch on the host, where a restart and
     `read_last_launch` look for it (private: 0600 in the helpers' 0700 directory)."""
     scripts = scripts or RemoteScripts(host)
-    bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
+    bundle = await scripts.bundle()
     path = posixpath.join(posixpath.dirname(bundle),
                           f"last-launch-{last_key(str(record['entry']))}.json")
     await host.write_file(path, json.dumps(dict(record)).encode(), mode=0o600)
