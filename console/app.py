@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from checks.models import ChainReport
+from console.display import safe_text
 from console.draft_diff import DraftDiff
 from console.restart import RestartResult, RestartStep
 from console.screens.confirm import ConfirmScreen
@@ -234,7 +235,8 @@ class ConsoleApp(App[int]):
         if isinstance(top, FleetScreen):
             top.update_row(self._fleet_row(host))  # applied at most twice a second
         if isinstance(event, ev.ServeWarning):  # a stale `log` in the hosts file, say
-            self.notify(f"{host}: {event.text}", severity="warning", timeout=20)
+            self.notify(safe_text(f"{host}: {event.text}", 600), severity="warning",
+                        timeout=20, markup=False)  # host paths are data, never markup
         if screen is None:
             return
         session = self.sessions[host]
