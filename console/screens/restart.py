@@ -32,6 +32,7 @@ class RestartScreen(ConfirmScreen):
     it dismisses with True."""
 
     BINDINGS = [Binding("e", "edit", "Edit env/args", id="restart.edit")]
+    AUTO_FOCUS = "#cancel"  # never a field: `y` typed at once must still mean yes
 
     DEFAULT_CSS = """
     RestartScreen #restart-edit { height: auto; display: none; padding-bottom: 1; }
@@ -51,9 +52,10 @@ class RestartScreen(ConfirmScreen):
     def compose_more(self) -> ComposeResult:
         with Vertical(id="restart-edit"):
             yield Static("environment changes (NAME=value, -NAME to unset):")
-            yield Input(placeholder="e.g. VLLM_USE_V2_MODEL_RUNNER=1", id="restart-env")
+            yield Input(placeholder="e.g. VLLM_USE_V2_MODEL_RUNNER=1", id="restart-env",
+                        disabled=True)
             yield Static("command line:")
-            yield Input(self.planned.command, id="restart-argv")
+            yield Input(self.planned.command, id="restart-argv", disabled=True)
             yield Static("", id="restart-error", markup=False)
 
     def more_buttons(self) -> ComposeResult:
@@ -66,6 +68,8 @@ class RestartScreen(ConfirmScreen):
                              "environment are the unit's to change")
             return
         self.add_class("editing")
+        for field in self.query(Input):
+            field.disabled = False
         self.query_one("#restart-env", Input).focus()
 
     @on(Input.Changed)
