@@ -39,7 +39,7 @@ class FileFollower:
                  scripts: RemoteScripts | None = None) -> None:
         self.host = host
         self.path = path
-        self._start = offset
+        self._consumed = offset
         self._link_timeout = link_timeout
         self._on_link = on_link
         # Each chunk's lines handed over at once, into a short queue the reader drains: a
@@ -58,9 +58,9 @@ class FileFollower:
 
     @property
     def offset(self) -> int:
-        """Bytes of the file consumed so far (complete lines only)."""
-        position = self._follower.position
-        return position.offset if position is not None else self._start
+        """How far the lines handed over reach (the follower may have read further): where to
+        read on for the rest once it is closed."""
+        return self._consumed
 
     @property
     def catching_up(self) -> bool:
@@ -83,15 +83,15 @@ class FileFollower:
         self._task = asyncio.create_task(self._follower.run(self._batches.put),
                                          name=f"restart-follow {self.path}")
         try:
-            begun = self._start
             while True:
                 batch = await self._next()
                 if any(n.kind in _LOST for n in batch.notices):
                     self._lost(next(n.detail for n in batch.notices if n.kind in _LOST))
                 elif batch.texts and self._down_since is not None:
                     await self._back()
-                self._late = begun < self._backlog_end
-                begun = self.offset
+                self._late = self._consumed < self._backlog_end
+                if batch.position is not None:
+                    self._consumed = batch.position.offset  # handed over with these lines
                 for text in batch.texts:
                     yield text
         finally:
