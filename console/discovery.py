@@ -401,6 +401,17 @@ def disagreement(key: str, configured: str, pid: int, really: str) -> str:
             f"correct or remove `{key}` in the hosts file")
 
 
+def _same(key: str, configured: str, process: ServeProcess) -> bool:
+    """Whether a configured value names what the process uses: a URL by its port (the host
+    part is how the laptop or a config file spells the address), a path without its trailing
+    slash."""
+    if key == "url":
+        return configured_port(configured) == process.args.port
+    found = {"log": process.log, "python": process.python, "target": process.target,
+             "draft": process.draft}[key] or ""
+    return configured.rstrip("/") == found.rstrip("/")
+
+
 def effective_serve(settings: ServeSettings, process: ServeProcess | None,
                     match_words: str | None = None, *,
                     last: Mapping[str, Any] | None = None,
@@ -447,7 +458,7 @@ def effective_serve(settings: ServeSettings, process: ServeProcess | None,
         configured = getattr(settings, key)
         if configured:
             resolved[key] = Resolved(configured, "configured")
-            if process is not None and found_value and found_value != configured:
+            if process is not None and found_value and not _same(key, configured, process):
                 warnings.append(disagreement(key, configured, process.pid, found_value))
         elif found_value:
             resolved[key] = Resolved(found_value, found)
