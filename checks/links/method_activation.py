@@ -166,7 +166,9 @@ def judge(kind: str, spec: RuntimeActivationSpec, log: RunLog, evidence: list[Ev
     elif trace_status == "pass":
         proof.append(trace_words)
     if log.loaded:
-        proof.append(f"vLLM logged {short_list(dict.fromkeys(m[:80] for m in log.loaded), 2)}")
+        first = log.loaded[0].split(". ")[0].rstrip(".")[:60]
+        more = f" (+{len(log.loaded) - 1} more drafter lines)" if len(log.loaded) > 1 else ""
+        proof.append(f"vLLM logged '{first}'{more}")
     if log.drafted:
         proof.append(f"{log.drafted} draft tokens in the SpecDecoding lines since start-up")
     if kind == "ngram" and running == "ngram" and log.ready:
@@ -192,7 +194,8 @@ def judge(kind: str, spec: RuntimeActivationSpec, log: RunLog, evidence: list[Ev
         if log.acceptance is not None:
             summary += f"; acceptance {log.acceptance:.2f}"
         if flag:
-            summary += f" ({flag})"
+            summary += ", workload-bound" if expected and expected.workload_bound else \
+                f", far below the expected {expected.low:g}-{expected.high:g}" if expected else ""
         return result(LINK, title, Status.PASS, summary, flag, evidence, details)
     silent = (f"the engine runs {log.engine_method or 'a speculative method'}, but vLLM "
               "logged nothing that shows the drafter built" + (f" ({'; '.join(notes)})"

@@ -137,7 +137,7 @@ def _read_tail(run: RunLog, tail: Sequence[Sequence[Any]],
         if any(f in line.text for f in spec.failures) or \
                 (error is not None and error.kind is ErrorKind.EXCEPTION):
             died.append(message.strip())
-    return replace(run, died=tuple(dict.fromkeys(died)), acceptance=acceptance,
+    return replace(run, died=tuple(dict.fromkeys([*run.died, *died])), acceptance=acceptance,
                    drafted=drafted)
 
 
@@ -157,6 +157,7 @@ def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Ru
     asked: Mapping[str, Any] = {}
     engine_method: str | None = None
     engine_tokens: int | None = None
+    died: list[str] = []
     ready = False
     for _offset, event in parsed[first or 0:]:
         line = event.line
@@ -198,9 +199,14 @@ def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Ru
             if pattern.search(text):
                 refusals.append((refusal, message.strip()))
                 break
+        error = parse_error(message, line.level)
+        if ready:  # past start-up: the engine came up, then broke on a request
+            if any(f in text for f in spec.failures) or \
+                    (error is not None and error.kind is ErrorKind.EXCEPTION):
+                died.append(message.strip())
+            continue
         if any(f in text for f in spec.failures):
             failures.append(message.strip())
-        error = parse_error(message, line.level)
         if "[type=" in message and exceptions and "validation error" in exceptions[-1]:
             # pydantic's reason, on the line after its `ValidationError: N validation error
             # for X` (which says little by itself); parse_error calls it a ValueError too.
@@ -213,7 +219,7 @@ def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Ru
                   engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
                   tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready,
                   marker, tuple(hook_errors), engine_method, engine_tokens, asked,
-                  tuple(loaded))
+                  tuple(loaded), tuple(dict.fromkeys(died)))
 
 
 @dataclass(frozen=True)

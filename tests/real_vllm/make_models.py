@@ -19,7 +19,9 @@ It writes, each a directory vLLM serves or drafts with:
     one (248064 for 248070 in the seed), target_layer_ids [1, 3] (the last one + 1 is the
     model's output, as 63 + 1 is on a 64-layer target), full attention on every layer;
   - `dflash-mixed`: sliding then full attention (the seed's shape), otherwise right: vLLM
-    0.32 refuses it off the V2 model runner, and the CPU runs the V1 one.
+    0.32 refuses it off the V2 model runner, and the CPU runs the V1 one;
+  - `dflash-full`: right, with full attention on every layer (what the `dflash` profile,
+    DFlash without SWA, judges).
   `reference-dflash.json` is `dflash-right`'s config.json: the reference the chain compares to.
 - `target-2l`: the same target with 2 layers (same tokenizer): EAGLE-3's default auxiliary
   layers, (2, n // 2, n - 3), are invalid for it.
@@ -249,6 +251,8 @@ def main(out: Path) -> None:
                                         layer_types=["full_attention"] * DRAFT_LAYERS),
         "dflash-mixed": draft_config(mask_token_id=mask, target_layer_ids=[0, 2],
                                      layer_types=["sliding_attention", "full_attention"]),
+        "dflash-full": draft_config(mask_token_id=mask, target_layer_ids=[0, 2],
+                                    layer_types=["full_attention"] * DRAFT_LAYERS),
     }
     for name, config in drafters.items():
         write_drafter(out / name, config)
