@@ -48,7 +48,8 @@ def test_every_shipped_profile_names_its_methods_and_expected_acceptance() -> No
     for name in shipped_profiles():
         profile = load_profile(name)
         assert profile.methods, name
-        assert profile.acceptance is not None and profile.acceptance.source, name
+        assert profile.acceptance is not None, name
+        assert profile.acceptance.source, name
         assert 1.0 <= profile.acceptance.low < profile.acceptance.high, name
     assert expected_acceptance("qwen3_next_mtp") == load_profile("mtp").acceptance
     assert expected_acceptance("ngram").workload_bound  # type: ignore[union-attr]
@@ -82,7 +83,8 @@ def test_dflash_with_or_without_sliding_layers_and_no_method() -> None:
     assert choose("dflash", "argv", draft=full,
                   draft_names=["/m/Qwen3.6-27B-DFlash"]).profile.name == "dflash-swa"
     none = choose(None, "", draft=None, draft_names=[])
-    assert none.profile.name == "dflash-swa" and "the default" in none.why
+    assert none.profile.name == "dflash-swa"
+    assert "the default" in none.why
     assert "no shipped profile judges method 'suffix'" in \
         choose("suffix", "argv", draft=None, draft_names=[]).why
     assert method_family("GLM4_MOE_MTP") == "mtp"
@@ -191,7 +193,8 @@ def test_config_correct_for_a_method_without_a_draft_config() -> None:
     mtp = config_correct.evaluate(
         MTP_SPEC, no_draft, target, None, CONTEXT, kind="mtp",
         method_findings=method_configs.mtp(TARGET, {}, MTP_SPEC))
-    assert mtp.status is Status.FAIL and "carries no MTP layers" in mtp.summary
+    assert mtp.status is Status.FAIL
+    assert "carries no MTP layers" in mtp.summary
 
 
 # -- runtime activation, per method -------------------------------------------------------------
@@ -234,13 +237,15 @@ def test_an_engine_that_died_on_its_first_request_fails_runtime_activation() -> 
              "(APIServer pid=8) ERROR 12-03 08:08:21 [async_llm.py:906] vllm.v1.engine."
              "exceptions.EngineDeadError: EngineCore encountered an issue."]
     link, log = _runtime("eagle3", lines, method="eagle3", cfg=EAGLE3)
-    assert log.failures == () and len(log.died) == 2  # past start-up: died, not refused
+    assert log.failures == ()
+    assert len(log.died) == 2
     assert link.status is Status.FAIL
     assert "the engine started, then died on a request: RuntimeError: mat1 and mat2" in \
         link.summary
     # The same lines past the probe's start-up scan (its tail) say the same.
     link, _ = _runtime("eagle3", lines[:3], method="eagle3", cfg=EAGLE3, tail=lines[3:])
-    assert link.status is Status.FAIL and "died on a request" in link.summary
+    assert link.status is Status.FAIL
+    assert "died on a request" in link.summary
 
 
 def test_eagle3_aux_line_against_the_config_and_the_target() -> None:
@@ -255,7 +260,8 @@ def test_eagle3_aux_line_against_the_config_and_the_target() -> None:
     link, _ = _runtime("eagle3", [engine, aux, READY], method="eagle3",
                        cfg={**head, "eagle_aux_hidden_state_layer_ids": [0, 1, 2]},
                        target=four)
-    assert link.status is Status.FAIL and "the config names [0, 1, 2]" in link.summary
+    assert link.status is Status.FAIL
+    assert "the config names [0, 1, 2]" in link.summary
     # The default aux layers are taken silently: unknown, with a traced restart offered.
     silent = [engine, READY]
     link, _ = _runtime("eagle3", silent, method="eagle3", cfg=EAGLE3, target=four)
@@ -266,7 +272,8 @@ def test_eagle3_aux_line_against_the_config_and_the_target() -> None:
 
 def test_a_traced_restart_reports_the_default_eagle3_aux_layers() -> None:
     trace = ('(Worker pid=10) [vllm-console-trace] {"v": 1, "event": "call", "pid": 10, '
-             '"fn": "vllm.model_executor.models.interfaces:SupportsEagle3.get_eagle3_default_aux_hidden_state_layers", "args": {}, '
+             '"fn": "vllm.model_executor.models.interfaces:SupportsEagle3.'
+             'get_eagle3_default_aux_hidden_state_layers", "args": {}, '
              '"result": [2, 1, -1], "raised": null}')
     engine = ENGINE.format(method="eagle3", model="'/m/h'", n=3)
     link, _ = _runtime("eagle3", [engine, trace, READY], method="eagle3", cfg=EAGLE3)
@@ -280,16 +287,19 @@ def test_acceptance_far_below_the_range_is_flagged_and_ngram_is_workload_bound()
                    "drafter model...", READY]
     link, log = _runtime("draft-model", draft_lines, method="draft_model", cfg=DRAFT,
                          tail=[SPEC.format(length="1.00")])
-    assert log.acceptance == 1.0 and log.drafted == 189
+    assert log.acceptance == 1.0
+    assert log.drafted == 189
     assert link.status is Status.PASS
     assert "acceptance 1.00, far below the expected 1.5-3.5" in link.summary
     assert link.details["acceptance_flagged"] is True
     ngram = [ENGINE.format(method="ngram", model="None", n=4), READY]
     link, _ = _runtime("ngram", ngram, method="ngram", tail=[SPEC.format(length="1.05")])
     assert link.status is Status.PASS
-    assert "workload-bound" in link.summary and "not a fault" in link.hint
+    assert "workload-bound" in link.summary
+    assert "not a fault" in link.hint
     link, _ = _runtime("ngram", ngram, method="ngram", tail=[SPEC.format(length="4.69")])
-    assert link.details["acceptance_flagged"] is False and link.hint == ""
+    assert link.details["acceptance_flagged"] is False
+    assert link.hint == ""
 
 
 def test_the_engine_running_another_method_than_the_profile_judges_fails() -> None:
@@ -316,11 +326,13 @@ def test_dflash_without_swa_is_proven_by_the_aux_layer_line() -> None:
     engine = ENGINE.format(method="dflash", model="'/m/d'", n=3)
     link, _ = _runtime("dflash", [engine, aux.format(aux="(1, 3)"), READY], method="dflash",
                        cfg=cfg)
-    assert link.status is Status.PASS and "aux layers (1, 3) = target_layer_ids + 1" in \
+    assert link.status is Status.PASS
+    assert "aux layers (1, 3) = target_layer_ids + 1" in \
         link.summary
     link, _ = _runtime("dflash", [engine, aux.format(aux="(0, 2)"), READY], method="dflash",
                        cfg=cfg)
-    assert link.status is Status.FAIL and "#40727 offset" in link.summary
+    assert link.status is Status.FAIL
+    assert "#40727 offset" in link.summary
 
 
 # -- the whole chain, picking the profile --------------------------------------------------------
