@@ -221,7 +221,23 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
         host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
         methods=ctx.profile.methods, expected=ctx.profile.acceptance,
-        target=configs["target"].data)
+        target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]))
+
+
+CLOCK_GRAIN = 1.0
+"""Seconds of slack between a config's mtime and the process start (both from the host)."""
+
+
+def _changed_since(ctx: ChainContext, draft: ConfigRead) -> str:
+    """Words when the draft config was written after the running server started (`a` before
+    the restart), else ""."""
+    proc = ctx.serve.process
+    if proc is None or proc.start_time is None or draft.mtime is None:
+        return ""
+    if draft.mtime <= proc.start_time + CLOCK_GRAIN:
+        return ""
+    late = draft.mtime - proc.start_time
+    return f"{draft.path} was written {late:.0f} s after pid {proc.pid} started"
 
 
 def _launch(ctx: ChainContext, last: Mapping[str, Any]) -> tuple[ServeArgs | None, str]:
@@ -290,7 +306,11 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
         ctx = replace(ctx, asked=args.speculative, max_model_len=args.max_model_len)
     probes = _Probes(ctx)
     if profile.auto:
-        ctx = await _pick(ctx, probes, last)
+        try:
+            ctx = await _pick(ctx, probes, last)
+        except Exception as exc:  # a bug must cost the choice, never the report
+            ctx = replace(ctx, choice=f"profile {profile.name}: the default (picking one "
+                                      f"failed: {type(exc).__name__}: {exc})")
         probes.rebind(ctx)
         profile = ctx.profile
 

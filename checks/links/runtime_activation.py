@@ -426,9 +426,28 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
              host: str = "the host", checked_draft: str = "", kind: str = "dflash-swa",
              methods: Sequence[str] = (), expected: Acceptance | None = None,
-             target: Mapping[str, Any] | None = None) -> LinkResult:
+             target: Mapping[str, Any] | None = None, changed_since: str = "") -> LinkResult:
     """The verdict from the current run of the log (kinds other than `dflash-swa`: judged by
-    `checks.links.method_activation` once the engine line is there)."""
+    `checks.links.method_activation` once the engine line is there). `changed_since`: the
+    draft config was written after this run started (in words): the run's evidence is about
+    the old config, so the verdict is `unknown`, "restart to apply", never a failure."""
+    link = _evaluate(spec, log_path, run, draft, context, watch=watch, host_label=host_label,
+                     host=host, checked_draft=checked_draft, kind=kind, methods=methods,
+                     expected=expected, target=target)
+    if not changed_since or link.status is Status.ERROR:
+        return link
+    return result(LINK, link.title, Status.UNKNOWN,
+                  f"config changed on disk since this run started; restart to apply "
+                  f"({changed_since}; the running engine has the old one: {link.summary})",
+                  f"restart vllm serve (r, or `vllm-console restart {host_label}`) to load the "
+                  "new config, then check again", link.evidence,
+                  {**link.details, "config_changed": changed_since})
+
+
+def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
+              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
+              host: str, checked_draft: str, kind: str, methods: Sequence[str],
+              expected: Acceptance | None, target: Mapping[str, Any] | None) -> LinkResult:
     title = spec.title
     trace_hint = (f"run `vllm-console restart {host_label} --trace`: the traced run logs how "
                   "each drafter layer is built, which turns this into pass or fail")
