@@ -105,3 +105,14 @@ def choose(method: str | None, where: str, *, draft: Mapping[str, Any] | None,
         return Choice(load_profile(name), f"profile {name}: method dflash (from {where}); "
                                           f"{why}")
     return Choice(load_profile(names[0]), f"profile {names[0]}: method {method} (from {where})")
+
+
+def watch_for_argv(argv: list[str]) -> tuple[str, ...]:
+    """What a traced restart of this command line should watch (`--profile auto`): the watch
+    lists of every shipped profile for its speculative method (DFlash: with and without SWA,
+    whose layers only the SWA profile's functions show)."""
+    from console.discovery import parse_serve_argv
+
+    method = infer_method(parse_serve_argv(argv).speculative, None)
+    names = shipped_by_method().get(method or "", ())
+    return tuple(dict.fromkeys(w for name in names for w in load_profile(name).watch))

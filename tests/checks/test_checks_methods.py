@@ -373,3 +373,15 @@ async def test_the_chain_picks_eagle3_from_the_log_and_blames_the_config(root: P
     forced = await run_chain(LocalHost("methods"), settings, profile=load_profile("ngram"))
     assert forced.profile == "ngram"
     assert "runs speculative method 'eagle3'" in forced.link("runtime-activation").summary
+
+
+def test_a_traced_restart_watches_what_the_methods_profiles_name() -> None:
+    from checks.select import watch_for_argv
+
+    eagle = watch_for_argv(["vllm", "serve", "/m", "--speculative-config",
+                            json.dumps({"method": "eagle3", "model": "/h"})])
+    assert "vllm.model_executor.models.interfaces:SupportsEagle3." \
+           "get_eagle3_default_aux_hidden_state_layers" in eagle
+    dflash = watch_for_argv(["vllm", "serve", "/m", "--spec-method", "dflash"])
+    assert set(load_profile("dflash-swa").watch) <= set(dflash)  # SWA evidence included
+    assert watch_for_argv(["vllm", "serve", "/m"]) == ()
