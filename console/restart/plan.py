@@ -57,12 +57,16 @@ async def run_bundle(host: Host, python: str, bundle: str, *args: str,
     return answer
 
 
-def profile_watch(config: HostConfig) -> tuple[str, ...]:
-    """The functions the profile asks a traced restart to watch."""
+def profile_watch(config: HostConfig, argv: list[str] | None = None) -> tuple[str, ...]:
+    """The functions the profile asks a traced restart to watch (`auto`: the profiles for the
+    relaunched command line's speculative method)."""
     try:
-        from checks.profile import load_profile
+        from checks.profile import AUTO, load_profile
+        from checks.select import watch_for_argv
 
-        watch = tuple(load_profile(config.checks.profile).watch)
+        auto = config.checks.profile in ("", AUTO)
+        watch = watch_for_argv(argv) if auto and argv else \
+            tuple(load_profile(config.checks.profile).watch)
     except Exception:  # a broken profile is the check's business; the trace still helps
         return DEFAULT_WATCH
     return watch or DEFAULT_WATCH
@@ -283,7 +287,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                            "Restart without --trace, or run the server outside systemd")
     url, port = server_address(config.serve.url, argv)
     original = original_env({str(k): str(v) for k, v in dict(env).items()})
-    watched = tuple(watch or profile_watch(config)) if trace else ()
+    watched = tuple(watch or profile_watch(config, argv)) if trace else ()
     hook_dir = ""
     if trace:
         digest = hashlib.sha256(trace_hook_source()).hexdigest()[:12]
