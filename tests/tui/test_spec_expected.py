@@ -55,3 +55,19 @@ async def test_the_figure_is_coloured_by_the_methods_range() -> None:
         assert fail in await colour("dflash", 2.5)
         assert fail in await colour("draft_model", 1.0)
         assert "(expected ~3.5)" in str(pane.render().renderables[1])  # type: ignore[union-attr]
+
+
+async def test_the_checklist_title_names_the_profile_that_judged() -> None:
+    from checks.models import LINK_IDS, ChainReport, LinkResult, Status
+    from widgets.checklist import Checklist, ChecklistState
+
+    app = Bare()
+    async with app.run_test(size=(100, 30)) as pilot:
+        checklist = Checklist()
+        await app.query_one("#box").mount(checklist)
+        links = tuple(LinkResult(id=i, title=i, status=Status.PASS, summary="ok")
+                      for i in LINK_IDS)
+        checklist.state = ChecklistState(report=ChainReport(
+            host="h", profile="eagle3", links=links, broken_link=None, root_cause=None))
+        await pilot.pause()
+        assert "· eagle3 ·" in str(checklist.border_title)
