@@ -1,7 +1,6 @@
 """Every speculative method's profile on crafted configs and logs: which profile judges, and the
 failure each method hides (EAGLE-3 aux layers, a draft's tokenizer, n-gram numbers, missing MTP
-layers), named by the right link. MTP cannot run on this machine's CPU build of vLLM: these are
-its only tests."""
+layers), named by the right link. The real engine's side is in tests/real_vllm/."""
 
 from __future__ import annotations
 

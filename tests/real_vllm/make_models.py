@@ -30,6 +30,9 @@ It writes, each a directory vLLM serves or drafts with:
   - `eagle3-default`: no aux layer ids, so vLLM takes the model's default: on `target-2l` that
     is (2, 1, -1), two captured states where the head's fc wants three (the engine starts,
     then dies on the first request).
+- `mimo-mtp`: a 2-layer `MiMoForCausalLM` (Qwen2 layers) carrying one MTP layer
+  (`num_nextn_predict_layers: 1`, `model.mtp_layers.0.*`): the MTP model vLLM 0.32 serves on
+  the CPU (`method: mtp` drafts with the target's own MTP layer).
 - Draft models (`draft_model`: a one-layer `Qwen3ForCausalLM`):
   - `draft-right`: the target's tokenizer;
   - `draft-wrong-tokenizer`: the same vocabulary size, but a tokenizer of its own (other
@@ -48,7 +51,13 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+from transformers import (
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 SEED = 0
 HIDDEN = 128
@@ -236,6 +245,48 @@ def write_eagle3(out: Path, tok: PreTrainedTokenizerFast,
     tok.save_pretrained(out)
 
 
+def make_mimo_mtp(out: Path, tok: PreTrainedTokenizerFast) -> None:
+    """A tiny MiMo target with one MTP layer (the names MiMo checkpoints use)."""
+    torch.manual_seed(SEED + 4)
+    config = Qwen2Config(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
+        num_hidden_layers=2, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+        max_position_embeddings=512, tie_word_embeddings=False, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id, torch_dtype="bfloat16")
+    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    weights = {k: v.clone().contiguous() for k, v in model.state_dict().items()}
+    gen = torch.Generator().manual_seed(SEED + 5)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * 0.02).to(torch.bfloat16)
+
+    def ones() -> torch.Tensor:
+        return torch.ones(HIDDEN, dtype=torch.bfloat16)
+
+    p = "model.mtp_layers.0."
+    weights.update({
+        p + "token_layernorm.weight": ones(), p + "hidden_layernorm.weight": ones(),
+        p + "input_proj.weight": rand(HIDDEN, 2 * HIDDEN), p + "final_layernorm.weight": ones(),
+        p + "input_layernorm.weight": ones(), p + "post_attention_layernorm.weight": ones(),
+        p + "self_attn.q_proj.weight": rand(HEADS * HEAD_DIM, HIDDEN),
+        p + "self_attn.q_proj.bias": rand(HEADS * HEAD_DIM),
+        p + "self_attn.k_proj.weight": rand(KV_HEADS * HEAD_DIM, HIDDEN),
+        p + "self_attn.k_proj.bias": rand(KV_HEADS * HEAD_DIM),
+        p + "self_attn.v_proj.weight": rand(KV_HEADS * HEAD_DIM, HIDDEN),
+        p + "self_attn.v_proj.bias": rand(KV_HEADS * HEAD_DIM),
+        p + "self_attn.o_proj.weight": rand(HIDDEN, HEADS * HEAD_DIM),
+        p + "mlp.gate_proj.weight": rand(INTERMEDIATE, HIDDEN),
+        p + "mlp.up_proj.weight": rand(INTERMEDIATE, HIDDEN),
+        p + "mlp.down_proj.weight": rand(HIDDEN, INTERMEDIATE),
+    })
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    data = config.to_dict()
+    data.update(architectures=["MiMoForCausalLM"], num_nextn_predict_layers=1)
+    (out / "config.json").write_text(json.dumps(data, indent=2) + "\n")
+    tok.save_pretrained(out)
+
+
 def main(out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
@@ -260,6 +311,7 @@ def main(out: Path) -> None:
     make_target(out / "target-2l", tok, layers=2)
     write_eagle3(out / "eagle3-right", tok, aux_layer_ids=[1, 2, 3])
     write_eagle3(out / "eagle3-default", tok, aux_layer_ids=None)
+    make_mimo_mtp(out / "mimo-mtp", tok)
     make_target(out / "draft-right", tok, layers=1, seed=SEED + 2)
     other = make_tokenizer(out / "draft-wrong-tokenizer", list(reversed(SPECIALS)),
                            list(reversed(CORPUS)))
