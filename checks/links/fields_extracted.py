@@ -9,7 +9,6 @@ transformers is not importable it is not rebuilt, and the evidence says so.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -193,20 +192,6 @@ def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
                   hint, evidence, details)
 
 
-def _asked_config(asked: Mapping[str, Any], log_asked: Mapping[str, Any]) -> dict[str, Any]:
-    """The speculative config the launch asked for: its command line, else `non-default
-    args` (a dict, or the JSON text vLLM keeps for `--speculative-config`)."""
-    if asked:
-        return dict(asked)
-    value = log_asked.get("speculative_config")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            value = None
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
 def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSpec,
                            asked: Mapping[str, Any], run: ScriptRun | None, context: Evidence,
                            *, host: str = "the host") -> LinkResult:
@@ -214,6 +199,7 @@ def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSp
     line carries the method and the number of tokens the launch asked for."""
     from checks.links.method_configs import ngram_lookup
     from checks.links.runtime_activation import read_run
+    from checks.select import asked_in_log
 
     title = spec.title
     if run is None or run.data is None:
@@ -224,7 +210,7 @@ def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSp
                       hint, [context])
     data = run.data
     log = read_run(data.get("lines") or [], rspec)
-    config = _asked_config(asked, log.asked)
+    config = dict(asked) or asked_in_log(log.asked)
     lo, hi = ngram_lookup(config) if config else (None, None)
     lines = [f"asked: {show(config, 300)}" if config else "asked: unknown (no process, no "
              "`non-default args` line)",

@@ -111,6 +111,31 @@ def _traced(kind: str, events: Sequence[TraceEvent], watch: Sequence[str],
     return "pass", f"the traced run called {short_list(names)}"
 
 
+def failures(log: RunLog) -> tuple[list[str], list[str]]:
+    """(what failed, hints) in a run past its engine line: a refusal, a start-up that failed,
+    an engine that died on a request after start-up."""
+    fails: list[str] = []
+    hints: list[str] = []
+    if log.refusals:
+        refusal, text = log.refusals[0]
+        fails.append(f"vLLM refused the drafter: {text[:200]}")
+        hints.append(refusal.hint)
+    elif log.failures:
+        cause = log.exceptions[0] if log.exceptions else log.failures[0]
+        fails.append(f"the engine failed to start: {cause[:200]}")
+        hints.append("read the traceback in the log (the console's log pane), fix, restart")
+    if log.died:
+        cause = next((d for d in log.died if "Error:" in d and "EngineDeadError" not in d),
+                     log.died[0])
+        dead = any("EngineDeadError" in d for d in log.died)
+        fails.append(f"the engine started, then {'died' if dead else 'failed'} on a request: "
+                     f"{cause[:220]}")
+        hints.append("the engine accepted the drafter at start-up and broke when it first "
+                     "drafted: the drafter's config is the usual cause (see config-correct); "
+                     "fix it, then restart")
+    return fails, hints
+
+
 def judge(kind: str, spec: RuntimeActivationSpec, log: RunLog, evidence: list[Evidence], *,
           cfg: Mapping[str, Any] | None, target: Mapping[str, Any] | None,
           methods: Sequence[str], expected: Acceptance | None, watch: Sequence[str],
@@ -132,23 +157,9 @@ def judge(kind: str, spec: RuntimeActivationSpec, log: RunLog, evidence: list[Ev
         proof.append(f"the engine runs {log.engine_method}"
                      + (f" with {log.engine_tokens} speculative tokens"
                         if log.engine_tokens else ""))
-    if log.refusals:
-        refusal, text = log.refusals[0]
-        fails.append(f"vLLM refused the drafter: {text[:200]}")
-        hints.append(refusal.hint)
-    elif log.failures:
-        cause = log.exceptions[0] if log.exceptions else log.failures[0]
-        fails.append(f"the engine failed to start: {cause[:200]}")
-        hints.append("read the traceback in the log (the console's log pane), fix, restart")
-    if log.died:
-        cause = next((d for d in log.died if "Error:" in d and "EngineDeadError" not in d),
-                     log.died[0])
-        dead = any("EngineDeadError" in d for d in log.died)
-        fails.append(f"the engine started, then {'died' if dead else 'failed'} on a request: "
-                     f"{cause[:220]}")
-        hints.append("the engine accepted the drafter at start-up and broke when it first "
-                     "drafted: the drafter's config is the usual cause (see config-correct); "
-                     "fix it, then restart")
+    broke, fixes = failures(log)
+    fails += broke
+    hints += fixes
     if log.aux is not None and kind in ("dflash", "eagle3"):
         ok, words = _aux_check(kind, log.aux, cfg, target_layers)
         (proof if ok else fails).append(words)

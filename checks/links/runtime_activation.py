@@ -485,20 +485,8 @@ def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                                        trace_hint=trace_hint, checked_draft=checked_draft)
     cfg = draft.data
     ids = dc.target_layer_ids(cfg) if cfg is not None else None
-    fails: list[str] = []
-    hints: list[str] = []
+    fails, hints = method_activation.failures(log)
     notes: list[str] = []
-    if log.refusals:
-        refusal, text = log.refusals[0]
-        fails.append(f"vLLM refused the drafter: {text[:200]}")
-        hints.append(refusal.hint)
-    elif log.failures:
-        cause = log.exceptions[0] if log.exceptions else log.failures[0]
-        fails.append(f"the engine failed to start: {cause[:200]}")
-        hints.append("read the traceback in the log (the console's log pane), fix, restart")
-    if log.died:
-        fails.append(f"the engine started, then died on a request: {log.died[0][:200]}")
-        hints.append("read the traceback in the log (the console's log pane), fix, restart")
     aux_ok = False
     if log.aux is None:
         notes.append("no aux-layer line")
