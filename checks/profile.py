@@ -328,6 +328,7 @@ def shipped_by_method() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+@cache  # the panes ask on every spec-decode sample: the shipped files are read once
 def expected_acceptance(method: str | None) -> Acceptance | None:
     """The expected acceptance range for an engine running `method` (headless: the spec pane
     and the fleet table use it), from the shipped profile that judges the method (for
