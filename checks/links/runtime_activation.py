@@ -36,7 +36,7 @@ from console.parsers.aux import parse_aux_layers
 from console.parsers.classifier import classify
 from console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
 from console.parsers.errors import ErrorKind, parse_error
-from console.parsers.prefix import parse_line
+from console.parsers.prefix import LogLine, parse_line
 from console.parsers.spec_decode import parse_spec_decode
 from console.telemetry.startup import RunMark, current_run_start, run_mark
 
@@ -133,12 +133,23 @@ def _read_tail(run: RunLog, tail: Sequence[Sequence[Any]],
                 sample.mean_acceptance_length is not None else acceptance
             drafted += sample.drafted_tokens or 0
             continue
-        error = parse_error(message, line.level)
-        if any(f in line.text for f in spec.failures) or \
-                (error is not None and error.kind is ErrorKind.EXCEPTION):
+        if _broke(line, spec):
             died.append(message.strip())
     return replace(run, died=tuple(dict.fromkeys([*run.died, *died])), acceptance=acceptance,
                    drafted=drafted)
+
+
+def _broke(line: LogLine, spec: RuntimeActivationSpec) -> bool:
+    """A line past start-up that says the engine broke: a failure marker (`EngineDeadError`),
+    or an exception the engine's own processes logged as an error (a request the API server
+    refused, a client's 404, is not the engine breaking)."""
+    if any(f in line.text for f in spec.failures):
+        return True
+    if line.proc is None or line.proc.startswith("APIServer") or \
+            line.level not in ("ERROR", "CRITICAL"):
+        return False
+    error = parse_error(line.message, line.level)
+    return error is not None and error.kind is ErrorKind.EXCEPTION
 
 
 def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
@@ -201,8 +212,7 @@ def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Ru
                 break
         error = parse_error(message, line.level)
         if ready:  # past start-up: the engine came up, then broke on a request
-            if any(f in text for f in spec.failures) or \
-                    (error is not None and error.kind is ErrorKind.EXCEPTION):
+            if _broke(line, spec):
                 died.append(message.strip())
             continue
         if any(f in text for f in spec.failures):

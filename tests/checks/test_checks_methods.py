@@ -384,3 +384,13 @@ def test_a_traced_restart_watches_what_the_methods_profiles_name() -> None:
     dflash = watch_for_argv(["vllm", "serve", "/m", "--spec-method", "dflash"])
     assert set(load_profile("dflash-swa").watch) <= set(dflash)  # SWA evidence included
     assert watch_for_argv(["vllm", "serve", "/m"]) == ()
+
+
+def test_a_request_the_api_server_refused_is_not_the_engine_breaking() -> None:
+    lines = [ENGINE.format(method="ngram", model="None", n=4), READY]
+    refused = ["(APIServer pid=8) ERROR 12-03 08:08:21 [serving.py:201] NotFoundError: The "
+               "model `x` does not exist.",
+               'INFO:     127.0.0.1:48698 - "POST /v1/completions HTTP/1.1" 404 Not Found']
+    link, log = _runtime("ngram", lines, method="ngram", tail=refused)
+    assert log.died == ()
+    assert link.status is Status.PASS
