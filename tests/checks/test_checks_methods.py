@@ -214,7 +214,7 @@ def _runtime(kind: str, lines: list[str], *, method: str, cfg: dict[str, Any] | 
     numbered = [[i * 100, line] for i, line in enumerate(lines)]
     tail_lines = [[100_000 + i, line] for i, line in enumerate(tail)]
     log = runtime_activation.read_run(numbered, profile.links.runtime_activation, tail_lines)
-    from checks.hostscript import ScriptRun
+    from console.remote_scripts import ScriptRun
 
     run = ScriptRun(command="log_probe", exit=0, data={
         "log": {"state": "ok", "path": "/l", "size": 1}, "lines": numbered, "tail": tail_lines},
