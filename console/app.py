@@ -354,7 +354,7 @@ class ConsoleApp(App[int]):
                 or not diff.rows else "the draft config already matches the reference"
             self.notify(why, severity="warning")
             return
-        changes = "\n".join(f"  {r.field}: {r.actual!r} -> {r.expected!r}" for r in diff.wrong)
+        changes = "\n".join(f"  {c.line()}" for c in diff.changes)  # JSON values
         body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
                 f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
                 "reads it at its next start: restart afterwards (r).")

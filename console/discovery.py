@@ -63,6 +63,10 @@ class ServeArgs:
     speculative_method: str | None = None
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    speculative: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The whole speculative config asked for (`--speculative-config`, its dotted keys and the
+    `--spec-*` flags): the checks judge its numbers (n-gram's `prompt_lookup_*`)."""
+    max_model_len: int | None = None
 
     @property
     def url(self) -> str:
@@ -192,6 +196,12 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
         if isinstance(loaded, dict):
             spec.update(loaded)
     spec.update(_dotted(argv, "--speculative-config"))
+    # `--spec-method M --spec-model D --spec-tokens N` (vLLM 0.30+) fill what the config lacks.
+    for flag, key in (("--spec-method", "method"), ("--spec-model", "model"),
+                      ("--spec-tokens", "num_speculative_tokens")):
+        value = _option(argv, _spellings(flag))
+        if value is not None and spec.get(key) is None:
+            spec[key] = value
     draft = spec.get("model")
     method = spec.get("method")
     n = spec.get("num_speculative_tokens", spec.get("num_spec_tokens"))
@@ -205,6 +215,8 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
         speculative_method=method if isinstance(method, str) else None,
         host="127.0.0.1" if host in ("localhost",) else host,
         port=port,
+        speculative=spec,
+        max_model_len=_int(_option(argv, _spellings("--max-model-len"))),
     )
 
 

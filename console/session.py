@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.models import ChainReport
-from checks.profile import Profile, ProfileError, load_profile
+from checks.profile import Acceptance, Profile, ProfileError, expected_acceptance, load_profile
 from checks.references import ReferenceError, load_reference_file
 from console.display import safe_text
 from console.draft_diff import DraftDiff, apply_reference, load_draft_diff
@@ -35,8 +35,6 @@ from console.settings import HostConfig
 from console.telemetry.events import TelemetryEvent
 from console.telemetry.host_telemetry import HostTelemetry
 from console.telemetry.snapshot import HostSnapshot
-
-EXPECTED_ACCEPTANCE = {"dflash": 6.4}
 
 
 class ActionError(Exception):
@@ -83,10 +81,11 @@ class HostSession:
                 raise ActionError(str(exc)) from None
         return self._profile
 
-    def expected_acceptance(self) -> float | None:
+    def expected_acceptance(self) -> Acceptance | None:
+        """The range the running method's profile expects (`checks.profile`), with its source."""
         spec = self.snapshot.run.speculative or self.snapshot.serve.speculative
         method = spec.method if spec else None
-        return EXPECTED_ACCEPTANCE.get(method or "dflash")
+        return expected_acceptance(method or "dflash")
 
     async def run(self, on_event: Callable[[TelemetryEvent], Any]) -> None:
         """Telemetry until cancelled (reconnects on its own)."""

@@ -45,12 +45,21 @@ async def run_bundle(host: Host, scripts: RemoteScripts, python: str, *args: str
     return dict(run.data)
 
 
-def profile_watch(config: HostConfig) -> tuple[str, ...]:
-    """The functions the profile asks a traced restart to watch: the configured profile's,
-    else (broken, or watching nothing) the default profile's. The one list is the profile's
-    `watch`, which the runtime-activation link reads the trace of."""
-    from checks.profile import ProfileError, load_profile
+def profile_watch(config: HostConfig, argv: list[str] | None = None) -> tuple[str, ...]:
+    """The functions the profile asks a traced restart to watch: the configured profile's
+    (`auto`: the profiles for the relaunched command line's speculative method), else (broken,
+    or watching nothing) the default profile's. The one list is the profile's `watch`, which
+    the runtime-activation link reads the trace of."""
+    from checks.profile import AUTO, ProfileError, load_profile
+    from checks.select import watch_for_argv
 
+    if config.checks.profile in ("", AUTO) and argv:
+        try:
+            watch = watch_for_argv(argv)
+        except ProfileError:  # a broken shipped profile is the check's business
+            watch = ()
+        if watch:
+            return watch
     for name in (config.checks.profile, None):
         try:
             watch = tuple(load_profile(name).watch)
@@ -281,7 +290,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                            "Restart without --trace, or run the server outside systemd")
     url, port = server_address(config.serve.url, argv)
     original = original_env({str(k): str(v) for k, v in dict(env).items()})
-    watched = tuple(watch or profile_watch(config)) if trace else ()
+    watched = tuple(watch or profile_watch(config, argv)) if trace else ()
     hook_dir = ""
     if trace:
         digest = hashlib.sha256(trace_hook_source()).hexdigest()[:12]
