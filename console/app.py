@@ -82,7 +82,10 @@ class RestartProgressed(Message):
 
 
 class RestartFinished(Message):
-    def __init__(self, host: str, result: RestartResult) -> None:
+    """After the last progress step; `result` None: the restart raised (the worker's error
+    is notified on its own)."""
+
+    def __init__(self, host: str, result: RestartResult | None) -> None:
         super().__init__()
         self.host, self.result = host, result
 
@@ -348,11 +351,12 @@ class ConsoleApp(App[int]):
         def progress(step: RestartStep) -> None:
             self.post_message(RestartProgressed(host, step))
 
+        result = None
         try:
             result = await self.sessions[host].restart(plan, progress)  # type: ignore[arg-type]
         finally:
-            self._screens[host].end_restart()
-        self.post_message(RestartFinished(host, result))
+            # A message, so it comes after the progress steps already queued.
+            self.post_message(RestartFinished(host, result))
 
     @on(RestartProgressed)
     def _restart_progress(self, message: RestartProgressed) -> None:
@@ -360,7 +364,10 @@ class ConsoleApp(App[int]):
 
     @on(RestartFinished)
     def _restart_done(self, message: RestartFinished) -> None:
+        self._screens[message.host].end_restart()
         result = message.result
+        if result is None:
+            return
         if result.ok:
             self.notify(f"{message.host}: vllm serve is back (pid {result.new_pid}, "
                         f"{result.total_s:.1f} s)", timeout=6)

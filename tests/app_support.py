@@ -34,6 +34,11 @@ class SimApp:
         stop(self.tree, timeout=5)
 
 
+def screen_text(app: ConsoleApp) -> str:
+    """What the terminal shows now, as text (one line per row)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
 async def wait_until(pilot, predicate: Callable[[], object], timeout: float = 20.0,  # type: ignore[no-untyped-def]
                      what: str = "") -> None:
     deadline = time.monotonic() + timeout

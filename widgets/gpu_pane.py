@@ -52,7 +52,6 @@ class GpuPane(Widget):
     """Renders a `GpuView` (built by the host screen from its `GpuHistory`)."""
 
     COMPONENT_CLASSES = STATUS_CLASSES
-    ALLOW_MAXIMIZE = True
     view: reactive[GpuView] = reactive(GpuView, always_update=True)
 
     def render(self) -> Text:

@@ -66,7 +66,6 @@ class SpecPane(Widget):
     """Renders a `SpecView`."""
 
     COMPONENT_CLASSES = STATUS_CLASSES
-    ALLOW_MAXIMIZE = True
 
     view: reactive[SpecView] = reactive(SpecView, always_update=True)
     compact: reactive[bool] = reactive(False)
@@ -107,11 +106,16 @@ class SpecPane(Widget):
         history = self.view.history
         top = max([expected or 0.0, *(p for p in history if isinstance(p, float)), 2.0])
         width = max(10, self.size.width - 13)
+        mark = status_style(self, "accent") + Style(bold=True)
+        legend = f" {RESTART_GLYPH} restart"
+        restarted = any(isinstance(p, RestartMark) for p in history[-width:])
+        if restarted:
+            width -= len(legend)
         chart = Text("history      ", style="dim") + acceptance_chart(
-            history, width, top, status_style(self, "ok"), status_style(self, "fail"),
-            status_style(self, "accent") + Style(bold=True), expected)
-        if any(isinstance(p, RestartMark) for p in history[-width:]):
-            line.append(f"   {RESTART_GLYPH} restart", style=status_style(self, "accent"))
+            history, width, top, status_style(self, "ok"), status_style(self, "fail"), mark,
+            expected)
+        if restarted:
+            chart.append(legend, style=mark)
         rows = [head, line, chart]
         if latest.per_position and not self.compact:
             rows += per_position_rows(latest.per_position, colour)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.style import Style
 from textual.widget import Widget
 
+_PLAIN = Style()
 STATUS_CLASSES = {"status--ok", "status--warn", "status--fail", "status--unknown",
                   "status--accent"}
 """Declared in each rendering widget's COMPONENT_CLASSES. `accent`: the theme's primary colour
@@ -13,5 +14,7 @@ STATUS_CLASSES = {"status--ok", "status--warn", "status--fail", "status--unknown
 
 
 def status_style(widget: Widget, status: str) -> Style:
-    """The rich style of `status--<status>` (ok, warn, fail, unknown, accent) on `widget`."""
-    return widget.get_component_rich_style(f"status--{status}", partial=True)
+    """The rich style of `status--<status>` (ok, warn, fail, unknown, accent) on `widget`;
+    plain once the widget is removed (Textual drops its component styles then, while results
+    can still arrive at exit)."""
+    return widget.get_component_rich_style(f"status--{status}", partial=True, default=_PLAIN)

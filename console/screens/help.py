@@ -27,7 +27,8 @@ def key_table(sections: list[tuple[str, list[Binding]]],
             if b.key in seen or not b.description:
                 continue
             seen.add(b.key)
-            lines.append(f"  {display(b):<14} {b.description}")
+            lines.append(f"  {display(b):<14} {b.description}"
+                         + (f" · {b.tooltip}" if b.tooltip else ""))
     return "\n".join(lines)
 
 

@@ -43,17 +43,23 @@ COMPACT_BELOW = (120, 40)
 """Columns, rows: below either, the compact layout."""
 TALL_FROM = 60
 """Rows from which checklist summaries wrap over several lines instead of being cut."""
-PANES = {"1": "gpus", "2": "spec", "3": "checklist", "4": "config-tabs", "5": "log-pane"}
+PANES = {"1": ("gpus", "GPUs"), "2": ("spec", "speculative decoding"),
+         "3": ("checklist", "checklist"), "4": ("config-tabs", "draft diff / engine config"),
+         "5": ("log-pane", "serve log")}
+"""Key -> pane id, what it shows: 1-5 maximise that pane."""
+COMPACT_HINT = "1: GPUs · 4: diff/engine · z: maximise"
 
 
 class HostScreen(Screen[None]):
     """The console for one host."""
 
     BINDINGS = [
-        Binding("z", "toggle_maximize", "Maximise", id="host.maximize"),
-        Binding("v", "next_tab", "Diff/Engine", id="host.next_tab"),
-        *(Binding(key, f"maximize_pane('{pane}')", f"maximise {pane.split('-')[0]}",
-                  show=False, id=f"host.pane_{key}") for key, pane in PANES.items()),
+        Binding("z", "toggle_maximize", "Maximise",
+                tooltip="the focused pane fills the screen; z or esc: back", id="host.maximize"),
+        Binding("v", "next_tab", "Diff/Engine",
+                tooltip="switch the Draft config diff / Engine config tabs", id="host.next_tab"),
+        *(Binding(key, f"maximize_pane('{pane}')", f"maximise {label}", show=False,
+                  id=f"host.pane_{key}") for key, (pane, label) in PANES.items()),
     ]
 
     class RunReady(Message):
@@ -118,6 +124,11 @@ class HostScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Kept from mount: at exit the panes are removed before the screen, while results
+        # still arrive; they then land on a detached widget instead of failing a query.
+        self._panes: dict[type[Widget], Widget] = {
+            kind: self.query_one(kind) for kind in (HostHeader, GpuPane, SpecPane, Checklist,
+                                                    DraftDiffPane, EngineTree, LogPane)}
         self.ready = True
         self.query_one("#log-pane #log").focus()
         self.log_pane.add_lines(list(self._log_backlog()))
@@ -133,6 +144,7 @@ class HostScreen(Screen[None]):
         tall = not compact and height >= TALL_FROM
         self.set_class(compact, "-compact")
         self.set_class(tall, "-tall")
+        self._show_staleness()  # the pane subtitles: the compact hint or the data's age
         self.spec.compact = compact
         self.checklist.detail_lines = 0 if compact else 3 if tall else 1
 
@@ -216,14 +228,12 @@ class HostScreen(Screen[None]):
         age = None if self._last_data_at is None else time.monotonic() - self._last_data_at
         self.header.stale = stale
         self.header.data_age_s = age
-        note = f"stale · {describe_age(age)}" if stale else ""
         for pane in self.query(".pane"):
-            if pane is not self.checklist:
-                pane.border_subtitle = note
-        if stale:
-            self.checklist.border_subtitle = note
-        else:
+            pane.border_subtitle = f"stale · {describe_age(age)}" if stale else ""
+        if not stale:
             self.checklist.update_title()
+            if self.compact:
+                self.spec.border_subtitle = COMPACT_HINT
 
     # -- what the app's actions report -----------------------------------------------------
     def show_checks(self, state: ChecklistState) -> None:
@@ -242,6 +252,8 @@ class HostScreen(Screen[None]):
             self.diff.diff = diff
 
     def show_restart_step(self, step: RestartStep) -> None:
+        if not self._restart_text:
+            return  # a restart this screen did not start, or one already over
         self._restart_text = f"restart: {step.stage.value} · {step.message[:80]}"
         if self.ready:
             self._render_header()
@@ -276,7 +288,7 @@ class HostScreen(Screen[None]):
             return
         pane = self._pane_of(self.focused)
         if pane is not None:
-            self.maximize(pane, container=False)
+            self.maximized = pane  # any pane, whether or not its class allows maximising
 
     def action_maximize_pane(self, pane_id: str) -> None:
         """1-5: that pane, maximised (the compact layout's way to the hidden panes)."""
@@ -288,7 +300,7 @@ class HostScreen(Screen[None]):
             (w for w in pane.query("*") if w.focusable), None)
         if target is not None:
             target.focus()
-        self.maximize(pane, container=False)
+        self.maximized = pane
 
     def action_next_tab(self) -> None:
         """`v`: Draft config diff <-> Engine config, without the mouse."""
@@ -298,28 +310,28 @@ class HostScreen(Screen[None]):
     # -- the widgets, for reading (tests, benchmarks, the export's log window) -------------
     @property
     def header(self) -> HostHeader:
-        return self.query_one(HostHeader)
+        return self._panes[HostHeader]  # type: ignore[return-value]
 
     @property
     def gpus(self) -> GpuPane:
-        return self.query_one(GpuPane)
+        return self._panes[GpuPane]  # type: ignore[return-value]
 
     @property
     def spec(self) -> SpecPane:
-        return self.query_one(SpecPane)
+        return self._panes[SpecPane]  # type: ignore[return-value]
 
     @property
     def checklist(self) -> Checklist:
-        return self.query_one(Checklist)
+        return self._panes[Checklist]  # type: ignore[return-value]
 
     @property
     def diff(self) -> DraftDiffPane:
-        return self.query_one(DraftDiffPane)
+        return self._panes[DraftDiffPane]  # type: ignore[return-value]
 
     @property
     def engine(self) -> EngineTree:
-        return self.query_one(EngineTree)
+        return self._panes[EngineTree]  # type: ignore[return-value]
 
     @property
     def log_pane(self) -> LogPane:
-        return self.query_one(LogPane)
+        return self._panes[LogPane]  # type: ignore[return-value]
