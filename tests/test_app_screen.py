@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from rich.color import Color
 from rich.text import Text
 
 from console.app import ConsoleApp, TelemetryArrived
@@ -17,7 +16,7 @@ from console.screens.evidence import EvidenceScreen
 from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
 from console.telemetry import events as ev
-from tests.app_support import screen_text
+from tests.app_support import colour_of, screen_text, theme_colour
 from tests.snapshot_support import DRAFT_DIR, HOST, replay_app
 from themes import THEMES
 from widgets.checklist import Checklist
@@ -31,19 +30,6 @@ def state_home(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 
 
 NOT_PROVEN = "not proven: press R for a traced restart"
-
-
-def colour_of(text: Text, word: str) -> Color | None:
-    """The foreground colour of the span that styles `word` in `text`."""
-    start = text.plain.index(word)
-    colours = [span.style.color for span in text.spans  # type: ignore[union-attr]
-               if span.start <= start < span.end and not isinstance(span.style, str)
-               and span.style.color is not None]
-    return colours[-1] if colours else None
-
-
-def theme_colour(name: str) -> Color:
-    return Color.parse(THEMES["vllm-dark"].variables[name])
 
 
 def host(app: ConsoleApp) -> HostScreen:

@@ -80,6 +80,55 @@ def test_closing_the_terminal_stops_the_demo(terminal: Terminal, tmp_path: Path)
     assert demo_processes(tmp_path) == []
 
 
+def demo_terminal(tmp_path: Path, width: int, height: int) -> Terminal:
+    env = app_env()
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env["TMPDIR"] = str(tmp_path)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return Terminal([*CONSOLE, "demo"], width=width, height=height, env=env).start()
+
+
+def test_80x24_shows_the_acceptance_the_verdicts_and_the_root_cause(tmp_path: Path) -> None:
+    """The compact layout: what the user came for fits without scrolling; 1 shows the GPUs
+    maximised and z brings the layout back."""
+    terminal = demo_terminal(tmp_path, 80, 24)
+    try:
+        screen = terminal.wait_for(lambda s: "acceptance length 1." in s and "ROOT CAUSE" in s,
+                                   timeout=40)
+        lines = screen.splitlines()
+        assert len(lines) == 24
+        assert max(len(line) for line in lines) <= 80
+        for verdict in ("code present       pass", "fields extracted   pass",
+                        "runtime activation unknown  not proven: press R",
+                        "config correct     fail     ROOT CAUSE"):
+            assert verdict in screen, verdict
+        assert "vllm-console" in lines[0], "the header stays on the first row"
+        terminal.keys("1")
+        screen = terminal.wait_for("GPU0", timeout=5)
+        assert "ROOT CAUSE" not in screen
+        terminal.keys("z")
+        terminal.wait_for(lambda s: "ROOT CAUSE" in s and "GPU0" not in s, timeout=5)
+    finally:
+        terminal.stop()
+
+
+def test_250x70_shows_long_summaries_whole(tmp_path: Path) -> None:
+    """A wide, tall terminal: the checklist's summaries wrap instead of being cut at ~120
+    columns, so the whole config-correct finding is readable."""
+    terminal = demo_terminal(tmp_path, 250, 70)
+    try:
+        screen = terminal.wait_for(lambda s: "ROOT CAUSE" in s and "layer_types" in s,
+                                   timeout=40)
+        checklist = " ".join(line.split("││")[0].strip("│ ") for line in screen.splitlines()
+                             if "││" in line)
+        words = " ".join(checklist.split())
+        assert ("mask_token_id 248064 (want 248070), target_layer_ids [1, 17, 33, 49, 63] "
+                "(want [1, 16, 31, 46, 61]), layer_types") in words, words
+    finally:
+        terminal.stop()
+
+
 def test_unknown_scenario_is_a_clear_message(tmp_path: Path) -> None:
     import subprocess
 
