@@ -5,10 +5,13 @@ test_tmux_e2e.py."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import AsyncIterator
 
 import pytest
 from rich.text import Text
+from textual.pilot import Pilot
 
 from console.app import ConsoleApp, TelemetryArrived
 from console.host import ConnectionState, LinkStatus
@@ -32,6 +35,16 @@ def state_home(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 NOT_PROVEN = "not proven: press R for a traced restart"
 
 
+@contextlib.asynccontextmanager
+async def replayed(
+        size: tuple[int, int] = (160, 50)) -> AsyncIterator[tuple[ConsoleApp, Pilot[int]]]:
+    """The app on the recorded incident, settled."""
+    app = replay_app()
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.3)
+        yield app, pilot
+
+
 def host(app: ConsoleApp) -> HostScreen:
     screen = app.screen_for(HOST)
     assert screen is not None
@@ -46,9 +59,7 @@ def option_text(app: ConsoleApp, link_id: str) -> Text:
 
 # -- states the screen must not misstate -------------------------------------------------------
 async def test_an_unproven_link_is_amber_and_says_how_to_prove_it() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         unknown = option_text(app, "runtime-activation")
         assert NOT_PROVEN in unknown.plain
         assert "broken link" not in unknown.plain
@@ -61,10 +72,8 @@ async def test_an_unproven_link_is_amber_and_says_how_to_prove_it() -> None:
 
 
 async def test_a_link_outage_shows_every_pane_stale_then_normal_after_reconnecting() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with replayed() as (app, pilot):
         screen = host(app)
-        await pilot.pause(0.3)
         assert not screen.has_class("-stale")
         green = theme_colour("status-ok")
         assert colour_of(screen.header.render(), "gpu:nvidia-smi") == green
@@ -88,9 +97,7 @@ async def test_a_link_outage_shows_every_pane_stale_then_normal_after_reconnecti
 
 # -- layout -------------------------------------------------------------------------------------
 async def test_80x24_keeps_the_acceptance_the_verdicts_and_the_root_cause_on_screen() -> None:
-    app = replay_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed((80, 24)) as (app, pilot):
         shown = screen_text(app)
         assert "acceptance length 1.17" in shown
         for verdict in ("code present       pass", "fields extracted   pass",
@@ -108,10 +115,8 @@ async def test_80x24_keeps_the_acceptance_the_verdicts_and_the_root_cause_on_scr
 
 
 async def test_z_maximises_the_focused_pane_and_back() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with replayed() as (app, pilot):
         screen = host(app)
-        await pilot.pause(0.3)
         assert "Checklist" in screen_text(app)
         await pilot.press("z")  # the log has the focus
         await pilot.pause(0.2)
@@ -124,9 +129,7 @@ async def test_z_maximises_the_focused_pane_and_back() -> None:
 
 
 async def test_250x70_shows_long_summaries_whole() -> None:
-    app = replay_app()
-    async with app.run_test(size=(250, 70)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed((250, 70)) as (app, pilot):
         shown = " ".join(line.strip("│ ").split("││")[0].strip()
                          for line in screen_text(app).splitlines())
         assert ("3 field(s) differ from z-lab/Qwen3.6-27B-DFlash: mask_token_id 248064 (want "
@@ -136,9 +139,7 @@ async def test_250x70_shows_long_summaries_whole() -> None:
 
 # -- keys, help, palette ------------------------------------------------------------------------
 async def test_tab_to_the_checklist_selects_the_root_cause_and_enter_opens_it() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         for _ in range(6):
             if isinstance(app.focused, Checklist):
                 break
@@ -151,9 +152,7 @@ async def test_tab_to_the_checklist_selects_the_root_cause_and_enter_opens_it() 
 
 
 async def test_evidence_y_copies_the_probe_command() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         host(app).checklist.focus()
         await pilot.press("enter", "y")
         await pilot.pause(0.2)
@@ -161,9 +160,7 @@ async def test_evidence_y_copies_the_probe_command() -> None:
 
 
 async def test_palette_lists_every_action_with_its_key_and_no_duplicates() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         commands = list(app.get_system_commands(app.screen))
         titles = [c.title for c in commands]
         keys = {c.title: c.help for c in commands}
@@ -186,9 +183,7 @@ async def test_palette_lists_every_action_with_its_key_and_no_duplicates() -> No
 
 
 async def test_help_lists_every_key_including_the_tab_switch() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         await pilot.press("question_mark")
         await pilot.pause(0.2)
         assert isinstance(app.screen, HelpScreen)
@@ -199,9 +194,7 @@ async def test_help_lists_every_key_including_the_tab_switch() -> None:
 
 
 async def test_v_switches_draft_diff_and_engine_config_without_the_mouse() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         tabs = host(app).query_one("#config-tabs")
         assert tabs.active == "tab-diff"  # type: ignore[attr-defined]
         await pilot.press("v")
@@ -211,9 +204,7 @@ async def test_v_switches_draft_diff_and_engine_config_without_the_mouse() -> No
 
 
 async def test_h_on_one_host_says_why_nothing_happens() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         await pilot.press("h")
         await pilot.pause(0.2)
         assert any("one host" in n.message for n in app._notifications)
@@ -221,9 +212,7 @@ async def test_h_on_one_host_says_why_nothing_happens() -> None:
 
 
 async def test_ctrl_c_quits_like_q() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         await pilot.press("ctrl+c")
         await pilot.pause(0.3)
         assert not any("ctrl+q" in n.message for n in app._notifications)
@@ -231,9 +220,7 @@ async def test_ctrl_c_quits_like_q() -> None:
 
 
 async def test_the_theme_palette_offers_the_consoles_themes_only() -> None:
-    app = replay_app()
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+    async with replayed() as (app, pilot):
         assert set(app.available_themes) == set(THEMES)
         for theme in app.available_themes.values():
             assert {"status-ok", "status-warn", "status-fail"} <= set(theme.variables)

@@ -37,7 +37,6 @@ class GpuView:
 
     sample: AgentSample | None = None
     history: dict[int, tuple[float, ...]] = field(default_factory=dict)
-    error: str = ""
 
 
 def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
@@ -57,7 +56,7 @@ class GpuPane(Widget):
     def render(self) -> Text:
         sample = self.view.sample
         if sample is None:
-            return Text(self.view.error or "waiting for the host agent…", style="italic")
+            return Text("waiting for the host agent…", style="italic")
         if not sample.gpus:
             reason = sample.gpu_reason or "no GPU source on the host"
             return Text(f"no GPU telemetry: {reason}", style=status_style(self, "warn"))
