@@ -24,6 +24,12 @@ def test_fit_cuts_only_what_does_not_fit() -> None:
     assert fit("one two three four five six", 10, 1) == ["one two t…"]
     assert fit("one two three four five six", 10, 3) == ["one two", "three four", "five six"]
     assert fit("a  b\n c", 40, 1) == ["a b c"], "whitespace and newlines read as one space"
+    path = "fix /tmp/vllm-console-demo-e_0nuckq/host/models/Qwen3.6-27B-DFlash/config.json now"
+    assert fit(path, 40, 1) == [path[:39] + "…"], "a path is cut, not split at a hyphen"
+    two = fit(path, 40, 2)
+    joined = two[0] + two[1].removesuffix("…")
+    assert joined == path[:len(joined)], "a long path goes on in the next line, no space added"
+    assert two[1].endswith("…")
 
 
 def test_marks_red_only_for_what_failed() -> None:

@@ -73,3 +73,22 @@ async def test_readonly_and_refused_stand_out() -> None:
         assert colour_of(text, "● refused") == theme_colour("status-fail")
         assert "READONLY" in text.plain
         assert colour_of(text, "READONLY") == theme_colour("status-warn")
+
+
+async def test_compact_keeps_the_state_and_drops_the_details() -> None:
+    header = HostHeader()
+    app = WidgetApp(header)
+    async with app.run_test(size=(80, 3)) as pilot:
+        header.host_name = "demo"
+        header.scenario = "incident"
+        header.link = LinkStatus(ConnectionState.CONNECTED)
+        header.sources = Sources(gpu="nvidia-smi", log="live", metrics="none")
+        header.activity = "serve: ready (started in 4s)"
+        header.compact = True
+        await pilot.pause()
+        text = header.render()
+        assert text.plain == (" demo (sim) ● connected  gpu   log   metrics   serve: ready "
+                              "(started in 4s)")
+        assert len(text.plain) <= 80
+        assert colour_of(text, " gpu ") == theme_colour("status-ok")
+        assert colour_of(text, " metrics ") == theme_colour("status-unknown")

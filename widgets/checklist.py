@@ -46,11 +46,16 @@ def fit(text: str, width: int, lines: int) -> list[str]:
     """`text` in at most `lines` lines of `width` cells; the last one ends in … when cut (the
     rest is one Enter away, in the evidence view)."""
     width = max(width, 10)
-    wrapped = textwrap.wrap(" ".join(text.split()), width) or [""]
+    text = " ".join(text.split())
+    # Paths break where they must, never at their hyphens (which would read as a new word).
+    wrapped = textwrap.wrap(text, width, break_on_hyphens=False) or [""]
     if len(wrapped) <= lines:
         return wrapped
-    last = " ".join(wrapped[lines - 1:])
-    return [*wrapped[: lines - 1], last[: width - 1] + "…"]
+    head, at = wrapped[: lines - 1], 0
+    for line in head:
+        at = text.index(line, at) + len(line)
+    rest = text[at:].lstrip()
+    return [*head, rest[: width - 1] + "…"]
 
 
 def marks(link: LinkResult, report: ChainReport) -> list[tuple[str, str]]:

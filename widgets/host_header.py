@@ -61,14 +61,19 @@ class HostHeader(Widget):
     stale: reactive[bool] = reactive(False)
     """The link is down: what the panes show is old."""
     data_age_s: reactive[float | None] = reactive(None)
+    compact: reactive[bool] = reactive(False)
+    """A narrow terminal: no name badge, and each source chip says only what it is (its
+    colour says whether it is live); the full values are in the wide layout."""
 
     def render(self) -> Text:
         text = Text()
-        text.append(" vllm-console ", style=status_style(self, "accent") + Style(bold=True,
-                                                                                reverse=True))
+        if not self.compact:
+            text.append(" vllm-console ",
+                        style=status_style(self, "accent") + Style(bold=True, reverse=True))
         text.append(f" {self.host_name} ", style="bold")
         if self.scenario:
-            text.append(f"(simulated: {self.scenario}) ", style="italic")
+            text.append("(sim) " if self.compact else f"(simulated: {self.scenario}) ",
+                        style="italic")
         text.append(f"● {describe_link(self.link)}",
                     style=status_style(self, _STATE_COLOUR[self.link.state]) + BOLD)
         if self.stale:
@@ -77,8 +82,9 @@ class HostHeader(Widget):
         for label, value in (("gpu", self.sources.gpu), ("log", self.sources.log),
                              ("metrics", self.sources.metrics)):
             good = value not in _NO_SOURCE and not self.stale
-            text.append("  ")
-            text.append(f" {label}:{value} ", style=status_style(self, "ok") + Style(reverse=True)
+            text.append(" " if self.compact else "  ")
+            chip = f" {label} " if self.compact else f" {label}:{value} "
+            text.append(chip, style=status_style(self, "ok") + Style(reverse=True)
                         if good else status_style(self, "unknown"))
         if self.activity:
             text.append(f"  {self.activity}", style="bold")

@@ -146,6 +146,7 @@ class HostScreen(Screen[None]):
         self.set_class(tall, "-tall")
         self._show_staleness()  # the pane subtitles: the compact hint or the data's age
         self.spec.compact = compact
+        self.header.compact = compact
         self.checklist.detail_lines = 0 if compact else 3 if tall else 1
 
     @property
