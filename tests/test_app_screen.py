@@ -33,6 +33,8 @@ def state_home(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 
 
 NOT_PROVEN = "not proven: press R for a traced restart"
+DIMMED = ("GPU0", "acceptance length", "code present", "mask_token_id", "(APIServer pid=")
+"""Text of each pane (GPUs, spec decode, checklist, diff, log) that a link outage dims."""
 
 
 @contextlib.asynccontextmanager
@@ -43,6 +45,15 @@ async def replayed(
     async with app.run_test(size=size) as pilot:
         await pilot.pause(0.3)
         yield app, pilot
+
+
+def shown_colour(app: ConsoleApp, needle: str) -> object:
+    """The foreground colour on screen of the first cell run that holds `needle`."""
+    for strip in app.screen._compositor.render_strips():
+        for segment in strip:
+            if needle in segment.text and segment.style is not None:
+                return segment.style.color
+    raise AssertionError(f"{needle!r} is not on screen")
 
 
 def host(app: ConsoleApp) -> HostScreen:
@@ -77,6 +88,7 @@ async def test_a_link_outage_shows_every_pane_stale_then_normal_after_reconnecti
         assert not screen.has_class("-stale")
         green = theme_colour("status-ok")
         assert colour_of(screen.header.render(), "gpu:nvidia-smi") == green
+        live = {text: shown_colour(app, text) for text in DIMMED}
         app.post_message(TelemetryArrived(HOST, ev.LinkChanged(
             HOST, LinkStatus(ConnectionState.RECONNECTING, retry_in_s=4))))
         await pilot.pause(1.3)
@@ -87,11 +99,14 @@ async def test_a_link_outage_shows_every_pane_stale_then_normal_after_reconnecti
         for pane in screen.query(".pane"):
             assert "last sample" in str(pane.border_subtitle), pane.id
         assert "last sample" in screen_text(app)
+        for text, colour in live.items():
+            assert shown_colour(app, text) != colour, f"{text!r} is not dimmed"
         app.post_message(TelemetryArrived(HOST, ev.LinkChanged(
             HOST, LinkStatus(ConnectionState.CONNECTED))))
         await pilot.pause(0.3)
         assert not screen.has_class("-stale")
         assert "last sample" not in screen_text(app)
+        assert {text: shown_colour(app, text) for text in DIMMED} == live
         assert colour_of(screen.header.render(), "gpu:nvidia-smi") == green
 
 
