@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import gc
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -141,7 +140,6 @@ class ConsoleApp(App[int]):
             self.register_theme(console_theme)
         wanted = theme or load_ui_state().get("theme") or DEFAULT_THEME
         self.theme = wanted if wanted in THEMES else DEFAULT_THEME
-        self.started = time.monotonic()
 
     # -- set-up -------------------------------------------------------------------------------
     @staticmethod

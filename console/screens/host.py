@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
@@ -133,13 +132,18 @@ class HostScreen(Screen[None]):
         self.query_one("#log-pane #log").focus()
         self.log_pane.add_lines(list(self._log_backlog()))
         self._render_all()
-        self.set_interval(1.0, self._show_staleness)
+        self._apply_layout()
+        self.set_interval(1.0, self._tick)
 
     def on_unmount(self) -> None:
         self.ready = False
 
-    def on_resize(self, event: Resize) -> None:
-        width, height = event.size
+    def on_resize(self) -> None:
+        if self.ready:
+            self._apply_layout()
+
+    def _apply_layout(self) -> None:
+        width, height = self.size
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         tall = not compact and height >= TALL_FROM
         self.set_class(compact, "-compact")
@@ -220,6 +224,10 @@ class HostScreen(Screen[None]):
         """The link is down and what the panes hold came over it earlier."""
         return self._link.state is not ConnectionState.CONNECTED and \
             self._last_data_at is not None
+
+    def _tick(self) -> None:
+        if self.stale:
+            self._show_staleness()  # the age goes on
 
     def _show_staleness(self) -> None:
         if not self.ready:
