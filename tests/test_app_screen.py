@@ -141,6 +141,9 @@ async def test_z_maximises_the_focused_pane_and_back() -> None:
         await pilot.pause(0.2)
         assert screen.maximized is None
         assert "Checklist" in screen_text(app)
+        await pilot.press("z", "escape")
+        await pilot.pause(0.2)
+        assert screen.maximized is None, "esc restores the layout too"
 
 
 async def test_250x70_shows_long_summaries_whole() -> None:
