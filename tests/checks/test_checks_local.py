@@ -1,0 +1,145 @@
+"""The chain on this machine (LocalHost) against crafted hosts: the serving interpreter's own
+view of vLLM — its PYTHONPATH, and a `python -m` launch from a checkout that shadows the
+installed package."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from checks import Status, run_chain
+from console.local_host import LocalHost
+from console.settings import ServeSettings
+from tests.checks.test_checks_crafted import (
+    FAKE_SERVE,
+    HOST_PYTHON,
+    NO_SWA_SOURCE,
+    engine_lines,
+    make_install,
+    make_models,
+    write_fake_serve,
+)
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="vc-local-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _serve(argv: list[str], root: Path, lines: list[str], env: dict[str, str],
+           cwd: Path) -> subprocess.Popen[bytes]:
+    lines_file = root / "serve-lines.txt"
+    lines_file.write_text("\n".join(lines) + "\n")
+    log = root / "serve.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                env={"PATH": "/usr/bin:/bin", "FAKE_SERVE_LINES": str(lines_file),
+                                     **env}, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while b"startup complete" not in log.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+async def test_the_serve_processes_pythonpath_reaches_the_probes(root: Path) -> None:
+    install = make_install(root)
+    target, draft = make_models(root, "healthy")
+    script, _ = write_fake_serve(root, [])
+    token = f"local-{os.getpid()}-a"
+    spec = json.dumps({"method": "dflash", "model": str(draft)})
+    proc = _serve([HOST_PYTHON, str(script), "serve", str(target), "--speculative-config", spec,
+                   "--served-model-name", token], root, engine_lines(target, draft),
+                  {"PYTHONPATH": str(install.site)}, root)
+    try:
+        report = await run_chain(LocalHost(), ServeSettings(match=f"vllm serve {token}"))
+    finally:
+        _stop(proc)
+    statuses = {link.id: link.status for link in report.links}
+    assert statuses == {"code-present": Status.PASS, "fields-extracted": Status.PASS,
+                        "runtime-activation": Status.UNKNOWN, "config-correct": Status.PASS}
+    assert str(install.pkg) in report.link("code-present").evidence[1].excerpt
+
+
+async def test_a_checkout_in_the_working_directory_shadows_the_install(root: Path) -> None:
+    install = make_install(root / "installed")  # the PR branch, whole
+    checkout = root / "checkout"
+    models = checkout / "vllm" / "model_executor" / "models"
+    cli = checkout / "vllm" / "entrypoints" / "cli"
+    models.mkdir(parents=True)
+    cli.mkdir(parents=True)
+    for folder in (checkout / "vllm", checkout / "vllm" / "model_executor", models,
+                   checkout / "vllm" / "entrypoints", cli):
+        (folder / "__init__.py").write_text("")
+    (models / "qwen3_dflash.py").write_text(NO_SWA_SOURCE)
+    # `python -m vllm.entrypoints.cli.main serve`: a server entry point, from the checkout.
+    (cli / "main.py").write_text(FAKE_SERVE)
+    target, draft = make_models(root, "healthy")
+    token = f"local-{os.getpid()}-b"
+    proc = _serve([HOST_PYTHON, "-m", "vllm.entrypoints.cli.main", "serve", str(target),
+                   "--speculative-config", json.dumps({"model": str(draft)}),
+                   "--served-model-name", token], root, engine_lines(target, draft),
+                  {"PYTHONPATH": str(install.site)}, checkout)
+    try:
+        report = await run_chain(LocalHost(), ServeSettings(match=f"vllm serve {token}"))
+    finally:
+        _stop(proc)
+    code = report.link("code-present")
+    assert code.status is Status.FAIL, code.summary
+    assert "no DFlash SWA support" in code.summary
+    assert f"the source read ({checkout}/vllm) is not the tree RECORD describes" in code.hint
+
+
+async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path) -> None:
+    """A relaunch the engine refused leaves no process to discover: the chain reads the log,
+    interpreter and models of this host entry's last launch by the console (the restart's
+    record), and judges that failed run, instead of asking for --log."""
+    from console.remote_scripts import RemoteScripts
+    from console.restart.plan import last_key
+
+    install = make_install(root / "installed", variant="upstream")
+    target, draft = make_models(root, "healthy")
+    log = root / "serve.log"
+    refusal = ("  Value error, Model Runner V1 does not support: mixed sliding/full dflash "
+               "drafts [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]")
+    log.write_text("\n".join([
+        "[vllm-console] restart at 2026-12-03T06:00:00+00:00 by test (trace=off)",
+        "(APIServer pid=7) INFO 12-03 06:00:01 [api_utils.py:347] vLLM server version 0.32.0, "
+        f"serving model {target}",
+        "Traceback (most recent call last):",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig",
+        refusal, ""]))
+    name = f"last-launch-test-{os.getpid()}"
+    host = LocalHost(name)
+    private = Path(await RemoteScripts(host).bundle()).parent
+    record = private / f"last-launch-{last_key(name)}.json"
+    record.write_text(json.dumps({
+        "entry": name, "argv": [str(install.python), "-m", "vllm.entrypoints.cli.main",
+                                "serve", str(target), "--speculative-config",
+                                json.dumps({"method": "dflash", "model": str(draft)})],
+        "cwd": str(root), "env": {}, "log": str(log), "url": "", "port": None, "pid": 1,
+        "at": time.time(), "by": "test"}))
+    try:
+        report = await run_chain(host, ServeSettings(match=f"vllm serve {target}"))
+    finally:
+        record.unlink()
+    runtime = report.link("runtime-activation")
+    assert runtime.status is Status.FAIL, runtime.summary
+    assert "Model Runner V1 does not support" in runtime.summary
+    assert report.link("code-present").status is Status.PASS
+    assert str(draft) in report.link("config-correct").evidence[0].excerpt or \
+        any(str(draft) in e.excerpt for e in report.link("config-correct").evidence)

@@ -1,0 +1,67 @@
+"""SVG snapshots of the console on a recorded incident (see tests/snapshot_support.py).
+
+Plain `def` tests: `snap_compare` runs the app itself. After a deliberate visual change, run
+`pytest tests/tui/test_snapshots.py --snapshot-update` and review the SVGs in the report.
+"""
+
+from __future__ import annotations
+
+from tests.snapshot_support import replay_app
+
+SIZE = (160, 50)
+
+
+def test_main_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """You should see: the header (gpu1, connected), two GPUs (GPU0 busy, 125.7 GiB held by
+    VLLM::EngineCore_DP0), acceptance length 1.17 in the fail colour against ~6.4 expected with
+    per-position rates, the checklist with runtime activation `unknown` in amber ("not proven:
+    press R for a traced restart") and config correct `fail` in red (ROOT CAUSE), the draft
+    diff with mask_token_id, target_layer_ids and layer_types marked ✘, and the serve log
+    ending in SpecDecoding lines."""
+
+    async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause(0.3)
+
+    assert snap_compare(replay_app(), terminal_size=SIZE, run_before=settle)
+
+
+def test_evidence_view(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """You should see: the evidence of config-correct over the console: FAIL, its summary and
+    hint, the probe `read-config` with its command and exit 0, and `draft-config-checks`
+    with the failing fields; the footer offers `y` to copy the command."""
+
+    async def open_evidence(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause(0.3)
+        screen = pilot.app.screen_for("gpu1")
+        screen.checklist.focus()
+        screen.checklist.highlighted = 3
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+
+    assert snap_compare(replay_app(), terminal_size=SIZE, run_before=open_evidence)
+
+
+def test_full_draft_diff(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """You should see: the draft diff pane focused, the per-field table and invariants, then
+    the full JSON diff (reference -> draft) with the wrong values in the fail colour."""
+
+    async def full_diff(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause(0.3)
+        screen = pilot.app.screen_for("gpu1")
+        screen.diff.focus()
+        await pilot.press("d")
+        await pilot.pause(0.2)
+
+    assert snap_compare(replay_app(), terminal_size=SIZE, run_before=full_diff)
+
+
+def test_help(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """You should see: the help dialog listing every key by section (console, host screen with
+    z, v and 1-5, log pane, checklist, draft diff, evidence, anywhere)."""
+
+    async def help_(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause(0.3)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+
+    assert snap_compare(replay_app(), terminal_size=SIZE, run_before=help_)

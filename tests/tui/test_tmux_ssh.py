@@ -1,0 +1,70 @@
+"""`vllm-console HOST` in a real terminal, over a real OpenSSH sshd, on a simulated serving
+host launched as the login user: the way a person uses it, hosts file and all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.sim import stop
+from console.sim.tree import materialise
+from tests.cli.test_status_ssh import start_as
+from tests.sshd import Sshd, chown_to, free_port
+from tests.tmux import Terminal, app_env
+
+pytestmark = [pytest.mark.ssh, pytest.mark.tmux]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None:
+    if sshd.proc is None:
+        sshd.start()
+    tree = materialise("incident", sshd.user_dir("tui") / "incident", port=free_port(),
+                       startup_s=0.5, metrics_interval_s=0.3)
+    chown_to(tree.root, sshd.user)
+    server = start_as(tree, sshd.user)
+    hosts = tmp_path / "hosts.toml"
+    # Only `ssh`, the key and the match: python, log, draft and url are discovered.
+    hosts.write_text(
+        f'[hosts.gpu1]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
+        f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
+        f'[hosts.gpu1.serve]\nmatch = "{tree.root}/venv serve"\n'
+        f'[hosts.gpu1.gpu]\nnvidia_smi = "{tree.nvidia_smi}"\n')
+    env = app_env()
+    env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
+    term = Terminal([sys.executable, "-m", "console", "--config", str(hosts), "gpu1"],
+                    env=env).start()
+    try:
+        screen = term.wait_for(lambda s: "ROOT CAUSE" in s and "acceptance length 1." in s,
+                               timeout=45)
+        assert "gpu1" in screen.splitlines()[0]
+        assert "connected" in screen.splitlines()[0]
+        assert "GPU0" in screen
+        assert "mask_token_id" in screen
+        assert "SpecDecoding metrics" in screen
+        term.keys("q")
+        deadline = time.monotonic() + 10
+        while term.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not term.alive()
+        # Nothing of the console is left on the host: only the serve tree runs as the user.
+        def helpers_left() -> str:
+            # This console's helpers carry this tree's paths in their arguments.
+            out = subprocess.run(["pgrep", "-a", "-u", sshd.user, "-f",
+                                  "vllm-console/(agent|follow)_main"],
+                                 capture_output=True, text=True).stdout
+            return "\n".join(line for line in out.splitlines() if str(tree.root) in line)
+
+        deadline = time.monotonic() + 5
+        while helpers_left() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert helpers_left() == ""
+    finally:
+        term.stop()
+        stop(server)
+        stop(tree)
