@@ -16,15 +16,19 @@ pytestmark = pytest.mark.tmux
 CONSOLE = [sys.executable, "-m", "console"]
 
 
-@pytest.fixture
-def terminal(tmp_path: Path):
+def demo_terminal(tmp_path: Path, width: int = 160, height: int = 50) -> Terminal:
+    """`vllm-console demo` in tmux at this size; its temp tree, state and data in tmp_path."""
     env = app_env()
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     env["TMPDIR"] = str(tmp_path)
-    term = Terminal([*CONSOLE, "demo"], env=env)
-    term.env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    term.start()
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return Terminal([*CONSOLE, "demo"], width=width, height=height, env=env).start()
+
+
+@pytest.fixture
+def terminal(tmp_path: Path):
+    term = demo_terminal(tmp_path)
     yield term
     term.stop()
 
@@ -78,15 +82,6 @@ def test_closing_the_terminal_stops_the_demo(terminal: Terminal, tmp_path: Path)
     while demo_processes(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert demo_processes(tmp_path) == []
-
-
-def demo_terminal(tmp_path: Path, width: int, height: int) -> Terminal:
-    env = app_env()
-    env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    env["XDG_DATA_HOME"] = str(tmp_path / "data")
-    env["TMPDIR"] = str(tmp_path)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
-    return Terminal([*CONSOLE, "demo"], width=width, height=height, env=env).start()
 
 
 def test_80x24_shows_the_acceptance_the_verdicts_and_the_root_cause(tmp_path: Path) -> None:
