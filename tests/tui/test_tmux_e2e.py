@@ -125,6 +125,31 @@ def test_250x70_shows_long_summaries_whole(tmp_path: Path) -> None:
         terminal.stop()
 
 
+def test_y_in_the_evidence_view_copies_the_command_through_the_terminal(
+        tmp_path: Path) -> None:
+    """OSC 52 reaches the terminal: tmux (set-clipboard on) keeps it as its paste buffer."""
+    terminal = demo_terminal(tmp_path)
+    try:
+        terminal._tmux("set-option", "-g", "set-clipboard", "on")
+        terminal.wait_for("ROOT CAUSE", timeout=40)
+        terminal.keys("3")  # the checklist, maximised and focused: the root cause is selected
+        terminal.wait_for(lambda s: "ROOT CAUSE" in s and "GPU0" not in s, timeout=5)
+        terminal.keys("Enter")
+        terminal.wait_for("Evidence · config-correct", timeout=5)
+        terminal.keys("y")
+        terminal.wait_for("copied", timeout=5)
+        deadline = time.monotonic() + 5
+        buffer = ""
+        while "Qwen3.6-27B-DFlash" not in buffer and time.monotonic() < deadline:
+            buffer = terminal._tmux("show-buffer", check=False).stdout
+            time.sleep(0.1)
+        # The probes' commands, as run on the host, one a line; not the excerpts.
+        assert "Qwen3.6-27B-DFlash" in buffer, buffer
+        assert "│" not in buffer, "the commands, not the excerpts"
+    finally:
+        terminal.stop()
+
+
 def test_unknown_scenario_is_a_clear_message(tmp_path: Path) -> None:
     import subprocess
 
