@@ -25,6 +25,8 @@ STATUS_COLOUR = {Status.PASS: "ok", Status.FAIL: "fail", Status.UNKNOWN: "warn",
 """Unproven (`unknown`) and unprobed (`error`) are amber: red is only for a link that failed."""
 BOLD, BOLD_REVERSE = Style(bold=True), Style(bold=True, reverse=True)
 NOT_PROVEN = "not proven: press R for a traced restart"
+NOT_PROVEN_READONLY = "not proven: a traced restart would prove it"
+"""With --readonly there is no R to press."""
 TITLES = {
     "code-present": "code present",
     "fields-extracted": "fields extracted",
@@ -58,7 +60,8 @@ def fit(text: str, width: int, lines: int) -> list[str]:
     return [*head, rest[: width - 1] + "…"]
 
 
-def marks(link: LinkResult, report: ChainReport) -> list[tuple[str, str]]:
+def marks(link: LinkResult, report: ChainReport,
+          readonly: bool = False) -> list[tuple[str, str]]:
     """The labels after a link's status, each with its colour: the root cause; the broken
     link when it failed; how to prove it when it is only unproven."""
     found: list[tuple[str, str]] = []
@@ -68,7 +71,7 @@ def marks(link: LinkResult, report: ChainReport) -> list[tuple[str, str]]:
         if link.status is Status.FAIL:
             found.append(("broken link", "fail"))
         elif link.status is Status.UNKNOWN:
-            found.append((NOT_PROVEN, "warn"))
+            found.append((NOT_PROVEN_READONLY if readonly else NOT_PROVEN, "warn"))
         elif link.status is Status.ERROR:
             found.append(("could not probe: see the evidence", "warn"))
     return found
@@ -89,6 +92,7 @@ class Checklist(OptionList):
     BINDINGS = [Binding("enter", "open_evidence", "Evidence", id="checklist.evidence")]
 
     state: reactive[ChecklistState] = reactive(ChecklistState, always_update=True)
+    readonly: reactive[bool] = reactive(False)
     detail_lines: reactive[int] = reactive(1)
     """Lines of summary under each link: 0 in the compact layout, more on a tall terminal."""
 
@@ -147,7 +151,7 @@ class Checklist(OptionList):
             text.append(f"{_ICON[link.status]} ", style=colour + BOLD)
             text.append(f"{TITLES.get(link.id, link.id):<19}", style="bold")
             text.append(f"{link.status.value:<8}", style=colour + BOLD)
-            for label, tone in marks(link, report):
+            for label, tone in marks(link, report, self.readonly):
                 mark = status_style(self, tone)
                 text.append(f" {label} ", style=mark + (BOLD_REVERSE if tone == "fail" else BOLD))
             if self.detail_lines:

@@ -110,7 +110,9 @@ class HostScreen(Screen[None]):
             spec.border_title = "Speculative decoding"
             yield spec
         with Horizontal(id="middle-row"):
-            yield Checklist(id="checklist", classes="pane")
+            checklist = Checklist(id="checklist", classes="pane")
+            checklist.readonly = self._readonly
+            yield checklist
             with TabbedContent(id="config-tabs", classes="pane"):
                 with TabPane("Draft config diff", id="tab-diff"):
                     yield DraftDiffPane(id="diff")

@@ -239,6 +239,10 @@ async def test_readonly_hides_every_action_that_changes_the_host(tmp_path: Path,
             await pilot.pause(0.5)
             assert not isinstance(sim.app.screen, ConfirmScreen)
             assert screen.header.readonly
+            await wait_checked(pilot, sim)
+            shown = screen_text(sim.app)
+            assert "not proven: a traced restart would prove it" in shown
+            assert "press R" not in shown, "no R to press when read-only"
         assert draft.read_bytes() == before
     finally:
         sim.close()

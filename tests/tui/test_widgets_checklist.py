@@ -7,7 +7,15 @@ from rich.text import Text
 
 from checks.models import ChainReport, LinkResult, Status
 from tests.app_support import WidgetApp, colour_of, theme_colour
-from widgets.checklist import NOT_PROVEN, Checklist, ChecklistState, first_to_look_at, fit, marks
+from widgets.checklist import (
+    NOT_PROVEN,
+    NOT_PROVEN_READONLY,
+    Checklist,
+    ChecklistState,
+    first_to_look_at,
+    fit,
+    marks,
+)
 
 IDS = ("code-present", "fields-extracted", "runtime-activation", "config-correct")
 
@@ -36,6 +44,8 @@ def test_marks_red_only_for_what_failed() -> None:
     chain = report(Status.PASS, Status.PASS, Status.UNKNOWN, Status.FAIL,
                    broken="runtime-activation", root="config-correct")
     assert marks(chain.links[2], chain) == [(NOT_PROVEN, "warn")]
+    assert marks(chain.links[2], chain, readonly=True) == [(NOT_PROVEN_READONLY, "warn")], \
+        "read-only: no R to press"
     assert marks(chain.links[3], chain) == [("ROOT CAUSE", "fail")]
     failed = report(Status.PASS, Status.FAIL, Status.UNKNOWN, Status.UNKNOWN,
                     broken="fields-extracted", root="fields-extracted")
