@@ -314,9 +314,12 @@ class HostScreen(Screen[None]):
         self.maximized = pane
 
     def action_next_tab(self) -> None:
-        """`v`: Draft config diff <-> Engine config, without the mouse."""
+        """`v`: Draft config diff <-> Engine config, without the mouse (in the compact
+        layout, which hides the tabs, they are maximised first)."""
         tabs = self.query_one(TabbedContent)
         tabs.active = "tab-engine" if tabs.active == "tab-diff" else "tab-diff"
+        if self.compact and self.maximized is not tabs:
+            self.maximized = tabs
 
     # -- the widgets, for reading (tests, benchmarks, the export's log window) -------------
     @property

@@ -127,6 +127,10 @@ async def test_80x24_keeps_the_acceptance_the_verdicts_and_the_root_cause_on_scr
         await pilot.pause(0.2)
         assert "GPU0" not in screen_text(app)
         assert "ROOT CAUSE" in screen_text(app)
+        await pilot.press("v")
+        await pilot.pause(0.2)
+        assert "Engine config" in screen_text(app), "v shows the tabs it switches"
+        assert "speculative_config" in screen_text(app)
 
 
 async def test_z_maximises_the_focused_pane_and_back() -> None:
