@@ -25,10 +25,10 @@ def bar(fraction: float | None, width: int, colour: Style) -> Text:
     return Text("█" * filled, style=colour) + Text("░" * (width - filled), style="dim")
 
 
-def sparkline(values: list[float], width: int, top: float = 100.0) -> str:
-    values = values[-width:]
-    return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1) + 0.5))]
-                   if top > 0 else SPARK[0] for v in values)
+def sparkline(percents: list[float], width: int) -> str:
+    """The last `width` percentages (0-100), one block each."""
+    return "".join(SPARK[min(len(SPARK) - 1, int(v / 100 * (len(SPARK) - 1) + 0.5))]
+                   for v in percents[-width:])
 
 
 @dataclass(frozen=True)
