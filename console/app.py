@@ -33,8 +33,10 @@ from console.screens.evidence import EvidenceScreen
 from console.screens.fleet import FleetRow, FleetScreen
 from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
+from console.screens.url_only import show_url_only
 from console.session import ActionError, HostSession
 from console.settings import APP_NAME
+from console.sources.url import UrlSession
 from console.telemetry import events as ev
 from console.ui_state import load_ui_state, save_ui_state
 from themes import DEFAULT_THEME, THEMES, stylesheet_path
@@ -148,8 +150,14 @@ class ConsoleApp(App[int]):
             follower = session.telemetry.follower
             return [e.display() for e in follower.recent()] if follower is not None else []
 
-        return HostScreen(session.name, readonly=session.readonly, scenario=session.scenario,
-                          expected_acceptance=session.expected_acceptance, log_backlog=backlog)
+        url_only = session if isinstance(session, UrlSession) else None
+        screen = HostScreen(
+            session.name, readonly=session.readonly, scenario=session.scenario,
+            expected_acceptance=session.expected_acceptance, log_backlog=backlog,
+            serve_summary=url_only.url_telemetry.summary if url_only else None)
+        if url_only is not None:
+            show_url_only(screen, url_only)
+        return screen
 
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._remember_theme)
@@ -161,8 +169,9 @@ class ConsoleApp(App[int]):
         else:
             self.push_screen(f"host:{self.current}")
         if self._autostart_checks:
-            for name in self.sessions:
-                self.set_timer(1.5, lambda n=name: self._run_checks(n))
+            for name, session in self.sessions.items():
+                if not isinstance(session, UrlSession):  # the chain needs SSH
+                    self.set_timer(1.5, lambda n=name: self._run_checks(n))
         # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
         # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
         # for 100 ms and more during a log flood (benchmarks/findings.md).
@@ -398,7 +407,9 @@ class ConsoleApp(App[int]):
                         gpu_util=sum(utils) / len(utils) if utils else None,
                         acceptance=latest.mean_acceptance_length if latest else None,
                         broken_link=report.broken_link if report else None,
-                        checked=report is not None)
+                        checked=report is not None, serve_state=snap.serve_state.value,
+                        root_cause=report.root_cause if report else None,
+                        checked_at=session.last_checked_at)
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self.sessions]

@@ -84,6 +84,13 @@ class HostEntry(_Strict):
     """GPU telemetry source."""
     checks: ChecksSettings = ChecksSettings()
     """The verification chain."""
+    url: str = ""
+    """The server's URL as this machine reaches it; with no `ssh` (nor `local`), the console
+    watches the server through it alone (URL-only mode: no GPU, log, checks or restart)."""
+    api_key_env: str = ""
+    """An environment variable holding the server's `--api-key` (never stored in this file)."""
+    api_key_file: str = ""
+    """A file holding the server's `--api-key` (never stored in this file)."""
 
     @field_validator("ssh")
     @classmethod
@@ -93,11 +100,26 @@ class HostEntry(_Strict):
         return value
 
 
+class FleetSettings(_Strict):
+    """The `[fleet]` table: a Prometheus server that scrapes the fleet's vLLM servers."""
+
+    prometheus: str = ""
+    """Prometheus's base URL, e.g. http://prometheus:9090."""
+    selector: str = ""
+    """A label selector for the vLLM scrape targets, e.g. `{job="vllm"}`."""
+    host_label: str = "instance"
+    """The label that names a server; its value maps a row to a `[hosts.NAME]` entry."""
+    profile: str = "dflash-swa"
+    """The profile whose expected acceptance length flags a server as far below it."""
+
+
 class HostsFile(_Strict):
     """The whole hosts file."""
 
     hosts: dict[str, HostEntry] = {}
     """Hosts by name."""
+    fleet: FleetSettings = FleetSettings()
+    """The Prometheus fleet view (`vllm-console fleet`)."""
 
 
 class HostConfig(_Strict):
@@ -197,6 +219,10 @@ def resolve_host(spec: str, hosts: HostsFile, *, overrides: dict[str, Any] | Non
     local = bool(overrides.pop("local", False) or entry.local)
     user, hostname, port = (None, "", None)
     if not local:
+        if not entry.ssh and entry.url:
+            raise ConfigError(f"host {spec!r} has only a `url`: this needs SSH; add `ssh = "
+                              f"\"[user@]host\"` to [hosts.{spec}] (the console alone works "
+                              f"from the URL: `vllm-console {spec}`)")
         if not entry.ssh:
             raise ConfigError(f"host {spec!r}: no `ssh` destination and not `local`")
         user, hostname, port = parse_destination(entry.ssh)

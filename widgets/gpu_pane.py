@@ -37,6 +37,8 @@ class GpuView:
 
     sample: AgentSample | None = None
     history: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    error: str = ""
+    """Why there is no sample, when there cannot be one (a URL-only server)."""
 
 
 def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
@@ -56,7 +58,7 @@ class GpuPane(Widget):
     def render(self) -> Text:
         sample = self.view.sample
         if sample is None:
-            return Text("waiting for the host agent…", style="italic")
+            return Text(self.view.error or "waiting for the host agent…", style="italic")
         if not sample.gpus:
             reason = sample.gpu_reason or "no GPU source on the host"
             return Text(f"no GPU telemetry: {reason}", style=status_style(self, "warn"))

@@ -71,6 +71,7 @@ class HostScreen(Screen[None]):
     def __init__(self, host_name: str, *, readonly: bool = False, scenario: str = "",
                  expected_acceptance: Callable[[], float | None] = lambda: None,
                  log_backlog: Callable[[], Iterable[str]] = tuple,
+                 serve_summary: Callable[[], str] | None = None,
                  log_lines: int = 20_000) -> None:
         super().__init__(name=host_name, id=f"host-{abs(hash(host_name))}")
         self.host_name = host_name
@@ -78,6 +79,8 @@ class HostScreen(Screen[None]):
         self._scenario = scenario
         self._expected = expected_acceptance
         self._log_backlog = log_backlog
+        self._serve_summary = serve_summary
+        self._log_notes: tuple[str, ...] = ()
         self._log_lines = log_lines
         self.ready = False
         # What the screen holds, shown or not.
@@ -132,7 +135,9 @@ class HostScreen(Screen[None]):
                                                     DraftDiffPane, EngineTree, LogPane)}
         self.ready = True
         self.query_one("#log-pane #log").focus()
-        self.log_pane.add_lines(list(self._log_backlog()))
+        self.log_pane.add_lines([*self._log_notes, *self._log_backlog()])
+        if self._serve_summary is not None:
+            self._serve_text = self._serve_summary()
         self._render_all()
         self._apply_layout()
         self.set_interval(1.0, self._tick)
@@ -186,6 +191,8 @@ class HostScreen(Screen[None]):
                 self.post_message(self.RunReady(self.host_name))
             self._was_ready = ready
             self._serve_text = f"serve: {event.status.text}"
+        elif isinstance(event, ev.ReadinessChanged) and self._serve_summary is not None:
+            self._serve_text = self._serve_summary()  # URL-only: what this view is
         self._sources = Sources(gpu=snap.gpu_source,
                                 log=str(snap.follow.value) if snap.follow else "none",
                                 metrics=snap.readiness.health.value)
@@ -268,6 +275,15 @@ class HostScreen(Screen[None]):
         self._restart_text = f"restart: {step.stage.value} · {step.message[:80]}"
         if self.ready:
             self._render_header()
+
+    def show_unavailable(self, *, gpu: str, engine: str, log: Iterable[str]) -> None:
+        """Panes this host cannot fill (a URL-only server), each with why."""
+        self._gpu = GpuView(error=gpu)
+        self._engine = EngineView(note=engine)
+        self._log_notes = tuple(log)
+        if self.ready:
+            self._render_all()
+            self.log_pane.add_lines(list(self._log_notes))
 
     def begin_restart(self) -> None:
         self._restart_text = "restart: starting"
