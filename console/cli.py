@@ -43,7 +43,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                    help="record an unknown host key (never a changed one), like OpenSSH "
                         "StrictHostKeyChecking=accept-new")
     g.add_argument("--readonly", action="store_true", help="no restart, no writes on the host")
-    g.add_argument("--profile", metavar="NAME|PATH", help="checks profile (default dflash-swa)")
+    g.add_argument("--profile", metavar="NAME|PATH",
+                   help="checks profile (default auto: the one for the engine's speculative "
+                        "method)")
     s = parser.add_argument_group("serve overrides (discovered from the running process "
                                   "when absent)")
     s.add_argument("--python", metavar="PATH", help="interpreter that runs vllm serve")

@@ -57,8 +57,9 @@ class GpuSettings(_Strict):
 class ChecksSettings(_Strict):
     """The verification chain's configuration."""
 
-    profile: str = "dflash-swa"
-    """A shipped profile name or a path to a profile TOML file."""
+    profile: str = "auto"
+    """`auto` (the profile for the engine's speculative method), a shipped profile name, or a
+    path to a profile TOML file."""
     reference: str = ""
     """A reference draft config.json (local path); else the profile's reference for the drafter."""
 

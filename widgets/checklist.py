@@ -128,6 +128,8 @@ class Checklist(OptionList):
 
     def update_title(self) -> None:
         title = "Checklist"
+        if self.state.report is not None:  # which profile judged (picked from the method)
+            title += f" · {self.state.report.profile}"
         if self.state.running:
             title += " · running…"
         elif self.state.report is not None:

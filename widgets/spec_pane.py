@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from checks.profile import Acceptance
 from console.telemetry.history import RestartMark
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from widgets.gpu_pane import SPARK
@@ -27,15 +28,15 @@ class SpecView:
     acceptance history across every run seen, restarts marked (`AcceptanceHistory`)."""
 
     state: SpecDecodeState | None = None
-    expected: float | None = None
+    expected: float | Acceptance | None = None
+    """A figure (flagged below 80 % of it) or the profile's range (flagged below its low)."""
     history: tuple[float | RestartMark, ...] = ()
 
 
 def acceptance_chart(points: Sequence[float | RestartMark], width: int, top: float,
-                     good: Style, bad: Style, mark: Style,
-                     expected: float | None = None) -> Text:
+                     good: Style, bad: Style, mark: Style, low: float | None = None) -> Text:
     """A one-line history of acceptance length scaled to `top`, each point in the good colour
-    when it reaches 80% of `expected`; a restart is a `┃`."""
+    when it reaches `low` (the flag threshold); a restart is a `┃`."""
     out = Text()
     for point in list(points)[-width:]:
         if isinstance(point, RestartMark):
@@ -43,8 +44,7 @@ def acceptance_chart(points: Sequence[float | RestartMark], width: int, top: flo
             continue
         level = min(len(SPARK) - 1,
                     max(0, int((point - 1) / max(top - 1, 0.01) * (len(SPARK) - 1))))
-        out.append(SPARK[level], style=good if expected is None or point >= 0.8 * expected
-                   else bad)
+        out.append(SPARK[level], style=good if low is None or point >= low else bad)
     return out
 
 
@@ -92,7 +92,9 @@ class SpecPane(Widget):
             return head
         latest = state.latest
         length = latest.mean_acceptance_length
-        good = expected is None or (length is not None and length >= 0.8 * expected)
+        low, expected = (expected.low, expected.high) if isinstance(expected, Acceptance) \
+            else (0.8 * expected if expected is not None else None, expected)
+        good = low is None or (length is not None and length >= low)
         colour = status_style(self, "ok" if good else "fail")
         line = Text()
         line.append("acceptance length ", style="bold")
@@ -113,7 +115,7 @@ class SpecPane(Widget):
             width -= len(legend)
         chart = Text("history      ", style="dim") + acceptance_chart(
             history, width, top, status_style(self, "ok"), status_style(self, "fail"), mark,
-            expected)
+            low)
         if restarted:
             chart.append(legend, style=mark)
         rows = [head, line, chart]

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from checks.profile import Acceptance
 from console.draft_diff import DraftDiff
 from console.host import ConnectionState, LinkStatus
 from console.restart import RestartStep
@@ -69,7 +70,7 @@ class HostScreen(Screen[None]):
             self.host = host
 
     def __init__(self, host_name: str, *, readonly: bool = False, scenario: str = "",
-                 expected_acceptance: Callable[[], float | None] = lambda: None,
+                 expected_acceptance: Callable[[], Acceptance | None] = lambda: None,
                  log_backlog: Callable[[], Iterable[str]] = tuple,
                  serve_summary: Callable[[], str] | None = None,
                  log_lines: int = 20_000) -> None:
