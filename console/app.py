@@ -1,16 +1,17 @@
 """The Textual application: one `HostScreen` per host, a fleet table when there are several.
 
 Data flows one way: each `HostSession` runs its telemetry in a worker and reports immutable
-events; the app turns them into messages and sets the widgets' attributes. Actions (checks,
-restart, apply reference, export) run in workers and report back as messages; their failures
-become notifications in one place (`on_worker_state_changed`).
+events; the app routes them, as messages, to the host's screen (`HostScreen.show`), which owns
+that host's state and renders it. Actions (checks, restart, apply reference, export) run in
+workers and report back as messages; their failures become notifications in one place
+(`on_worker_state_changed`).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -38,16 +40,11 @@ from console.session import ActionError, HostSession
 from console.settings import APP_NAME
 from console.sources.url import UrlSession
 from console.telemetry import events as ev
-from console.telemetry.startup import StartupState
 from console.ui_state import load_ui_state, save_ui_state
-from themes import DEFAULT_THEME, STATUS_VARIABLES, THEMES, stylesheet_path
+from themes import DEFAULT_THEME, THEMES, stylesheet_path
 from widgets.checklist import Checklist, ChecklistState
 from widgets.draft_diff import DraftDiffPane
-from widgets.engine_tree import EngineView
-from widgets.gpu_pane import GpuHistory
-from widgets.host_header import Sources
 from widgets.log_pane import LogPane
-from widgets.spec_pane import SpecView
 
 
 def _bindings(items: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
@@ -88,7 +85,10 @@ class RestartProgressed(Message):
 
 
 class RestartFinished(Message):
-    def __init__(self, host: str, result: RestartResult) -> None:
+    """After the last progress step; `result` None: the restart raised (the worker's error
+    is notified on its own)."""
+
+    def __init__(self, host: str, result: RestartResult | None) -> None:
         super().__init__()
         self.host, self.result = host, result
 
@@ -102,14 +102,24 @@ class ConsoleApp(App[int]):
 
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("c", "run_checks", "Checks", id="app.checks"),
-        Binding("r", "restart", "Restart", id="app.restart"),
-        Binding("R", "restart(True)", "Traced restart", id="app.restart_traced"),
-        Binding("a", "apply_reference", "Apply reference", id="app.apply_reference"),
-        Binding("x", "export", "Export", id="app.export"),
-        Binding("t", "next_theme", "Theme", show=False, id="app.theme"),
-        Binding("h", "fleet", "Hosts", id="app.fleet"),
+        # Textual's ctrl+c only says how to quit, in a toast: here it quits, as in a shell.
+        Binding("ctrl+c", "quit", "Quit", show=False, id="app.ctrl_c"),
+        Binding("question_mark", "help", "Help", tooltip="every key", id="app.help"),
+        Binding("c", "run_checks", "Checks", tooltip="re-run the verification chain",
+                id="app.checks"),
+        Binding("r", "restart", "Restart", tooltip="stop the tree, relaunch, verify",
+                id="app.restart"),
+        Binding("R", "restart(True)", "Traced restart",
+                tooltip="relaunch with the activation trace for this run",
+                id="app.restart_traced"),
+        Binding("a", "apply_reference", "Apply reference",
+                tooltip="write the reference values, keep a backup", id="app.apply_reference"),
+        Binding("x", "export", "Export",
+                tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
+                id="app.export"),
+        Binding("t", "next_theme", "Next theme", tooltip="dark / light / high contrast",
+                show=False, id="app.theme"),
+        Binding("h", "fleet", "Hosts", tooltip="the fleet table", id="app.fleet"),
         Binding("tab", "app.focus_next", "Next pane", show=False, id="app.focus_next"),
         Binding("shift+tab", "app.focus_previous", "Previous pane", show=False,
                 id="app.focus_previous"),
@@ -122,38 +132,39 @@ class ConsoleApp(App[int]):
             raise ValueError("no hosts")
         self.sessions = {s.name: s for s in sessions}
         self.current = sessions[0].name
-        self._wanted_theme = theme
-        self._screens: dict[str, HostScreen] = {}
-        self._gpu_history = {s.name: GpuHistory() for s in sessions}
-        self._engine_prev: dict[str, object] = {}
-        self._restarting: set[str] = set()
-        self._was_ready: dict[str, bool] = {s.name: False for s in sessions}
+        self._screens = {s.name: self._host_screen(s) for s in sessions}
         self.export_dir = export_dir or Path(platformdirs.user_data_dir(APP_NAME)) / "exports"
         self._autostart_checks = autostart_checks
-        self.started = time.monotonic()
+        # The console's themes only, from the start (the stylesheet names their status
+        # variables): Textual's own lack the status colours, and the palette's Theme entry
+        # offers what is registered.
+        for name in list(self.available_themes):
+            self.unregister_theme(name)
+        for console_theme in THEMES.values():
+            self.register_theme(console_theme)
+        wanted = theme or load_ui_state().get("theme") or DEFAULT_THEME
+        self.theme = wanted if wanted in THEMES else DEFAULT_THEME
 
     # -- set-up -------------------------------------------------------------------------------
-    def get_css_variables(self) -> dict[str, str]:
-        variables = super().get_css_variables()
-        # Built-in Textual themes (from the palette) lack the console's status variables.
-        fallback = {"status-ok": "success", "status-warn": "warning", "status-fail": "error",
-                    "status-unknown": "foreground-muted"}
-        for name in STATUS_VARIABLES:
-            variables.setdefault(name, variables.get(fallback[name], "#888888"))
-        variables.setdefault("log-spec", variables["status-ok"])
-        variables.setdefault("log-aux", variables.get("accent", variables["status-warn"]))
-        return variables
+    @staticmethod
+    def _host_screen(session: HostSession) -> HostScreen:
+        def backlog() -> list[str]:
+            follower = session.telemetry.follower
+            return [e.display() for e in follower.recent()] if follower is not None else []
+
+        url_only = session if isinstance(session, UrlSession) else None
+        screen = HostScreen(
+            session.name, readonly=session.readonly, scenario=session.scenario,
+            expected_acceptance=session.expected_acceptance, log_backlog=backlog,
+            serve_summary=url_only.url_telemetry.summary if url_only else None)
+        if url_only is not None:
+            show_url_only(screen, url_only)
+        return screen
 
     def on_mount(self) -> None:
-        for theme in THEMES.values():
-            self.register_theme(theme)
-        wanted = self._wanted_theme or load_ui_state().get("theme") or DEFAULT_THEME
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         for name, session in self.sessions.items():
-            screen = HostScreen(name, readonly=session.readonly, scenario=session.scenario)
-            self._screens[name] = screen
-            self.install_screen(screen, name=f"host:{name}")
+            self.install_screen(self._screens[name], name=f"host:{name}")
             self._start_telemetry(session)
         if len(self.sessions) > 1:
             self.push_screen(FleetScreen(self._fleet_rows()))
@@ -191,86 +202,32 @@ class ConsoleApp(App[int]):
                 f"{event.worker.name}: {type(error).__name__}: {error}"
             self.notify(message, severity="error", timeout=8)
 
-    # -- telemetry into the panes ---------------------------------------------------------------
-    def screen_for(self, host: str) -> HostScreen | None:
-        screen = self._screens.get(host)
-        if screen is None or not screen.ready:
-            return None
-        return screen if screen.is_attached else None
+    # -- telemetry to the host screens ----------------------------------------------------------
+    def host_screen(self, host: str) -> HostScreen:
+        """The host's screen, shown or not: it holds the host's state."""
+        return self._screens[host]
 
-    @on(HostScreen.Shown)
-    def _hydrate(self, message: HostScreen.Shown) -> None:
-        """A host screen was just composed: give it everything known so far."""
-        host = message.host
-        screen = self.screen_for(host)
-        if screen is None:
-            return
-        session = self.sessions[host]
-        snap = session.snapshot
-        header = screen.header
-        header.link = snap.link
-        if snap.sample is not None:
-            screen.gpus.view = self._gpu_history[host].add(snap.sample)
-        screen.spec.view = SpecView(snap.spec_decode, session.expected_acceptance())
-        screen.engine.view = EngineView(snap.run.engine, None, snap.run.args)
-        follower = session.telemetry.follower
-        if follower is not None:
-            screen.log_pane.add_lines([e.display() for e in follower.recent()])
-        if session.last_report is not None:
-            screen.checklist.state = ChecklistState(session.last_report)
-        if session.last_diff is not None:
-            screen.diff.diff = session.last_diff
-        if isinstance(session, UrlSession):
-            show_url_only(screen, session)
+    def screen_for(self, host: str) -> HostScreen | None:
+        """The host's screen when it is shown (mounted), else None."""
+        screen = self._screens.get(host)
+        return screen if screen is not None and screen.ready else None
 
     @on(TelemetryArrived)
     def _telemetry(self, message: TelemetryArrived) -> None:
         # NoMatches: the screen is being torn down (exit) while events still arrive.
         with contextlib.suppress(NoMatches):
-            self._apply_telemetry(message)
-
-    def _apply_telemetry(self, message: TelemetryArrived) -> None:
-        event, host = message.event, message.host
-        screen = self.screen_for(host)
-        if isinstance(event, ev.GpuSampled):
-            view = self._gpu_history[host].add(event.sample)
-            if screen is not None:
-                screen.gpus.view = view
+            self._screens[message.host].show(self.sessions[message.host].snapshot,
+                                             message.event)
         top = self.screen_stack[-1] if self.screen_stack else None
         if isinstance(top, FleetScreen):
-            top.update_row(self._fleet_row(host))  # applied at most twice a second
-        if isinstance(event, ev.ServeWarning):  # a stale `log` in the hosts file, say
-            self.notify(safe_text(f"{host}: {event.text}", 600), severity="warning",
-                        timeout=20, markup=False)  # host paths are data, never markup
-        if screen is None:
-            return
-        session = self.sessions[host]
-        snap = session.snapshot
-        header = screen.header
-        if isinstance(event, ev.LinkChanged):
-            header.link = event.link
-        elif isinstance(event, ev.LogLinesReceived):
-            screen.log_pane.add_batch(event.batch, event.notable)
-        elif isinstance(event, ev.RunUpdated):
-            if event.new_run:
-                self._engine_prev[host] = screen.engine.view.current
-            previous = self._engine_prev.get(host)
-            screen.engine.view = EngineView(event.run.engine, previous, event.run.args)  # type: ignore[arg-type]
-        elif isinstance(event, ev.ReadinessChanged) and isinstance(session, UrlSession):
-            header.activity = session.url_telemetry.summary()
-        elif isinstance(event, ev.SpecDecodeUpdated):
-            screen.spec.view = SpecView(event.state, session.expected_acceptance())
-        elif isinstance(event, ev.StartupProgress):
-            ready = event.status.state is StartupState.READY
-            if ready and not self._was_ready.get(host, True) and host not in self._restarting:
-                # A run just became ready: its runtime evidence is complete now.
-                self._run_checks(host)
-            self._was_ready[host] = ready
-            if host not in self._restarting:
-                header.activity = f"serve: {event.status.text}"
-        header.sources = Sources(gpu=snap.gpu_source,
-                                 log=str(snap.follow.value) if snap.follow else "none",
-                                 metrics=snap.readiness.health.value)
+            top.update_row(self._fleet_row(message.host))  # applied at most twice a second
+        if isinstance(message.event, ev.ServeWarning):  # a stale `log` in the hosts file, say
+            self.notify(safe_text(f"{message.host}: {message.event.text}", 600),
+                        severity="warning", timeout=20, markup=False)  # paths are data
+
+    @on(HostScreen.RunReady)
+    def _run_ready(self, message: HostScreen.RunReady) -> None:
+        self._run_checks(message.host)
 
     # -- actions --------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -279,23 +236,35 @@ class ConsoleApp(App[int]):
         top = self.screen_stack[-1] if self.screen_stack else None
         if action in host_actions and isinstance(top, FleetScreen):
             return False  # the fleet table picks a host first
-        if action in ("restart", "apply_reference") and session is not None and \
-                session.readonly:
-            return False  # hidden: --readonly shows no action that changes the host
-        return not (action == "fleet" and len(self.sessions) < 2)
+        # hidden: --readonly shows no action that changes the host
+        return not (action in ("restart", "apply_reference") and session is not None
+                    and session.readonly)
+
+    def _key_sections(self) -> list[tuple[str, DOMNode | None, list[Binding]]]:
+        """Every key, by where it acts, with the node whose action it runs: one source for
+        `?` and the command palette."""
+        sections: list[tuple[str, DOMNode | None, list[Binding]]] = [
+            ("Console", self, [b for b in self.BINDINGS if isinstance(b, Binding)
+                               and self.check_action(b.action.split("(")[0], ())])]
+        screen = self.screen_for(self.current)
+        if screen is not None:
+            sections += [
+                ("Host screen", screen, _bindings(HostScreen.BINDINGS)),
+                ("Log pane", screen.log_pane, _bindings(LogPane.BINDINGS)),
+                ("Checklist", screen.checklist, _bindings(Checklist.BINDINGS)),
+                ("Draft diff", screen.diff, _bindings(DraftDiffPane.BINDINGS)),
+                ("Evidence", None, _bindings(EvidenceScreen.BINDINGS))]
+        sections.append(("Anywhere", None, [
+            Binding("ctrl+p", "command_palette", "command palette"),
+            Binding("enter", "", "drill in (evidence)"),
+            Binding("escape", "", "back / close / restore a maximised pane"),
+            Binding("left,right", "", "switch tabs (Draft diff / Engine config) on the tab bar"),
+        ]))
+        return sections
 
     def action_help(self) -> None:
-        sections: list[tuple[str, list[Binding]]] = [
-            ("Console", [b for b in self.BINDINGS if isinstance(b, Binding)
-                         and self.check_action(b.action.split("(")[0], ())])]
-        if self.screen_for(self.current) is not None:
-            sections += [("Log pane", _bindings(LogPane.BINDINGS)),
-                         ("Checklist", _bindings(Checklist.BINDINGS)),
-                         ("Draft diff", _bindings(DraftDiffPane.BINDINGS))]
-        sections.append(("Anywhere", [Binding("ctrl+p", "command_palette", "command palette"),
-                                      Binding("enter", "", "drill in (evidence)"),
-                                      Binding("escape", "", "back / close")]))
-        self.push_screen(HelpScreen(sections))
+        self.push_screen(HelpScreen([(title, bindings)
+                                     for title, _, bindings in self._key_sections()]))
 
     def action_next_theme(self) -> None:
         names = list(THEMES)
@@ -307,9 +276,7 @@ class ConsoleApp(App[int]):
         self._run_checks(self.current)
 
     def _run_checks(self, host: str) -> None:
-        screen = self.screen_for(host)
-        if screen is not None:
-            screen.checklist.state = ChecklistState(screen.checklist.state.report, running=True)
+        self._screens[host].show_checks(ChecklistState(running=True))
         self._checks_worker(host)
         self._diff_worker(host)
 
@@ -328,16 +295,12 @@ class ConsoleApp(App[int]):
 
     @on(ChecksCompleted)
     def _checks_done(self, message: ChecksCompleted) -> None:
-        screen = self.screen_for(message.host)
-        if screen is not None:
-            report = message.report or screen.checklist.state.report
-            screen.checklist.state = ChecklistState(report, running=False, error=message.error)
+        self._screens[message.host].show_checks(ChecklistState(message.report,
+                                                               error=message.error))
 
     @on(DiffLoaded)
     def _diff_done(self, message: DiffLoaded) -> None:
-        screen = self.screen_for(message.host)
-        if screen is not None:
-            screen.diff.diff = message.diff
+        self._screens[message.host].show_diff(message.diff)
 
     @on(Checklist.EvidenceRequested)
     def _evidence(self, message: Checklist.EvidenceRequested) -> None:
@@ -377,7 +340,7 @@ class ConsoleApp(App[int]):
         if session.readonly:
             self.notify("read-only: restart refused", severity="warning")
             return
-        if session.name in self._restarting:
+        if self._screens[session.name].restarting:
             self.notify("a restart is already under way", severity="warning")
             return
         self._plan_worker(session.name, trace)
@@ -392,7 +355,7 @@ class ConsoleApp(App[int]):
 
         def confirmed(ok: bool | None) -> None:
             if ok:
-                self._restarting.add(host)
+                self._screens[host].begin_restart()
                 self._restart_worker(host, dialog.plan)  # with the person's edits
 
         self.push_screen(dialog, confirmed)
@@ -402,25 +365,23 @@ class ConsoleApp(App[int]):
         def progress(step: RestartStep) -> None:
             self.post_message(RestartProgressed(host, step))
 
+        result = None
         try:
             result = await self.sessions[host].restart(plan, progress)  # type: ignore[arg-type]
         finally:
-            self._restarting.discard(host)
-        self.post_message(RestartFinished(host, result))
+            # A message, so it comes after the progress steps already queued.
+            self.post_message(RestartFinished(host, result))
 
     @on(RestartProgressed)
     def _restart_progress(self, message: RestartProgressed) -> None:
-        screen = self.screen_for(message.host)
-        if screen is not None:
-            step = message.step
-            screen.header.activity = f"restart: {step.stage.value} · {step.message[:80]}"
+        self._screens[message.host].show_restart_step(message.step)
 
     @on(RestartFinished)
     def _restart_done(self, message: RestartFinished) -> None:
+        self._screens[message.host].end_restart()
         result = message.result
-        screen = self.screen_for(message.host)
-        if screen is not None:
-            screen.header.activity = ""
+        if result is None:
+            return
         if result.ok:
             self.notify(f"{message.host}: vllm serve is back (pid {result.new_pid}, "
                         f"{result.total_s:.1f} s)", timeout=6)
@@ -462,8 +423,12 @@ class ConsoleApp(App[int]):
 
     def action_fleet(self) -> None:
         """Back to the fleet table, which stays under the host screens."""
+        if len(self.sessions) < 2:
+            self.notify("one host: there is no fleet table (it lists the hosts when the "
+                        "console watches several)", severity="information", timeout=5)
+            return
         top = self.screen_stack[-1] if self.screen_stack else None
-        if len(self.sessions) > 1 and isinstance(top, HostScreen):
+        if isinstance(top, HostScreen):
             self.pop_screen()
 
     @on(FleetScreen.HostChosen)
@@ -473,23 +438,36 @@ class ConsoleApp(App[int]):
 
     # -- command palette -------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        session = self.sessions[self.current]
-        yield SystemCommand("Run the verification chain", "re-run the four checks (c)",
-                            self.action_run_checks)
-        yield SystemCommand("Export evidence bundle", "engine config, diff, chain, log, GPUs (x)",
-                            self.action_export)
-        yield SystemCommand("Next theme", "dark / light / high contrast (t)",
-                            self.action_next_theme)
-        yield SystemCommand("Help: every key", "(?)", self.action_help)
-        if not session.readonly:
-            yield SystemCommand("Restart vllm serve", "stop the tree, relaunch, verify (r)",
-                                self.action_restart)
-            yield SystemCommand("Restart with activation trace",
-                                "relaunch with the trace hook for this run (R)",
-                                lambda: self.action_restart(True))
-            yield SystemCommand("Apply reference draft config",
-                                "write the reference values, keep a backup (a)",
-                                self.action_apply_reference)
-        if len(self.sessions) > 1:
-            yield SystemCommand("Hosts", "the fleet table (h)", self.action_fleet)
+        """Every action with its key, from the same bindings as `?`; of Textual's own, only
+        Theme (the console's themes) and Screenshot: its Quit, Keys and Maximize duplicate
+        q, ? and z."""
+        for title, node, bindings in self._key_sections():
+            actions: set[str] = set()
+            for binding in bindings:
+                command = _command(title, node, binding, self.get_key_display(binding))
+                if command is not None and binding.action not in actions:
+                    actions.add(binding.action)  # q and ctrl+c: one Quit
+                    yield command
+        for command in super().get_system_commands(screen):
+            if command.title in ("Theme", "Screenshot"):
+                yield command
+
+
+def _command(section: str, node: DOMNode | None, binding: Binding,
+             key: str) -> SystemCommand | None:
+    """The palette entry of a key binding: "Log pane: Search", "key /"; None for a key with
+    no action of its own (enter, esc) or one that needs a parameter the palette cannot give."""
+    name, _, args = binding.action.partition("(")
+    action = getattr(node, f"action_{name.removeprefix('app.')}", None) if node else None
+    if action is None or not binding.description:
+        return None
+    title = f"{section}: {binding.description}"
+    help_ = f"key {key}" + (f" · {binding.tooltip}" if binding.tooltip else "")
+    value = args.rstrip(")")
+    if value:
+        try:
+            argument = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return None
+        return SystemCommand(title, help_, lambda: action(argument))
+    return SystemCommand(title, help_, action)

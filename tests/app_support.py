@@ -7,16 +7,54 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.color import Color
+from rich.style import Style
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.widget import Widget
+
 from console.app import ConsoleApp
 from console.commands.demo import demo_config, free_port
 from console.local_host import LocalHost
 from console.session import HostSession
 from console.sim import SimTree, materialise, start_background, stop
+from themes import THEMES, stylesheet_path
 
 
 def make_tree(root: Path, scenario: str = "incident") -> SimTree:
     return materialise(scenario, root, port=free_port(), gpus=2, startup_s=0.5,
                        metrics_interval_s=0.3, color=True)
+
+
+class WidgetApp(App[None]):
+    """One widget alone, under the console's stylesheet and dark theme: for a widget's own
+    tests (its colours come from the stylesheet's component classes)."""
+
+    CSS_PATH = stylesheet_path()
+
+    def __init__(self, widget: Widget) -> None:
+        super().__init__()
+        for theme in THEMES.values():
+            self.register_theme(theme)
+        self.theme = "vllm-dark"
+        self.widget = widget
+
+    def compose(self) -> ComposeResult:
+        yield self.widget
+
+
+def theme_colour(name: str) -> Color:
+    """A status colour of the dark theme (`status-ok`, ...), as rich parses it."""
+    return Color.parse(THEMES["vllm-dark"].variables[name])
+
+
+def colour_of(text: Text, word: str) -> Color | None:
+    """The foreground colour of the innermost span that styles `word` in `text`."""
+    start = text.plain.index(word)
+    colours = [span.style.color for span in text.spans
+               if span.start <= start < span.end and isinstance(span.style, Style)
+               and span.style.color is not None]
+    return colours[-1] if colours else None
 
 
 class SimApp:
@@ -32,6 +70,11 @@ class SimApp:
 
     def close(self) -> None:
         stop(self.tree, timeout=5)
+
+
+def screen_text(app: ConsoleApp) -> str:
+    """What the terminal shows now, as text (one line per row)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
 async def wait_until(pilot, predicate: Callable[[], object], timeout: float = 20.0,  # type: ignore[no-untyped-def]

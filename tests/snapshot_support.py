@@ -32,6 +32,7 @@ from console.telemetry import events as ev
 from console.telemetry.run_log import RunLog
 from console.telemetry.server import Health, Readiness
 from console.telemetry.snapshot import HostSnapshot
+from widgets.checklist import ChecklistState
 
 DATA = Path(__file__).parent / "data"
 HOST = "gpu1"
@@ -151,4 +152,10 @@ class ReplaySession(HostSession):
 
 
 def replay_app() -> ConsoleApp:
-    return ConsoleApp([ReplaySession()], theme="vllm-dark", autostart_checks=False)
+    """The app on the recording, its checklist and diff filled as after a checks run."""
+    session = ReplaySession()
+    app = ConsoleApp([session], theme="vllm-dark", autostart_checks=False)
+    screen = app.host_screen(HOST)
+    screen.show_checks(ChecklistState(session.last_report))
+    screen.show_diff(draft_diff())
+    return app

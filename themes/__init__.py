@@ -1,7 +1,8 @@
 """Colour themes: Textual `Theme` objects carrying the console's domain variables.
 
 Status colours are theme variables (`status-ok`, `status-warn`, `status-fail`,
-`status-unknown`), so the `.tcss` never names a hex colour.
+`status-unknown`), so the `.tcss` never names a hex colour; the render paths ask for them as
+component classes (`status--ok`, ... in widgets/status.py). Only these themes are registered.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 from importlib import resources
 
 from textual.theme import Theme
-
-STATUS_VARIABLES = ("status-ok", "status-warn", "status-fail", "status-unknown")
 
 
 def _theme(name: str, *, dark: bool, ok: str, warn: str, fail: str, unknown: str,

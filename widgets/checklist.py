@@ -1,22 +1,32 @@
-"""The verification chain as a checklist: status, summary and hint per link; the broken link
-and the root cause stand out. Enter opens the highlighted link's evidence."""
+"""The verification chain as a checklist: status, summary and hint per link; the root cause
+and the broken link stand out. An unproven link (`unknown`) is amber and says how to prove it:
+red is only for a link that failed. Enter opens the highlighted link's evidence."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.events import Focus
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
+from widgets.status import STATUS_CLASSES, status_style
 
 _ICON = {Status.PASS: "✔", Status.FAIL: "✘", Status.UNKNOWN: "?", Status.ERROR: "!"}
-_VAR = {Status.PASS: "status-ok", Status.FAIL: "status-fail", Status.UNKNOWN: "status-unknown",
-        Status.ERROR: "status-warn"}
+STATUS_COLOUR = {Status.PASS: "ok", Status.FAIL: "fail", Status.UNKNOWN: "warn",
+                 Status.ERROR: "warn"}
+"""Unproven (`unknown`) and unprobed (`error`) are amber: red is only for a link that failed."""
+BOLD, BOLD_REVERSE = Style(bold=True), Style(bold=True, reverse=True)
+NOT_PROVEN = "not proven: press R for a traced restart"
+NOT_PROVEN_READONLY = "not proven: a traced restart would prove it"
+"""With --readonly there is no R to press."""
 TITLES = {
     "code-present": "code present",
     "fields-extracted": "fields extracted",
@@ -34,18 +44,57 @@ class ChecklistState:
     error: str = ""
 
 
-def _cut(text: str, width: int) -> str:
-    """One line of at most `width` cells: the rest is one Enter away (the evidence view)."""
+def fit(text: str, width: int, lines: int) -> list[str]:
+    """`text` in at most `lines` lines of `width` cells; the last one ends in … when cut (the
+    rest is one Enter away, in the evidence view)."""
+    width = max(width, 10)
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    # Paths break where they must, never at their hyphens (which would read as a new word).
+    wrapped = textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    if len(wrapped) <= lines:
+        return wrapped
+    head, at = wrapped[: lines - 1], 0
+    for line in head:
+        at = text.index(line, at) + len(line)
+    rest = text[at:].lstrip()
+    return [*head, rest[: width - 1] + "…"]
+
+
+def marks(link: LinkResult, report: ChainReport,
+          readonly: bool = False) -> list[tuple[str, str]]:
+    """The labels after a link's status, each with its colour: the root cause; the broken
+    link when it failed; how to prove it when it is only unproven."""
+    found: list[tuple[str, str]] = []
+    if link.id == report.root_cause:
+        found.append(("ROOT CAUSE", "fail"))
+    if link.id == report.broken_link:
+        if link.status is Status.FAIL:
+            found.append(("broken link", "fail"))
+        elif link.status is Status.UNKNOWN:
+            found.append((NOT_PROVEN_READONLY if readonly else NOT_PROVEN, "warn"))
+        elif link.status is Status.ERROR:
+            found.append(("could not probe: see the evidence", "warn"))
+    return found
+
+
+def first_to_look_at(report: ChainReport) -> int:
+    """The row Tab lands on: the root cause, else the first link that did not pass."""
+    ids = [link.id for link in report.links]
+    if report.root_cause in ids:
+        return ids.index(report.root_cause)
+    return next((n for n, link in enumerate(report.links) if link.status is not Status.PASS), 0)
 
 
 class Checklist(OptionList):
     """One option per link; the options are rebuilt from each new report."""
 
+    COMPONENT_CLASSES = STATUS_CLASSES
     BINDINGS = [Binding("enter", "open_evidence", "Evidence", id="checklist.evidence")]
 
     state: reactive[ChecklistState] = reactive(ChecklistState, always_update=True)
+    readonly: reactive[bool] = reactive(False)
+    detail_lines: reactive[int] = reactive(1)
+    """Lines of summary under each link: 0 in the compact layout, more on a tall terminal."""
 
     class EvidenceRequested(Message):
         """The person asked to see a link's evidence."""
@@ -55,56 +104,67 @@ class Checklist(OptionList):
             self.link = link
 
     def watch_state(self, state: ChecklistState) -> None:
+        self._rebuild(state)
+
+    def watch_detail_lines(self) -> None:
+        self._rebuild(self.state)
+
+    def on_resize(self) -> None:
+        self._rebuild(self.state)
+
+    def on_focus(self, event: Focus) -> None:
+        if self.state.report is not None:
+            self.highlighted = first_to_look_at(self.state.report)
+
+    def _rebuild(self, state: ChecklistState) -> None:
+        if not self.is_mounted:
+            return
         highlighted = self.highlighted
         self.clear_options()
-        for line in self._options_for(state):
-            self.add_option(line)
+        self.add_options(self._options_for(state))
         if highlighted is not None and highlighted < self.option_count:
             self.highlighted = highlighted
-        self._update_title(state)
+        self.update_title()
 
-    def _update_title(self, state: ChecklistState) -> None:
+    def update_title(self) -> None:
         title = "Checklist"
-        if state.report is not None:  # which profile judged (picked from the engine's method)
-            title += f" · {state.report.profile}"
-        if state.running:
+        if self.state.report is not None:  # which profile judged (picked from the method)
+            title += f" · {self.state.report.profile}"
+        if self.state.running:
             title += " · running…"
-        elif state.report is not None:
-            title += f" · {state.report.seconds:.1f} s"
+        elif self.state.report is not None:
+            title += f" · {self.state.report.seconds:.1f} s"
         self.border_title = title
         self.border_subtitle = "c: re-run · enter: evidence"
 
     def _options_for(self, state: ChecklistState) -> list[Option]:
-        v = self.app.theme_variables
         report = state.report
         if report is None:
             why = state.error or ("running the chain…" if state.running else
                                   "not run yet: press c")
-            return [Option(Text(f"{TITLES[i]:<20} {why if n == 0 else ''}",
-                                style=v.get("status-unknown", "")), id=i)
-                    for n, i in enumerate(LINK_IDS)]
+            unknown = status_style(self, "unknown")
+            return [Option(Text(f"{TITLES[i]:<20} {why if n == 0 else ''}", style=unknown),
+                           id=i) for n, i in enumerate(LINK_IDS)]
         options: list[Option] = []
-        width = max(30, self.size.width - 6)
+        width = max(30, self.scrollable_content_region.width - 3)
         for link in report.links:
-            colour = v.get(_VAR[link.status], "")
+            colour = status_style(self, STATUS_COLOUR[link.status])
             text = Text(no_wrap=True, overflow="ellipsis")
-            text.append(f"{_ICON[link.status]} ", style=f"bold {colour}")
+            text.append(f"{_ICON[link.status]} ", style=colour + BOLD)
             text.append(f"{TITLES.get(link.id, link.id):<19}", style="bold")
-            text.append(f"{link.status.value:<8}", style=f"bold {colour}")
-            marks = []
-            if link.id == report.root_cause:
-                marks.append("ROOT CAUSE")
-            if link.id == report.broken_link:
-                marks.append("broken link")
-            if marks:
-                text.append(f" {' · '.join(marks)} ",
-                            style=f"bold reverse {v.get('status-fail', '')}")
-            text.append(f"\n  {_cut(link.summary, width)}")
-            if link.hint and link.status is not Status.PASS:
-                text.append(f"\n  → {_cut(link.hint, width - 2)}", style="italic")
+            text.append(f"{link.status.value:<8}", style=colour + BOLD)
+            for label, tone in marks(link, report, self.readonly):
+                mark = status_style(self, tone)
+                text.append(f" {label} ", style=mark + (BOLD_REVERSE if tone == "fail" else BOLD))
+            if self.detail_lines:
+                for line in fit(link.summary, width - 2, self.detail_lines):
+                    text.append(f"\n  {line}")
+                if link.hint and link.status is not Status.PASS:
+                    for line in fit(link.hint, width - 4, self.detail_lines):
+                        text.append(f"\n  → {line}", style="italic")
             options.append(Option(text, id=link.id))
         if state.error:
-            options.append(Option(Text(state.error, style=v.get("status-warn", "")),
+            options.append(Option(Text(state.error, style=status_style(self, "warn")),
                                   disabled=True))
         return options
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from rich.console import Group
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
@@ -16,6 +17,9 @@ from textual.widgets import Static
 
 from console.display import safe_text
 from console.draft_diff import DraftDiff
+from widgets.status import STATUS_CLASSES, status_style
+
+BOLD = Style(bold=True)
 
 
 def _show(value: Any) -> str:
@@ -34,6 +38,8 @@ def _show(value: Any) -> str:
 
 class DraftDiffPane(VerticalScroll):
     """Renders a `DraftDiff`; `d` toggles the full JSON diff."""
+
+    COMPONENT_CLASSES = STATUS_CLASSES
 
     BINDINGS = [Binding("d", "toggle_full", "Full diff", id="diff.full")]
 
@@ -66,9 +72,8 @@ class DraftDiffPane(VerticalScroll):
             self._body.update(self._content())
 
     def _content(self) -> Group | Text:
-        v = self.app.theme_variables
-        ok, fail, warn = (v.get("status-ok", ""), v.get("status-fail", ""),
-                          v.get("status-warn", ""))
+        ok, fail, warn = (status_style(self, "ok"), status_style(self, "fail"),
+                          status_style(self, "warn"))
         diff = self.diff
         if diff is None:
             return Text("reading the draft config…", style="italic")
@@ -90,10 +95,10 @@ class DraftDiffPane(VerticalScroll):
             table.add_column("actual", overflow="fold")
             for row in diff.rows:
                 colour = ok if row.ok else fail
-                table.add_row(Text("✔" if row.ok else "✘", style=f"bold {colour}"),
+                table.add_row(Text("✔" if row.ok else "✘", style=colour + BOLD),
                               row.field, _show(row.expected),
                               Text(_show(row.actual) if row.present else "(missing)",
-                                   style="" if row.ok else f"bold {colour}"))
+                                   style="" if row.ok else colour + BOLD))
             parts.append(table)
             wrong = len(diff.wrong)
             parts.append(Text(f"{wrong} field(s) differ — a: write the reference values "
@@ -103,7 +108,7 @@ class DraftDiffPane(VerticalScroll):
         for f in diff.findings:
             colour = {"ok": ok, "warn": warn}.get(f.level, fail)
             checks.append(f" {'✔' if f.level == 'ok' else '!' if f.level == 'warn' else '✘'} ",
-                          style=f"bold {colour}")
+                          style=colour + BOLD)
             checks.append(safe_text(f.message) + "\n")
         parts.append(checks)
         if self.full:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Tree
@@ -16,6 +17,7 @@ from textual.widgets.tree import TreeNode
 from console.display import safe_text
 from console.parsers.engine import EngineConfig, NonDefaultArgs
 from console.parsers.pyrepr import to_jsonable
+from widgets.status import STATUS_CLASSES, status_style
 
 _SAME: Any = object()  # "no change" marker (None is a real previous value)
 
@@ -50,6 +52,8 @@ def changed_fields(current: EngineConfig, previous: EngineConfig | None) -> dict
 
 class EngineTree(Tree[str]):
     """Renders an `EngineView`."""
+
+    COMPONENT_CLASSES = STATUS_CLASSES
 
     view: reactive[EngineView] = reactive(EngineView, always_update=True)
 
@@ -98,7 +102,7 @@ class EngineTree(Tree[str]):
 
     def _mark(self, label: Text, changed: bool, before: Any) -> Text:
         if changed:
-            colour = self.app.theme_variables.get("status-warn", "")
-            label.append(f"  ● changed (was {_short(before)})", style=f"bold {colour}")
+            label.append(f"  ● changed (was {_short(before)})",
+                         style=status_style(self, "warn") + Style(bold=True))
         return label
 

@@ -3,20 +3,20 @@ sparkline; then the processes holding GPU memory, an orphaned EngineCore standin
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.agent.samples import AgentSample, ServeProc
+from widgets.status import STATUS_CLASSES, status_style
 
 SPARK = "▁▂▃▄▅▆▇█"
-HISTORY = 60
 
 
-def bar(fraction: float | None, width: int, colour: str) -> Text:
+def bar(fraction: float | None, width: int, colour: Style) -> Text:
     """A horizontal bar; unknown values are shown as such, never as zero."""
     if fraction is None:
         return Text("?".center(width), style="dim")
@@ -25,10 +25,10 @@ def bar(fraction: float | None, width: int, colour: str) -> Text:
     return Text("█" * filled, style=colour) + Text("░" * (width - filled), style="dim")
 
 
-def sparkline(values: list[float], width: int, top: float = 100.0) -> str:
-    values = values[-width:]
-    return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1) + 0.5))]
-                   if top > 0 else SPARK[0] for v in values)
+def sparkline(percents: list[float], width: int) -> str:
+    """The last `width` percentages (0-100), one block each."""
+    return "".join(SPARK[min(len(SPARK) - 1, int(v / 100 * (len(SPARK) - 1) + 0.5))]
+                   for v in percents[-width:])
 
 
 @dataclass(frozen=True)
@@ -38,19 +38,7 @@ class GpuView:
     sample: AgentSample | None = None
     history: dict[int, tuple[float, ...]] = field(default_factory=dict)
     error: str = ""
-
-
-class GpuHistory:
-    """Keeps the last HISTORY utilisation readings per GPU (the app owns one per host)."""
-
-    def __init__(self) -> None:
-        self._util: dict[int, deque[float]] = {}
-
-    def add(self, sample: AgentSample) -> GpuView:
-        for gpu in sample.gpus:
-            if gpu.util_pct is not None:
-                self._util.setdefault(gpu.index, deque(maxlen=HISTORY)).append(gpu.util_pct)
-        return GpuView(sample, {i: tuple(d) for i, d in self._util.items()})
+    """Why there is no sample, when there cannot be one (a URL-only server)."""
 
 
 def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
@@ -62,18 +50,18 @@ def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
 
 
 class GpuPane(Widget):
-    """Renders a `GpuView`."""
+    """Renders a `GpuView` (built by the host screen from its `GpuHistory`)."""
 
+    COMPONENT_CLASSES = STATUS_CLASSES
     view: reactive[GpuView] = reactive(GpuView, always_update=True)
 
     def render(self) -> Text:
-        v = self.app.theme_variables
         sample = self.view.sample
         if sample is None:
             return Text(self.view.error or "waiting for the host agent…", style="italic")
         if not sample.gpus:
             reason = sample.gpu_reason or "no GPU source on the host"
-            return Text(f"no GPU telemetry: {reason}", style=v.get("status-warn", ""))
+            return Text(f"no GPU telemetry: {reason}", style=status_style(self, "warn"))
         # Fixed columns take 50 cells; the two bars share the rest.
         bar_width = max(6, (self.size.width - 50) // 2)
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -81,8 +69,8 @@ class GpuPane(Widget):
             util = gpu.util_pct
             mem_frac = (gpu.mem_used_mib / gpu.mem_total_mib
                         if gpu.mem_used_mib is not None and gpu.mem_total_mib else None)
-            util_colour = v.get("status-ok" if (util or 0) < 95 else "status-warn", "")
-            mem_colour = v.get("status-warn" if (mem_frac or 0) > 0.97 else "primary", "")
+            util_colour = status_style(self, "ok" if (util or 0) < 95 else "warn")
+            mem_colour = status_style(self, "warn" if (mem_frac or 0) > 0.97 else "accent")
             hist = list(self.view.history.get(gpu.index, ()))
             text.append(f"GPU{gpu.index} ", style="bold")
             text.append_text(bar(None if util is None else util / 100, bar_width, util_colour))
@@ -104,7 +92,6 @@ class GpuPane(Widget):
     def _processes(self, sample: AgentSample) -> Text | None:
         if not sample.gpu_procs:
             return None
-        v = self.app.theme_variables
         by_pid = {p.pid: p for p in sample.serve.procs}
         text = Text("\nholding GPU memory: ", style="dim")
         for gp in sample.gpu_procs:
@@ -113,7 +100,7 @@ class GpuPane(Widget):
             mem = "?" if gp.used_mib is None else f"{gp.used_mib / 1024:.1f} GiB"
             if proc is not None and _is_orphan(proc, sample):
                 text.append(f" ORPHANED {name} pid {gp.pid} {mem} ",
-                            style=f"bold reverse {v.get('status-fail', '')}")
+                            style=status_style(self, "fail") + Style(bold=True, reverse=True))
             else:
                 text.append(f"{name} pid {gp.pid} {mem}  ")
         text.no_wrap = False

@@ -1,22 +1,27 @@
-"""The header: host, connection state, data-source chips, readonly marker."""
+"""The header: host, connection state, data-source chips, what the server is doing, readonly
+marker. While the link is down the chips are not green and the age of the data is shown."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.host import ConnectionState, LinkStatus
+from widgets.status import STATUS_CLASSES, status_style
 
-_STATE_STYLE = {
-    ConnectionState.CONNECTED: "status-ok",
-    ConnectionState.CONNECTING: "status-unknown",
-    ConnectionState.RECONNECTING: "status-warn",
-    ConnectionState.DISCONNECTED: "status-fail",
-    ConnectionState.REFUSED: "status-fail",
+_STATE_COLOUR = {
+    ConnectionState.CONNECTED: "ok",
+    ConnectionState.CONNECTING: "unknown",
+    ConnectionState.RECONNECTING: "warn",
+    ConnectionState.DISCONNECTED: "fail",
+    ConnectionState.REFUSED: "fail",
 }
+_NO_SOURCE = ("none", "…", "down", "unreachable", "missing")
+BOLD = Style(bold=True)
 
 
 @dataclass(frozen=True)
@@ -36,9 +41,14 @@ def describe_link(link: LinkStatus) -> str:
     return link.state.value
 
 
+def describe_age(seconds: float | None) -> str:
+    return "no sample yet" if seconds is None else f"last sample {seconds:.0f} s ago"
+
+
 class HostHeader(Widget):
     """One line at the top of a host screen."""
 
+    COMPONENT_CLASSES = STATUS_CLASSES
     DEFAULT_CSS = "HostHeader { height: 1; }"
 
     host_name: reactive[str] = reactive("")
@@ -47,25 +57,38 @@ class HostHeader(Widget):
     readonly: reactive[bool] = reactive(False)
     scenario: reactive[str] = reactive("")
     activity: reactive[str] = reactive("")
-    """What the server is doing now: "loading weights 2m10s", "restart: stopping", ..."""
+    """What the server is doing now: "serve: loading weights 2m10s", "restart: stopping", ..."""
+    stale: reactive[bool] = reactive(False)
+    """The link is down: what the panes show is old."""
+    data_age_s: reactive[float | None] = reactive(None)
+    compact: reactive[bool] = reactive(False)
+    """A narrow terminal: no name badge, and each source chip says only what it is (its
+    colour says whether it is live); the full values are in the wide layout."""
 
     def render(self) -> Text:
-        v = self.app.theme_variables
-        state_colour = v.get(_STATE_STYLE[self.link.state], "")
         text = Text()
-        text.append(" vllm-console ", style=f"bold reverse {v.get('primary', '')}")
+        if not self.compact:
+            text.append(" vllm-console ",
+                        style=status_style(self, "accent") + Style(bold=True, reverse=True))
         text.append(f" {self.host_name} ", style="bold")
         if self.scenario:
-            text.append(f"(simulated: {self.scenario}) ", style="italic")
-        text.append(f"● {describe_link(self.link)}", style=f"bold {state_colour}")
+            text.append("(sim) " if self.compact else f"(simulated: {self.scenario}) ",
+                        style="italic")
+        text.append(f"● {describe_link(self.link)}",
+                    style=status_style(self, _STATE_COLOUR[self.link.state]) + BOLD)
+        if self.stale:
+            text.append(f" · stale, {describe_age(self.data_age_s)}",
+                        style=status_style(self, "warn") + BOLD)
         for label, value in (("gpu", self.sources.gpu), ("log", self.sources.log),
                              ("metrics", self.sources.metrics)):
-            good = value not in ("none", "…", "down", "unreachable", "missing")
-            colour = v.get("status-ok" if good else "status-unknown", "")
-            text.append("  ")
-            text.append(f" {label}:{value} ", style=f"{colour} reverse" if good else colour)
+            good = value not in _NO_SOURCE and not self.stale
+            text.append(" " if self.compact else "  ")
+            chip = f" {label} " if self.compact else f" {label}:{value} "
+            text.append(chip, style=status_style(self, "ok") + Style(reverse=True)
+                        if good else status_style(self, "unknown"))
         if self.activity:
             text.append(f"  {self.activity}", style="bold")
         if self.readonly:
-            text.append("  READONLY ", style=f"bold reverse {v.get('status-warn', '')}")
+            text.append("  READONLY ", style=status_style(self, "warn") + Style(bold=True,
+                                                                              reverse=True))
         return text

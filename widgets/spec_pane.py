@@ -4,39 +4,51 @@ active). A missing figure is shown as missing, never as zero."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Group
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from checks.profile import Acceptance
+from console.telemetry.history import RestartMark
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from widgets.gpu_pane import SPARK
+from widgets.status import STATUS_CLASSES, status_style
+
+RESTART_GLYPH = "┃"
 
 
 @dataclass(frozen=True)
 class SpecView:
-    """The state to render and the acceptance length the profile expects (e.g. ~6.4)."""
+    """The state to render, the acceptance length the profile expects (e.g. ~6.4), and the
+    acceptance history across every run seen, restarts marked (`AcceptanceHistory`)."""
 
     state: SpecDecodeState | None = None
     expected: float | Acceptance | None = None
     """A figure (flagged below 80 % of it) or the profile's range (flagged below its low)."""
+    history: tuple[float | RestartMark, ...] = ()
 
 
-def acceptance_chart(values: list[float], expected: float | None, width: int,
-                     top: float) -> Text:
-    """A one-line history of acceptance length, scaled to `top`."""
-    values = values[-width:]
+def acceptance_chart(points: Sequence[float | RestartMark], width: int, top: float,
+                     good: Style, bad: Style, mark: Style, low: float | None = None) -> Text:
+    """A one-line history of acceptance length scaled to `top`, each point in the good colour
+    when it reaches `low` (the flag threshold); a restart is a `┃`."""
     out = Text()
-    for v in values:
-        level = min(len(SPARK) - 1, max(0, int((v - 1) / max(top - 1, 0.01) * (len(SPARK) - 1))))
-        out.append(SPARK[level])
+    for point in list(points)[-width:]:
+        if isinstance(point, RestartMark):
+            out.append(RESTART_GLYPH, style=mark)
+            continue
+        level = min(len(SPARK) - 1,
+                    max(0, int((point - 1) / max(top - 1, 0.01) * (len(SPARK) - 1))))
+        out.append(SPARK[level], style=good if low is None or point >= low else bad)
     return out
 
 
-def per_position_rows(positions: tuple[float, ...], colour: str) -> list[Text]:
+def per_position_rows(positions: tuple[float, ...], colour: Style) -> list[Text]:
     """Acceptance of draft token k, one column per position: bars, then the values."""
     head = Text("position ", style="dim")
     bars = Text("accepted ", style="dim")
@@ -53,10 +65,13 @@ def per_position_rows(positions: tuple[float, ...], colour: str) -> list[Text]:
 class SpecPane(Widget):
     """Renders a `SpecView`."""
 
+    COMPONENT_CLASSES = STATUS_CLASSES
+
     view: reactive[SpecView] = reactive(SpecView, always_update=True)
+    compact: reactive[bool] = reactive(False)
+    """The compact layout: the acceptance figure and its history, no per-position rows."""
 
     def render(self) -> Group | Text:
-        v = self.app.theme_variables
         state, expected = self.view.state, self.view.expected
         if state is None:
             return Text("waiting for the serve log…", style="italic")
@@ -73,31 +88,37 @@ class SpecPane(Widget):
             if head:  # the configuration on its own line, then what is (not) seen yet
                 head.append("\n")
             head.append("configured; no drafts seen yet (idle server, or still starting)",
-                        style=v.get("status-unknown", ""))
+                        style=status_style(self, "unknown"))
             return head
         latest = state.latest
         length = latest.mean_acceptance_length
         low, expected = (expected.low, expected.high) if isinstance(expected, Acceptance) \
             else (0.8 * expected if expected is not None else None, expected)
         good = low is None or (length is not None and length >= low)
-        colour = v.get("status-ok" if good else "status-fail", "")
+        colour = status_style(self, "ok" if good else "fail")
         line = Text()
         line.append("acceptance length ", style="bold")
-        line.append("?" if length is None else f"{length:.2f}", style=f"bold {colour}")
+        line.append("?" if length is None else f"{length:.2f}", style=colour + Style(bold=True))
         if expected is not None:
             line.append(f"  (expected ~{expected:.1f})", style="dim")
         rate = latest.draft_acceptance_rate_pct
         if rate is not None:
             line.append(f"   draft acceptance {rate:.1f}%")
         line.append(f"   [{state.latest_source}]", style="dim")
-        history = [p.mean_acceptance_length for p in state.history
-                   if p.mean_acceptance_length is not None]
-        top = max([expected or 0.0, *history, 2.0])
-        width = max(10, self.size.width - 14)
-        chart = Text("history      ", style="dim") + acceptance_chart(history, expected, width,
-                                                                     top)
-        chart.stylize(colour, 13)
+        history = self.view.history
+        top = max([expected or 0.0, *(p for p in history if isinstance(p, float)), 2.0])
+        width = max(10, self.size.width - 13)
+        mark = status_style(self, "accent") + Style(bold=True)
+        legend = f" {RESTART_GLYPH} restart"
+        restarted = any(isinstance(p, RestartMark) for p in history[-width:])
+        if restarted:
+            width -= len(legend)
+        chart = Text("history      ", style="dim") + acceptance_chart(
+            history, width, top, status_style(self, "ok"), status_style(self, "fail"), mark,
+            low)
+        if restarted:
+            chart.append(legend, style=mark)
         rows = [head, line, chart]
-        if latest.per_position:
+        if latest.per_position and not self.compact:
             rows += per_position_rows(latest.per_position, colour)
         return Group(*rows)

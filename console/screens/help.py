@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-INTRO = """\
-vllm-console: GPUs, live serve log, engine config, draft config diff and the verification
-chain (code present -> fields extracted -> runtime activation -> config correct) for one or
-more vLLM hosts. Data flows from the host; actions ask before they change anything.
-"""
+INTRO = ("vllm-console: GPUs, live serve log, engine config, draft config diff and the "
+         "verification chain (code present -> fields extracted -> runtime activation -> config "
+         "correct) for one or more vLLM hosts. Data flows from the host; actions ask before "
+         "they change anything.\n")
+"""One paragraph: the help box wraps it to its width."""
 
 
 def key_table(sections: list[tuple[str, list[Binding]]],
@@ -27,7 +27,8 @@ def key_table(sections: list[tuple[str, list[Binding]]],
             if b.key in seen or not b.description:
                 continue
             seen.add(b.key)
-            lines.append(f"  {display(b):<14} {b.description}")
+            lines.append(f"  {display(b):<14} {b.description}"
+                         + (f" · {b.tooltip}" if b.tooltip else ""))
     return "\n".join(lines)
 
 
@@ -41,12 +42,14 @@ class HelpScreen(ModalScreen[None]):
         self._sections = sections
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-box"):
+        with Vertical(id="help-box"):
             yield Static("Keys", id="help-title")
-            yield Static(INTRO + key_table(self._sections, self.app.get_key_display),
-                         id="help-body", markup=False)
-            yield Static("Esc closes · ctrl+p opens the command palette with every action",
-                         id="help-footer")
+            with VerticalScroll(id="help-scroll"):
+                yield Static(INTRO + key_table(self._sections, self.app.get_key_display),
+                             id="help-body", markup=False)
+            # Outside the scroll: the way out and the palette stay in sight at any size.
+            yield Static("Esc closes · ↑/↓ scroll · ctrl+p opens the command palette with "
+                         "every action", id="help-footer")
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

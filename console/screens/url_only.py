@@ -1,5 +1,6 @@
 """What a host screen shows for a URL-only server: the panes that need the host say so once,
-with the way to add SSH; the header says what this view is (URL, engine version, model)."""
+with the way to add SSH; the header says what this view is (URL, engine version, model: the
+screen's `serve_summary`)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,13 @@ from console.draft_diff import DraftDiff
 from console.screens.host import HostScreen
 from console.sources.url import UrlSession
 from widgets.checklist import ChecklistState
-from widgets.engine_tree import EngineView
-from widgets.gpu_pane import GpuView
 
 
 def show_url_only(screen: HostScreen, session: UrlSession) -> None:
-    """Fill the host-only panes with their "needs SSH" line (once, when the screen is shown)."""
-    screen.gpus.view = GpuView(error=session.needs_ssh("GPU telemetry"))
-    screen.checklist.state = ChecklistState(error=session.needs_ssh("the verification chain"))
-    screen.diff.diff = DraftDiff(error=session.needs_ssh("the draft config diff"))
-    screen.engine.view = EngineView(note=session.needs_ssh("the engine config (from the log)"))
-    screen.log_pane.add_lines([session.needs_ssh("the serve log"),
-                               session.needs_ssh("restart")])
-    screen.header.activity = session.url_telemetry.summary()
+    """Give the host-only panes their "needs SSH" line (once, as the screen is made)."""
+    screen.show_checks(ChecklistState(error=session.needs_ssh("the verification chain")))
+    screen.show_diff(DraftDiff(error=session.needs_ssh("the draft config diff")))
+    screen.show_unavailable(
+        gpu=session.needs_ssh("GPU telemetry"),
+        engine=session.needs_ssh("the engine config (from the log)"),
+        log=(session.needs_ssh("the serve log"), session.needs_ssh("restart")))

@@ -177,6 +177,11 @@ async def test_the_tui_answers_keys_while_a_host_is_frozen(
             assert screen.host_name == "alpha"
             await until(lambda: screen.header.link.state is ConnectionState.RECONNECTING, 5,
                         "the header saying reconnecting")
+            # Every pane shows its data as old (issue 15), not as live.
+            await until(lambda: screen.has_class("-stale")
+                        and "last sample" in screen.header.render().plain, 5,
+                        "the panes marked stale")
+            assert "last sample" in str(screen.gpus.border_subtitle)
             pilot.app.simulate_key("c")  # checks on a frozen link: a worker waits, not the UI
             latencies.append(await timed_press(
                 pilot, "question_mark", lambda: isinstance(app.screen, HelpScreen), "help"))
@@ -194,6 +199,7 @@ async def test_the_tui_answers_keys_while_a_host_is_frozen(
             proxies[0].resume()
             await until(lambda: fleet_cell(app, "alpha", "link") == "connected", 20,
                         "alpha back")
+            await until(lambda: not screen.stale, 5, "alpha's screen live again")
             # Quit while a link is frozen again: leaving never waits on it.
             proxies[0].freeze()
             await asyncio.sleep(0.2)

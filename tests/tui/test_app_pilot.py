@@ -15,7 +15,7 @@ from console.screens.evidence import EvidenceScreen
 from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
 from console.telemetry.spec_decode import SpecDecodeStatus
-from tests.app_support import SimApp, wait_until
+from tests.app_support import SimApp, screen_text, wait_until
 from tests.fault_support import record_figure
 
 SIZE = (160, 50)
@@ -208,6 +208,17 @@ async def test_fix_and_restart_makes_acceptance_climb(sim: SimApp) -> None:
         await wait_until(pilot, lambda: screen.checklist.state.report is not None
                          and screen.checklist.state.report.link("config-correct").status
                          is Status.PASS, 30, "config-correct to pass")
+        # The header keeps the server's state once the restart is over, and the acceptance
+        # history keeps the run before the restart: the climb is the picture.
+        await wait_until(pilot, lambda: screen.header.activity.startswith(
+            "serve: ready (started in"), 10, "the serve state in the header")
+        history = screen.spec.view.history
+        marks = [n for n, point in enumerate(history) if not isinstance(point, float)]
+        assert marks, "the restart is marked on the acceptance history"
+        before, after = history[:marks[-1]], history[marks[-1] + 1:]
+        assert any(isinstance(v, float) and v < 1.5 for v in before), before
+        assert any(isinstance(v, float) and v > 5.5 for v in after), after
+        assert "┃ restart" in screen_text(sim.app)
 
 
 async def test_readonly_hides_every_action_that_changes_the_host(tmp_path: Path,
@@ -228,6 +239,10 @@ async def test_readonly_hides_every_action_that_changes_the_host(tmp_path: Path,
             await pilot.pause(0.5)
             assert not isinstance(sim.app.screen, ConfirmScreen)
             assert screen.header.readonly
+            await wait_checked(pilot, sim)
+            shown = screen_text(sim.app)
+            assert "not proven: a traced restart would prove it" in shown
+            assert "press R" not in shown, "no R to press when read-only"
         assert draft.read_bytes() == before
     finally:
         sim.close()

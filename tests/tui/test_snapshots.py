@@ -14,9 +14,10 @@ SIZE = (160, 50)
 def test_main_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     """You should see: the header (gpu1, connected), two GPUs (GPU0 busy, 125.7 GiB held by
     VLLM::EngineCore_DP0), acceptance length 1.17 in the fail colour against ~6.4 expected with
-    per-position rates, the checklist with runtime activation `unknown` (broken link) and
-    config correct `fail` (ROOT CAUSE), the draft diff with mask_token_id, target_layer_ids
-    and layer_types marked ✘, and the serve log ending in SpecDecoding lines."""
+    per-position rates, the checklist with runtime activation `unknown` in amber ("not proven:
+    press R for a traced restart") and config correct `fail` in red (ROOT CAUSE), the draft
+    diff with mask_token_id, target_layer_ids and layer_types marked ✘, and the serve log
+    ending in SpecDecoding lines."""
 
     async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause(0.3)
@@ -27,7 +28,7 @@ def test_main_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
 def test_evidence_view(snap_compare) -> None:  # type: ignore[no-untyped-def]
     """You should see: the evidence of config-correct over the console: FAIL, its summary and
     hint, the probe `read-config` with its command and exit 0, and `draft-config-checks`
-    with the failing fields."""
+    with the failing fields; the footer offers `y` to copy the command."""
 
     async def open_evidence(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause(0.3)
@@ -55,8 +56,8 @@ def test_full_draft_diff(snap_compare) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_help(snap_compare) -> None:  # type: ignore[no-untyped-def]
-    """You should see: the help dialog listing every key by section (console, log pane,
-    checklist, draft diff, anywhere)."""
+    """You should see: the help dialog listing every key by section (console, host screen with
+    z, v and 1-5, log pane, checklist, draft diff, evidence, anywhere)."""
 
     async def help_(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause(0.3)

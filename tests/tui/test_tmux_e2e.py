@@ -16,15 +16,19 @@ pytestmark = pytest.mark.tmux
 CONSOLE = [sys.executable, "-m", "console"]
 
 
-@pytest.fixture
-def terminal(tmp_path: Path):
+def demo_terminal(tmp_path: Path, width: int = 160, height: int = 50) -> Terminal:
+    """`vllm-console demo` in tmux at this size; its temp tree, state and data in tmp_path."""
     env = app_env()
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     env["TMPDIR"] = str(tmp_path)
-    term = Terminal([*CONSOLE, "demo"], env=env)
-    term.env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    term.start()
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return Terminal([*CONSOLE, "demo"], width=width, height=height, env=env).start()
+
+
+@pytest.fixture
+def terminal(tmp_path: Path):
+    term = demo_terminal(tmp_path)
     yield term
     term.stop()
 
@@ -78,6 +82,72 @@ def test_closing_the_terminal_stops_the_demo(terminal: Terminal, tmp_path: Path)
     while demo_processes(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert demo_processes(tmp_path) == []
+
+
+def test_80x24_shows_the_acceptance_the_verdicts_and_the_root_cause(tmp_path: Path) -> None:
+    """The compact layout: what the user came for fits without scrolling; 1 shows the GPUs
+    maximised and z brings the layout back."""
+    terminal = demo_terminal(tmp_path, 80, 24)
+    try:
+        screen = terminal.wait_for(lambda s: "acceptance length 1." in s and "ROOT CAUSE" in s,
+                                   timeout=40)
+        lines = screen.splitlines()
+        assert lines[0].startswith(" demo (sim) ● connected"), "the header stays whole"
+        assert len(lines) == 24
+        assert max(len(line) for line in lines) <= 80
+        for verdict in ("code present       pass", "fields extracted   pass",
+                        "runtime activation unknown  not proven: press R",
+                        "config correct     fail     ROOT CAUSE"):
+            assert verdict in screen, verdict
+        terminal.wait_for(lambda s: "serve: ready" in s.splitlines()[0], timeout=10)
+        terminal.keys("1")
+        screen = terminal.wait_for("GPU0", timeout=5)
+        assert "ROOT CAUSE" not in screen
+        terminal.keys("z")
+        terminal.wait_for(lambda s: "ROOT CAUSE" in s and "GPU0" not in s, timeout=5)
+    finally:
+        terminal.stop()
+
+
+def test_250x70_shows_long_summaries_whole(tmp_path: Path) -> None:
+    """A wide, tall terminal: the checklist's summaries wrap instead of being cut at ~120
+    columns, so the whole config-correct finding is readable."""
+    terminal = demo_terminal(tmp_path, 250, 70)
+    try:
+        screen = terminal.wait_for(lambda s: "ROOT CAUSE" in s and "layer_types" in s,
+                                   timeout=40)
+        checklist = " ".join(line.split("││")[0].strip("│ ") for line in screen.splitlines()
+                             if "││" in line)
+        words = " ".join(checklist.split())
+        assert ("mask_token_id 248064 (want 248070), target_layer_ids [1, 17, 33, 49, 63] "
+                "(want [1, 16, 31, 46, 61]), layer_types") in words, words
+    finally:
+        terminal.stop()
+
+
+def test_y_in_the_evidence_view_copies_the_command_through_the_terminal(
+        tmp_path: Path) -> None:
+    """OSC 52 reaches the terminal: tmux (set-clipboard on) keeps it as its paste buffer."""
+    terminal = demo_terminal(tmp_path)
+    try:
+        terminal._tmux("set-option", "-g", "set-clipboard", "on")
+        terminal.wait_for("ROOT CAUSE", timeout=40)
+        terminal.keys("3")  # the checklist, maximised and focused: the root cause is selected
+        terminal.wait_for(lambda s: "ROOT CAUSE" in s and "GPU0" not in s, timeout=5)
+        terminal.keys("Enter")
+        terminal.wait_for("Evidence · config-correct", timeout=5)
+        terminal.keys("y")
+        terminal.wait_for("copied", timeout=5)
+        deadline = time.monotonic() + 5
+        buffer = ""
+        while "Qwen3.6-27B-DFlash" not in buffer and time.monotonic() < deadline:
+            buffer = terminal._tmux("show-buffer", check=False).stdout
+            time.sleep(0.1)
+        # The probes' commands, as run on the host, one a line; not the excerpts.
+        assert "Qwen3.6-27B-DFlash" in buffer, buffer
+        assert "│" not in buffer, "the commands, not the excerpts"
+    finally:
+        terminal.stop()
 
 
 def test_unknown_scenario_is_a_clear_message(tmp_path: Path) -> None:
