@@ -12,10 +12,10 @@ import asyncio
 import sys
 from typing import TextIO
 
-from console.commands.common import one_line
+from console.commands.common import EXPECTED as COMMON_EXPECTED
+from console.commands.common import CommandError, emit
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
-from console.host import HostError
 from console.restart import (
     Outcome,
     RestartError,
@@ -26,16 +26,14 @@ from console.restart import (
     plan_restart,
     restart,
 )
-from console.settings import ConfigError, HostConfig
+from console.settings import HostConfig
+
+# `cli.main` reports these on one line with exit 2: the restart could not run.
+EXPECTED = (*COMMON_EXPECTED, RestartError)
 
 
 def _say(text: str, out: TextIO | None = None) -> None:
-    print(text, file=out or sys.stdout, flush=True)
-
-
-def _fail(text: str) -> int:
-    _say(f"vllm-console restart: {one_line(text)}", sys.stderr)
-    return 2
+    emit(text, out)
 
 
 def _progress(step: RestartStep) -> None:
@@ -91,13 +89,11 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
         await host.connect()
         plan = await plan_restart(host, config, trace=bool(args.trace))
         if not args.yes and not await asyncio.to_thread(_ask, plan):
-            return _fail("cancelled: nothing was changed")
+            raise CommandError("cancelled: nothing was changed")
         if args.yes:
             _say(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
         result = await restart(host, config, trace=bool(args.trace), plan=plan,
                                on_progress=_progress)
-    except (RestartError, HostError) as exc:
-        return _fail(str(exc))
     finally:
         await host.close()
     report(result)
@@ -105,14 +101,11 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = host_config_from_args(args)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    config = host_config_from_args(args)
     if config.readonly:
-        return _fail("refused: --readonly forbids restarting (no restart, no writes)")
+        raise CommandError("refused: --readonly forbids restarting (no restart, no writes)")
     if not args.yes and not (sys.stdin is not None and sys.stdin.isatty()):
-        return _fail("not asking without a terminal: pass --yes to restart without "
-                     "confirmation")
+        raise CommandError("not asking without a terminal: pass --yes to restart without "
+                           "confirmation")
     code = asyncio.run(_restart(config, args))
     return code if code in (0, 1, 2) else Outcome.ERROR.exit_status
