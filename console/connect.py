@@ -10,11 +10,12 @@ from console.settings import (
     ConfigError,
     HostConfig,
     load_hosts_file,
+    overrides,
     resolve_host,
 )
 
-_OVERRIDE_KEYS = ("python", "log", "target", "draft", "match", "url", "nvidia_smi", "reference",
-                  "profile", "identity", "known_hosts", "accept_new", "readonly", "local")
+# The host options; the settings' overrides come from the settings model itself.
+_HOST_OPTIONS = ("identity", "known_hosts", "accept_new", "readonly", "local")
 
 
 def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> HostConfig:
@@ -24,8 +25,13 @@ def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> 
     spec = spec or getattr(args, "host", None)
     if not spec:
         raise ConfigError("no HOST given")
-    overrides = {k: getattr(args, k, None) for k in _OVERRIDE_KEYS}
-    return resolve_host(spec, hosts, overrides=overrides)
+    keys = (*(name for name, *_ in overrides()), *_HOST_OPTIONS)
+    config = resolve_host(spec, hosts, overrides={k: getattr(args, k, None) for k in keys})
+    if config.identity and not config.local and not Path(config.identity).is_file():
+        # asyncssh would say only "No such file or directory", after trying to connect.
+        said = "does not exist" if not Path(config.identity).exists() else "is not a file"
+        raise ConfigError(f"{spec}: identity file {config.identity} {said}")
+    return config
 
 
 def make_host(config: HostConfig) -> Host:
