@@ -34,6 +34,7 @@ from console.host import (
     stream_shell_line,
 )
 from console.settings import HostConfig
+from console.ssh_config import SshConfigView, read_ssh_config
 
 
 def _lazy_module(name: str) -> Any:
@@ -79,7 +80,7 @@ class _KeyChecking:
 
     def __init__(self, known: asyncssh.SSHKnownHosts, accept_new: bool) -> None:
         self._known = known
-        self._accept_new = accept_new
+        self.accept_new = accept_new
         self.offered: tuple[str, str, int, asyncssh.SSHKey] | None = None
         self.changed = False
 
@@ -88,7 +89,7 @@ class _KeyChecking:
         self.offered = (host, addr, port, key)
         matched = self._known.match(host, addr, port if port != 22 else None)
         self.changed = bool(matched[0] or matched[1])
-        return self._accept_new and not self.changed
+        return self.accept_new and not self.changed
 
 
 @functools.cache
@@ -116,6 +117,7 @@ class SSHHost(Host):
         self._forwards: dict[tuple[str, int], asyncssh.SSHListener] = {}
         self._closing = False
         self._reconnects = 0
+        self._known_paths = SshConfigView().known_hosts_files(config.known_hosts)
 
     # -- link state ---------------------------------------------------------------------
     @property
@@ -143,31 +145,38 @@ class SSHHost(Host):
 
     # -- connecting ---------------------------------------------------------------------
     def _known_hosts_path(self) -> Path:
-        return Path(self.config.known_hosts or "~/.ssh/known_hosts").expanduser()
+        """Where keys are checked first and an accepted one is recorded: --known-hosts or the
+        hosts file, else ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts."""
+        return self._known_paths[0]
 
-    def _read_known(self) -> asyncssh.SSHKnownHosts:
-        path = self._known_hosts_path()
+    def _read_known(self, paths: Sequence[Path]) -> asyncssh.SSHKnownHosts:
+        texts = []
+        for path in paths:
+            try:
+                texts.append(path.read_text())
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise HostError(f"cannot read known_hosts {path}: {exc.strerror}") from None
         try:
-            text = path.read_text()
-        except FileNotFoundError:
-            text = ""
-        except OSError as exc:
-            raise HostError(f"cannot read known_hosts {path}: {exc.strerror}") from None
-        try:
-            return asyncssh.import_known_hosts(text)
+            return asyncssh.import_known_hosts("\n".join(texts))
         except (ValueError, asyncssh.KeyImportError) as exc:
-            raise HostError(f"known_hosts {path} is not valid: {exc}") from None
+            raise HostError(f"known_hosts {', '.join(map(str, paths))} is not valid: {exc}"
+                            ) from None
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         cfg = self.config
-        known = self._read_known()
-        client = cast(_KeyChecking, _key_checking_client()(known, cfg.accept_new))
+        ssh_config = read_ssh_config(cfg.hostname, cfg.username, cfg.port)
+        self._known_paths = ssh_config.known_hosts_files(cfg.known_hosts)
+        known = self._read_known(self._known_paths)
+        client = cast(_KeyChecking, _key_checking_client()(
+            known, cfg.accept_new or ssh_config.accept_new))
         options: dict[str, object] = {
             "known_hosts": known,
             "agent_forwarding": False,
             "keepalive_interval": self._keepalive[0],
             "keepalive_count_max": self._keepalive[1],
-            "connect_timeout": self._connect_timeout,
+            "connect_timeout": ssh_config.connect_timeout or self._connect_timeout,
             "client_factory": lambda: client,
         }
         if cfg.port:
@@ -185,7 +194,7 @@ class SSHHost(Host):
                                 "the key (--identity) and the agent") from None
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             raise HostError(f"{self.name}: cannot connect: {_describe(exc)}") from None
-        if client.offered and cfg.accept_new and not client.changed:
+        if client.offered and client.accept_new and not client.changed:
             self._record_key(*client.offered)
         return conn
 
