@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from console import __version__
 from console.commands.common import EXIT_COULD_NOT_RUN, emit, one_line
+from console.commands.completion import SHELLS
 from console.settings import overrides
 
 SUBCOMMANDS = ("demo", "check", "status", "restart", "sim", "tui", "init", "completion")
@@ -132,8 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                                             "completion bash)`; zsh: `source <(vllm-console "
                                             "completion zsh)`; fish: `vllm-console completion "
                                             "fish | source`.")
-    completion.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"),
-                            help="bash, zsh or fish")
+    completion.add_argument("shell", metavar="SHELL", choices=(*SHELLS, "hosts"),
+                            help="bash, zsh or fish; `hosts` lists the host names it offers")
+    completion.add_argument("--config", metavar="PATH", help="hosts file to read host names "
+                            "from (default: $XDG_CONFIG_HOME/vllm-console/hosts.toml)")
     return parser
 
 
