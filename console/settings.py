@@ -1,7 +1,7 @@
 """Settings: the hosts file (TOML) and the per-host configuration the console runs with.
 
-The hosts file format is part of the external contract (DESIGN.md): unknown keys are an error
-that names the key and the file. Nothing here touches the disk at import time.
+The hosts file format is part of the external contract (docs/design.md): unknown keys are an
+error that names the key and the file. Nothing here touches the disk at import time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`SSHHost`: the serving host over one asyncssh connection.
 
-The rules (DESIGN.md "Host access rules"): one connection per host with at most 4 channels
+The rules (docs/design.md "Host access rules"): one connection per host with at most 4 channels
 open at once; ssh_config and the agent honoured; host keys checked strictly against
 known_hosts (an unknown key is refused with its fingerprint unless `accept_new`, a changed key
 always); no agent forwarding; keepalive ~2 s x 3; reconnect with backoff after a lost link.

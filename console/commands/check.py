@@ -5,7 +5,7 @@ passed; 1 WARNING, no link failed but one is `unknown` or `error`; 2 CRITICAL, a
 3 UNKNOWN, it could not run (bad usage or configuration, an unknown or unreadable profile or
 reference, an unreachable host). Human output: one line per link (status, id, summary), then
 the broken link and root cause, then the hints; colour only on a terminal (and never with
-NO_COLOR). `--json`: DESIGN.md's object.
+NO_COLOR). `--json`: docs/design.md's object.
 Never a traceback.
 """
 

@@ -4,7 +4,7 @@ GPUs (and where the figures come from, or why there are none), the serve process
 state and uptime, the engine config of the current run, the spec-decode figures, the load (and
 whether the log or `/metrics` gave it) and the current run's errors. Exit 0, or 2 when it could
 not run (bad usage or configuration, an unreachable host, no Python on it): one line on stderr,
-never a traceback. `--json` prints DESIGN.md's object exactly; the text says the same.
+never a traceback. `--json` prints docs/design.md's object exactly; the text says the same.
 """
 
 from __future__ import annotations
