@@ -86,7 +86,7 @@ def classify_text(raw: str | bytes) -> LineEvent:
 
 # For each way `_by_parsers` can find a message more than OTHER, whatever the line's level, one
 # substring that such a message must hold (each parser's own test or pattern says which). Keep
-# in step with the parsers; tests/test_parsers_fastpath.py compares both ways on any text.
+# in step with the parsers; tests/parsers/test_parsers_fastpath.py compares both ways on any text.
 MESSAGE_ANCHORS = (
     "LLM ",  # engine start (`... LLM engine (`), version banner (`vLLM ... server version`)
     "-default args:",  # `non-default args:`

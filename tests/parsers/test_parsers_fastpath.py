@@ -236,7 +236,7 @@ def test_prefix_cache_hits_and_stays_exact() -> None:
 
 # -- classification: the sieve's shortcut -------------------------------------------------------
 
-INCIDENT = (Path(__file__).parent / "data" / "incident-serve.log").read_text().splitlines()
+INCIDENT = (Path(__file__).parents[1] / "data" / "incident-serve.log").read_text().splitlines()
 HEAD = "(APIServer pid=1) INFO 05-14 10:02:13 [loggers.py:127] "
 # Whole lines of every kind, and near misses: keywords without what their parser needs.
 NOTABLE = [

@@ -1,5 +1,5 @@
 """Property tests (hypothesis) for what reads host output and user files, beyond the log
-parsers (tests/test_parsers_properties.py): the follower's frame decoder and frame handling,
+parsers (tests/parsers/test_parsers_properties.py): the follower's frame decoder and frame handling,
 the agent's JSON lines, discovery's facts and argv, the probes' answers, the draft-config
 readers and invariants, the hosts file, and the display/redaction of text. Each either returns
 or raises the one error type its caller handles (HostError, ConfigError); nothing else."""

@@ -26,7 +26,7 @@ from checks import (
 from checks.trace import TRACE_TAG, format_trace_line, parse_trace_line
 from console.commands.check import render
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checks" / "profiles" / "dflash-swa.toml"
+SHIPPED = Path(__file__).resolve().parents[2] / "checks" / "profiles" / "dflash-swa.toml"
 
 
 def test_the_shipped_profile() -> None:
@@ -181,6 +181,6 @@ def test_checks_and_the_check_command_never_import_textual() -> None:
             "console.discovery, console.commands.check; "
             "assert 'textual' not in sys.modules, [m for m in sys.modules if 'textual' in m]")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent.parent, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2], timeout=60,
                             check=False)
     assert result.returncode == 0, result.stderr

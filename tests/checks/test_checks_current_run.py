@@ -28,7 +28,7 @@ from console.sim.tree import materialise
 from console.telemetry.oneshot import collect_status
 from console.telemetry.run_log import RunLog
 from console.telemetry.startup import StartupState
-from tests.test_checks_crafted import engine_lines, make_install, make_models
+from tests.checks.test_checks_crafted import engine_lines, make_install, make_models
 
 PROFILE = load_profile()
 RUNTIME = PROFILE.links.runtime_activation
@@ -148,7 +148,7 @@ async def test_a_relaunch_refused_at_configuration_time_on_the_simulated_host(
 
 # -- both sides of the one rule, on lines made by real vLLM's own logging code -------------------
 
-REAL = Path(__file__).parent / "data" / "real_formats"
+REAL = Path(__file__).parents[1] / "data" / "real_formats"
 PYDANTIC = [  # 0.31+: the API server's uncaught traceback carries no prefix
     "Traceback (most recent call last):",
     '  File "/v/bin/vllm", line 8, in <module>',

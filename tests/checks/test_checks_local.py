@@ -18,7 +18,7 @@ import pytest
 from checks import Status, run_chain
 from console.local_host import LocalHost
 from console.settings import ServeSettings
-from tests.test_checks_crafted import (
+from tests.checks.test_checks_crafted import (
     FAKE_SERVE,
     HOST_PYTHON,
     NO_SWA_SOURCE,

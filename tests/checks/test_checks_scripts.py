@@ -15,7 +15,7 @@ import pytest
 from checks.links import fields_extracted, runtime_activation
 from checks.profile import load_profile
 from checks.scripts import configs_probe, fields_probe, log_probe
-from tests.test_checks_crafted import (
+from tests.checks.test_checks_crafted import (
     HOST_PYTHON,
     draft_config,
     engine_lines,

@@ -23,7 +23,7 @@ from console.parsers import (
     strip_ansi,
 )
 
-DATA = Path(__file__).parent / "data" / "real_formats"
+DATA = Path(__file__).parents[1] / "data" / "real_formats"
 VERSIONS = ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
 FILES = ("serve.log", "serve.color.log", "stats.log", "failure.log")
 

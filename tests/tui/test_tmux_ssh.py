@@ -13,12 +13,12 @@ import pytest
 from console.sim import stop
 from console.sim.tree import materialise
 from tests.sshd import Sshd, chown_to, free_port
-from tests.test_status_ssh import start_as
+from tests.cli.test_status_ssh import start_as
 from tests.tmux import Terminal, app_env
 
 pytestmark = [pytest.mark.ssh, pytest.mark.tmux]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None:

@@ -234,7 +234,7 @@ def test_draft_and_target_configs(trees: dict[str, SimTree]) -> None:
 
 def test_tree_refers_to_nothing_outside_itself(tmp_path: Path) -> None:
     tree = materialise("healthy", tmp_path / "t", base_python="/usr/bin/python3")
-    checkout = str(Path(__file__).resolve().parent.parent)
+    checkout = str(Path(__file__).resolve().parents[2])
     for path in tree.root.rglob("*"):
         if path.is_file() and not path.is_symlink() and path.suffix != ".so":
             assert checkout not in path.read_text(errors="replace"), path

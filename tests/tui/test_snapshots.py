@@ -1,7 +1,7 @@
 """SVG snapshots of the console on a recorded incident (see tests/snapshot_support.py).
 
 Plain `def` tests: `snap_compare` runs the app itself. After a deliberate visual change, run
-`pytest tests/test_snapshots.py --snapshot-update` and review the SVGs in the report.
+`pytest tests/tui/test_snapshots.py --snapshot-update` and review the SVGs in the report.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from tests.tmux import Terminal, app_env, demo_processes
 pytestmark = pytest.mark.tmux
 
 CONSOLE = [sys.executable, "-m", "console"]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Each carries a marker (HOSTILE-n) that must show up as text, and only inside the log pane.
 HOSTILE_LINES: list[bytes] = [

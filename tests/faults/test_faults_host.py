@@ -44,7 +44,7 @@ from tests.fault_support import (
 )
 from tests.sshd import Sshd, chown_to, free_port
 from tests.tcp_proxy import TcpProxy, proxied_config
-from tests.test_status_ssh import start_as
+from tests.cli.test_status_ssh import start_as
 
 pytestmark = pytest.mark.ssh
 

@@ -17,7 +17,7 @@ from console.parsers import LineKind, classify_text, split_lines
 from console.sim import materialise, start_background, stop, wait_ready
 from console.sim.tree import SimTree
 
-DATA = Path(__file__).parent / "data" / "real_formats"
+DATA = Path(__file__).parents[1] / "data" / "real_formats"
 FAST = {"startup_s": 0.5, "metrics_interval_s": 0.3}
 Shape = tuple[LineKind, str | None, str | None, str | None]
 # The V1 model runner's own start-up lines (`Starting to load model`, `Loading weights took`,

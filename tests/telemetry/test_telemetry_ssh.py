@@ -37,7 +37,7 @@ from console.telemetry import (
     TelemetryOptions,
 )
 from tests.sshd import Sshd, chown_to, free_port
-from tests.test_status_ssh import start_as
+from tests.cli.test_status_ssh import start_as
 
 pytestmark = pytest.mark.ssh
 

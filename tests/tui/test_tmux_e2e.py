@@ -23,7 +23,7 @@ def terminal(tmp_path: Path):
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     env["TMPDIR"] = str(tmp_path)
     term = Terminal([*CONSOLE, "demo"], env=env)
-    term.env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    term.env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     term.start()
     yield term
     term.stop()
@@ -84,7 +84,7 @@ def test_unknown_scenario_is_a_clear_message(tmp_path: Path) -> None:
     import subprocess
 
     result = subprocess.run([*CONSOLE, "demo", "--scenario", "nope"], capture_output=True,
-                            text=True, cwd=Path(__file__).resolve().parent.parent,
+                            text=True, cwd=Path(__file__).resolve().parents[2],
                             env={**os.environ, "TMPDIR": str(tmp_path)})
     assert result.returncode == 2
     assert "unknown scenario 'nope'" in result.stderr

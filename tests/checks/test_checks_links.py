@@ -16,7 +16,7 @@ from checks.profile import load_profile
 from checks.references import choose_reference
 from checks.rootcause import broken_link, root_cause
 from checks.trace import format_trace_line
-from tests.test_checks_crafted import TARGET_CONFIG, draft_config, engine_lines
+from tests.checks.test_checks_crafted import TARGET_CONFIG, draft_config, engine_lines
 
 PROFILE = load_profile()
 LINKS = PROFILE.links
