@@ -15,13 +15,12 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from console import __version__
-from console.commands.common import EXIT_COULD_NOT_RUN, emit, one_line
+from console.commands.common import EXIT_COULD_NOT_RUN, EXPECTED, emit, one_line
 from console.commands.completion import SHELLS
 from console.settings import overrides
-
-SUBCOMMANDS = ("demo", "check", "status", "restart", "sim", "tui", "init", "completion")
 
 _ARGPARSE_USAGE = 2
 
@@ -141,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The subcommands' parsers by name (what `_normalise` and the completion read)."""
+    """The subcommands' parsers by name (what `_normalise` and the completion read; argparse
+    keeps them in `_actions`, unchanged since Python 3.2, and offers no public accessor)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
@@ -155,8 +155,9 @@ def _value_options(parser: argparse.ArgumentParser) -> set[str]:
             if action.nargs != 0 for flag in action.option_strings}
 
 
-def _normalise(argv: list[str], value_options: set[str]) -> list[str]:
+def _normalise(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """Put the subcommand first; a bare HOST means `tui HOST`."""
+    names, value_options = subcommands(parser), _value_options(parser)
     i = 0
     while i < len(argv):
         word = argv[i]
@@ -168,7 +169,7 @@ def _normalise(argv: list[str], value_options: set[str]) -> list[str]:
                 return argv
             i += 1
             continue
-        if word in SUBCOMMANDS:
+        if word in names:
             return [word, *argv[:i], *argv[i + 1:]]
         break
     return ["tui", *argv]
@@ -188,37 +189,35 @@ def _hint_for_a_host_named(command: str, argv: list[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    words = _normalise(args_in, _value_options(parser))
-    command = words[0] if words and words[0] in SUBCOMMANDS else "tui"
+    words = _normalise(args_in, parser)
+    command = words[0] if words and words[0] in subcommands(parser) else "tui"
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:
         if exc.code != _ARGPARSE_USAGE:
             raise  # --help, --version
-        _hint_for_a_host_named(command, args_in)
-        # argparse says "bad usage" with 2, which is CRITICAL to a monitoring system running
-        # `check`: for check, bad usage is UNKNOWN (docs/design.md), argparse's message kept.
-        return _could_not_run(command)
-    code = _run(command, args)
-    if code != 0 and command != "tui":
+        # argparse said why (bad usage); the status is the command's "could not run", so
+        # that `check` says UNKNOWN (3) to a monitoring system, not CRITICAL (2).
+        code = _could_not_run(_command_module(command))
+    else:
+        code = _run(command, args)
+    if code == _could_not_run(_command_module(command)) and command != "tui":
         _hint_for_a_host_named(command, args_in)
     return code
 
 
-def _could_not_run(command: str) -> int:
-    if command == "check":
-        from checks.models import EXIT_UNKNOWN
+def _command_module(command: str) -> ModuleType:
+    return importlib.import_module(f"console.commands.{command}")
 
-        return EXIT_UNKNOWN
-    return EXIT_COULD_NOT_RUN
+
+def _could_not_run(module: ModuleType) -> int:
+    return int(getattr(module, "COULD_NOT_RUN", EXIT_COULD_NOT_RUN))
 
 
 def _run(command: str, args: argparse.Namespace) -> int:
     """The command's exit status; a failure as one line on stderr and "could not run"."""
-    from console.commands.common import EXPECTED
-
     who = "vllm-console" if command == "tui" else f"vllm-console {command}"
-    module = importlib.import_module(f"console.commands.{command}")
+    module = _command_module(command)
     try:
         return int(module.run(args))
     except KeyboardInterrupt:
@@ -230,7 +229,7 @@ def _run(command: str, args: argparse.Namespace) -> int:
         else:  # a bug of ours: still one line, and the way to get it fixed
             emit(f"{who}: could not run: {type(exc).__name__}: {one_line(exc)} (please "
                  "report this)", sys.stderr)
-        return getattr(module, "COULD_NOT_RUN", EXIT_COULD_NOT_RUN)
+        return _could_not_run(module)
 
 
 if __name__ == "__main__":  # pragma: no cover
