@@ -70,7 +70,11 @@ def read_ssh_config(host: str, user: str | None = None, port: int | None = None,
     from asyncssh.config import ConfigParseError
 
     try:
-        config = _reader().load(None, [path], False, False, False, getpass.getuser(),
+        local_user = getpass.getuser()
+    except (KeyError, OSError):  # no name for our uid: `Match localuser` then matches nothing
+        local_user = ""
+    try:
+        config = _reader().load(None, [path], False, False, False, local_user,
                                 user if user else (), host, port if port else ())
     except (ConfigParseError, OSError) as exc:
         raise HostError(f"{host}: ssh config {exc}") from None
