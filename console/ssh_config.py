@@ -35,6 +35,8 @@ class SshConfigView:
     """ConnectTimeout, in seconds."""
     accept_new: bool = False
     """StrictHostKeyChecking accept-new (or no/off, never weaker than accept-new here)."""
+    proxy_jump: str = ""
+    """ProxyJump (asyncssh goes through it; named when the jump host's key is refused)."""
 
     def known_hosts_files(self, configured: str = "") -> list[Path]:
         """The known_hosts files to check, in order: `configured` (--known-hosts or the hosts
@@ -81,7 +83,9 @@ def read_ssh_config(host: str, user: str | None = None, port: int | None = None,
     files = config.get("UserKnownHostsFile") or []
     timeout = config.get("ConnectTimeout")
     strict = str(config.get("StrictHostKeyChecking") or "").lower()
+    jump = str(config.get("ProxyJump") or "")
     return SshConfigView(
         known_hosts=tuple(os.path.expanduser(f) for f in files if f.lower() != "none"),
         connect_timeout=float(timeout) if timeout else None,
-        accept_new=strict in _ACCEPT_NEW)
+        accept_new=strict in _ACCEPT_NEW,
+        proxy_jump="" if jump.lower() == "none" else jump)

@@ -188,7 +188,7 @@ class SSHHost(Host):
         try:
             conn = await asyncssh.connect(cfg.hostname, **options)  # type: ignore[arg-type]
         except asyncssh.HostKeyNotVerifiable:
-            raise self._key_refusal(client) from None
+            raise self._key_refusal(client, ssh_config.proxy_jump) from None
         except asyncssh.PermissionDenied as exc:
             raise _LoginRefused(f"{self.name}: login refused ({exc.reason}); check the user, "
                                 "the key (--identity) and the agent") from None
@@ -198,7 +198,13 @@ class SSHHost(Host):
             self._record_key(*client.offered)
         return conn
 
-    def _key_refusal(self, client: _KeyChecking) -> HostKeyError:
+    def _key_refusal(self, client: _KeyChecking, proxy_jump: str = "") -> HostKeyError:
+        if client.offered is None and proxy_jump:
+            # Our check never saw a key: the connection refused was the jump host's, which
+            # asyncssh checks against ssh_config's known_hosts files.
+            return HostKeyError(f"{self.name}: the key of the jump host (ProxyJump "
+                                f"{proxy_jump}) is not in its known_hosts file; `ssh "
+                                f"{proxy_jump.split(',')[0]}` once records it")
         if client.offered is None:
             return HostKeyError(f"{self.name}: host key not verifiable")
         host, _addr, port, key = client.offered

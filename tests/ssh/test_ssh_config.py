@@ -165,3 +165,20 @@ def test_strict_host_key_checking_yes_stays_strict_from_the_cli(
     assert "unknown host key" in err
     assert "SHA256:" in err
     assert not (home / ".ssh" / "known_hosts").exists()
+
+
+async def test_an_unknown_jump_host_key_is_refused_naming_the_jump(home: Path,
+                                                                   sshd: Sshd) -> None:
+    """The jump host's key is checked strictly too (asyncssh checks it against ssh_config's
+    known_hosts files); the refusal says it was the jump host's."""
+    jump = TcpProxy(sshd.port).start()
+    try:
+        (home / ".ssh" / "config").write_text(
+            f"Host gpu\n  HostName 127.0.0.1\n  Port {sshd.port}\n"
+            f"  ProxyJump {sshd.user}@127.0.0.1:{jump.port}\n"
+            f"Host *\n  User {sshd.user}\n  IdentityFile {sshd.client_key}\n"
+            f"  UserKnownHostsFile {sshd.known_hosts}\n")
+        with pytest.raises(HostKeyError, match=f"ProxyJump {sshd.user}@127.0.0.1:{jump.port}"):
+            await whoami(alias_config())
+    finally:
+        jump.close()
