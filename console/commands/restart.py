@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TextIO
 
 from console.commands.common import EXPECTED as COMMON_EXPECTED
 from console.commands.common import CommandError, emit
@@ -32,15 +31,11 @@ from console.settings import HostConfig
 EXPECTED = (*COMMON_EXPECTED, RestartError)
 
 
-def _say(text: str, out: TextIO | None = None) -> None:
-    emit(text, out)
-
-
 def _progress(step: RestartStep) -> None:
     if step.stage is Stage.PLANNED:
         return
     label = step.stage.value
-    _say(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
+    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
 
 
 def confirm(answer: str | None) -> bool:
@@ -49,9 +44,9 @@ def confirm(answer: str | None) -> bool:
 
 
 def _ask(plan: RestartPlan) -> bool:
-    _say(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
+    emit(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
     for line in plan.describe().splitlines():
-        _say(f"  {safe_text(line, 1000)}")
+        emit(f"  {safe_text(line, 1000)}")
     try:
         answer = input("Restart now? [y/N] ")
     except EOFError:
@@ -62,25 +57,25 @@ def _ask(plan: RestartPlan) -> bool:
 def report(result: RestartResult) -> None:
     """The outcome for a person: phase durations when it came up, the error lines when not."""
     if result.phases:
-        _say("start-up phases:")
+        emit("start-up phases:")
         for p in result.phases:
             took = f"{p.duration_s:7.2f}s" if p.duration_s is not None else "        "
             said = f" (vLLM: {p.reported_s:g} s)" if p.reported_s is not None else ""
-            _say(f"  {p.phase.value:<16} {took}{said}  {safe_text(p.detail, 200)}")
+            emit(f"  {p.phase.value:<16} {took}{said}  {safe_text(p.detail, 200)}")
     for note in result.notes:
-        _say(f"note: {safe_text(note, 500)}")
+        emit(f"note: {safe_text(note, 500)}")
     timing = f"stop {result.stop_s:.2f}s, " if result.stop_s is not None else ""
     timing += f"start-up {result.startup_s:.2f}s, " if result.startup_s is not None else ""
     timing += f"total {result.total_s:.2f}s"
     if result.ok:
-        _say(f"ready: {safe_text(result.reason, 500)} ({timing})")
+        emit(f"ready: {safe_text(result.reason, 500)} ({timing})")
         return
     err = sys.stderr
-    _say(f"{result.outcome.value}: {safe_text(result.reason, 1000)} ({timing})", err)
+    emit(f"{result.outcome.value}: {safe_text(result.reason, 1000)} ({timing})", err)
     if result.error_lines:
-        _say(f"from {result.log} after the restart marker:", err)
+        emit(f"from {result.log} after the restart marker:", err)
         for line in result.error_lines:
-            _say(f"  {safe_text(line, 1000)}", err)
+            emit(f"  {safe_text(line, 1000)}", err)
 
 
 async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
@@ -91,7 +86,7 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
         if not args.yes and not await asyncio.to_thread(_ask, plan):
             raise CommandError("cancelled: nothing was changed")
         if args.yes:
-            _say(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
+            emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
         result = await restart(host, config, trace=bool(args.trace), plan=plan,
                                on_progress=_progress)
     finally:
