@@ -19,10 +19,13 @@ BIN = str(Path(sys.executable).parent)  # where `vllm-console` is installed
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    """A home with one host in the hosts file and one alias (and a pattern) in ssh_config."""
+    """A home with one host in the hosts file, aliases (and a pattern) in ssh_config and one in
+    a file it includes."""
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "config").write_text(
-        "Host gpu-alias *.lab\n  HostName 10.0.0.5\nHost=gpu-eq\n  User x\n")
+        "Include config.d/*\nHost gpu-alias *.lab\n  HostName 10.0.0.5\nHost=gpu-eq\n  User x\n")
+    (tmp_path / ".ssh" / "config.d").mkdir()
+    (tmp_path / ".ssh" / "config.d" / "lab").write_text("Host gpu-included\n  Port 2222\n")
     (tmp_path / "xdg" / "vllm-console").mkdir(parents=True)
     (tmp_path / "xdg" / "vllm-console" / "hosts.toml").write_text(
         '[hosts.gpu1]\nssh = "root@10.0.0.1"\n')
@@ -41,7 +44,7 @@ def script(shell: str, env: dict[str, str], tmp_path: Path) -> Path:
 # (the words typed, with the last being completed) -> what must be offered / must not be
 CASES = [
     ("vllm-console ch", {"check"}, set()),
-    ("vllm-console g", {"gpu1", "gpu-alias", "gpu-eq"}, {"*.lab"}),
+    ("vllm-console g", {"gpu1", "gpu-alias", "gpu-eq", "gpu-included"}, {"*.lab"}),
     ("vllm-console ", {"demo", "check", "status", "restart", "sim", "init", "completion",
                        "gpu1", "gpu-alias"}, set()),
     ("vllm-console check g", {"gpu1", "gpu-alias"}, {"check"}),
