@@ -27,7 +27,7 @@ class Option:
     flags: tuple[str, ...]
     help: str
     value: str = ""
-    """What follows it: "" nothing, "file", "dir", "words" (`words`), "any"."""
+    """What follows it: "" nothing, "file" (and `words`), "dir", "words", "any"."""
     words: tuple[str, ...] = ()
 
 
@@ -41,6 +41,10 @@ def _value_words(dest: str) -> tuple[str, ...]:
         from console.sim import SCENARIOS
 
         return tuple(SCENARIOS)
+    if dest == "profile":  # a shipped name, or a file (offered too)
+        from checks.profile import shipped_profiles
+
+        return tuple(shipped_profiles())
     return ()
 
 
@@ -59,7 +63,7 @@ def describe(parser: argparse.ArgumentParser) -> dict[str, list[Option]]:
                 options.append(Option(tuple(action.option_strings), helptext))
                 continue
             words = tuple(action.choices or ()) or _value_words(action.dest)
-            value = "words" if words else "file" if action.metavar in _FILE_METAVARS else \
+            value = "file" if action.metavar in _FILE_METAVARS else "words" if words else \
                 "dir" if action.metavar == "DIR" else "any"
             options.append(Option(tuple(action.option_strings), helptext, value, words))
         found[name] = options
@@ -71,15 +75,15 @@ def _bash(parser: argparse.ArgumentParser, *, zsh: bool = False) -> str:
     valued = sorted({f for opts in commands.values() for o in opts if o.value for f in o.flags
                      if f != "--config"})
     arms = []
+    words = {f: o for opts in commands.values() for o in opts if o.words for f in o.flags}
+    for flag in sorted(words):
+        files = " -f" if words[flag].value == "file" else ""
+        arms.append(f'        {flag}) COMPREPLY=($(compgen{files} -W '
+                    f'{shlex.quote(" ".join(words[flag].words))} -- "$cur")); return ;;')
     for kind, action in (("file", "compgen -f"), ("dir", "compgen -d")):
         flags = sorted({f for opts in commands.values() for o in opts if o.value == kind
-                        for f in o.flags})
+                        for f in o.flags if f not in words})
         arms.append(f'        {"|".join(flags)}) COMPREPLY=($({action} -- "$cur")); return ;;')
-    words = {f: o.words for opts in commands.values() for o in opts if o.value == "words"
-             for f in o.flags}
-    for flag in sorted(words):
-        arms.append(f'        {flag}) COMPREPLY=($(compgen -W {shlex.quote(" ".join(words[flag]))}'
-                    f' -- "$cur")); return ;;')
     arms.append(f'        {"|".join(valued)}) return ;;')
     per_command = "\n".join(
         f"        {name}) opts={shlex.quote(' '.join(f for o in opts for f in o.flags))} ;;"
@@ -184,7 +188,8 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
             spec = " ".join(f"-l {f[2:]}" if f.startswith("--") else f"-s {f[1:]}"
                             for f in o.flags)
             takes = {"": "", "file": " -r -F", "dir": " -r -a '(__fish_complete_directories)'",
-                     "any": " -r"}.get(o.value, f" -r -a {shlex.quote(' '.join(o.words))}")
+                     "any": " -r", "words": " -r"}[o.value]
+            takes += f" -a {shlex.quote(' '.join(o.words))}" if o.words else ""
             lines.append(f"complete -c vllm-console -n {shlex.quote(when)} {spec}{takes} "
                          f"-d {shlex.quote(o.help[:80])}")
     return "\n".join(lines) + "\n"

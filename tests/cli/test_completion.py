@@ -53,6 +53,7 @@ CASES = [
     ("vllm-console gpu1 --re", {"--readonly", "--reference"}, set()),
     ("vllm-console --theme vllm-d", {"vllm-dark"}, set()),
     ("vllm-console demo --scenario inc", {"incident"}, set()),
+    ("vllm-console check gpu1 --profile dfl", {"dflash-swa"}, set()),
     ("vllm-console check --config OTHER g", {"gpu-other"}, {"gpu1"}),
     ("vllm-console completion f", {"fish"}, set()),
     ("vllm-console check gpu1 ", set(), {"gpu1"}),
