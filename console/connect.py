@@ -13,24 +13,27 @@ from console.settings import (
     overrides,
     resolve_host,
 )
+from console.ssh_config import identity_problem
 
 # The host options; the settings' overrides come from the settings model itself.
 _HOST_OPTIONS = ("identity", "known_hosts", "accept_new", "readonly", "local")
 
 
 def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> HostConfig:
-    """Merge the hosts file, HOST and the command-line options. Raises ConfigError."""
+    """Merge the hosts file, HOST (or the hosts-file name `spec`) and the command-line options.
+    Raises ConfigError. A missing identity file of the HOST a person typed is refused here,
+    before any connection; a fleet opens, and that host's link says why it cannot connect."""
     config_path = Path(args.config).expanduser() if getattr(args, "config", None) else None
     hosts = load_hosts_file(config_path, required=config_path is not None)
+    typed = spec is None
     spec = spec or getattr(args, "host", None)
     if not spec:
         raise ConfigError("no HOST given")
     keys = (*(name for name, *_ in overrides()), *_HOST_OPTIONS)
     config = resolve_host(spec, hosts, overrides={k: getattr(args, k, None) for k in keys})
-    if config.identity and not config.local and not Path(config.identity).is_file():
-        # asyncssh would say only "No such file or directory", after trying to connect.
-        said = "does not exist" if not Path(config.identity).exists() else "is not a file"
-        raise ConfigError(f"{spec}: identity file {config.identity} {said}")
+    problem = identity_problem(config.identity) if not config.local else ""
+    if problem and typed:
+        raise ConfigError(f"{spec}: {problem}")
     return config
 
 

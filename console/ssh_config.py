@@ -89,3 +89,11 @@ def read_ssh_config(host: str, user: str | None = None, port: int | None = None,
         connect_timeout=float(timeout) if timeout else None,
         accept_new=strict in _ACCEPT_NEW,
         proxy_jump="" if jump.lower() == "none" else jump)
+
+
+def identity_problem(path: str) -> str:
+    """Why the identity file `path` cannot be used, or "" (asyncssh would say only "No such
+    file or directory", after opening the connection)."""
+    if not path or os.path.isfile(path):
+        return ""
+    return f"identity file {path} {'is not a file' if os.path.exists(path) else 'does not exist'}"

@@ -34,7 +34,7 @@ from console.host import (
     stream_shell_line,
 )
 from console.settings import HostConfig
-from console.ssh_config import SshConfigView, read_ssh_config
+from console.ssh_config import SshConfigView, identity_problem, read_ssh_config
 
 
 def _lazy_module(name: str) -> Any:
@@ -166,6 +166,9 @@ class SSHHost(Host):
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         cfg = self.config
+        problem = identity_problem(cfg.identity)
+        if problem:  # not retried: waiting does not bring the file back
+            raise _LoginRefused(f"{self.name}: {problem}")
         ssh_config = read_ssh_config(cfg.hostname, cfg.username, cfg.port)
         self._known_paths = ssh_config.known_hosts_files(cfg.known_hosts)
         known = self._read_known(self._known_paths)

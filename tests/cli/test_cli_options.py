@@ -149,3 +149,36 @@ def load_hosts_file_text(body: str, tmp_path: Path) -> dict[str, dict[str, dict[
     full.write_text(body)
     load_hosts_file(full, required=True)  # valid against the model, not only TOML
     return tomllib.loads(body)
+
+
+def test_a_fleet_opens_with_one_hosts_missing_identity_file_and_that_host_says_why(
+        tmp_path: Path) -> None:
+    """`vllm-console` with two hosts, one whose key is not on this laptop: the fleet still
+    builds (the other host is usable); the host itself is refused at connect, naming the file."""
+    import asyncio
+
+    from console.host import ConnectionState, HostError
+    from console.ssh_host import SSHHost
+
+    missing = tmp_path / "id_gone"
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.a]\nssh = "u@127.0.0.1:1"\nidentity = "{missing}"\n'
+                     '[hosts.b]\nssh = "u@127.0.0.1:1"\n')
+    args = build_parser().parse_args(["tui", "--config", str(hosts)])
+    configs = [host_config_from_args(args, name) for name in ("a", "b")]
+    assert configs[0].identity == str(missing)
+
+    async def connect() -> str:
+        host = SSHHost(configs[0])
+        states: list[ConnectionState] = []
+        host.add_listener(lambda status: states.append(status.state))
+        try:
+            with pytest.raises(HostError) as refused:
+                await host.connect()
+            await asyncio.sleep(0.7)  # past the first backoff step: not retried
+            assert ConnectionState.RECONNECTING not in states
+            return str(refused.value)
+        finally:
+            await host.close()
+
+    assert asyncio.run(connect()) == f"a: identity file {missing} does not exist"
