@@ -3,8 +3,8 @@
 Subcommands, their options, the values an option takes (files, directories, themes,
 scenarios), and host names. The scripts ask `vllm-console completion hosts` for the host names
 at each completion, so a host added to the hosts file or `~/.ssh/config` is offered at once.
-zsh runs the bash function through `bashcompinit` (zsh's own bash-completion layer), with
-0-based arrays as bash has them.
+zsh runs the bash function through `bashcompinit` (zsh's own bash-completion layer, which calls
+it in sh emulation: 0-based arrays as in bash).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def describe(parser: argparse.ArgumentParser) -> dict[str, list[Option]]:
     return found
 
 
-def _bash(parser: argparse.ArgumentParser, *, zsh: bool = False) -> str:
+def _bash(parser: argparse.ArgumentParser) -> str:
     commands = describe(parser)
     valued = sorted({f for opts in commands.values() for o in opts if o.value for f in o.flags
                      if f != "--config"})
@@ -89,10 +89,9 @@ def _bash(parser: argparse.ArgumentParser, *, zsh: bool = False) -> str:
         f"        {name}) opts={shlex.quote(' '.join(f for o in opts for f in o.flags))} ;;"
         for name, opts in commands.items())
     names = " ".join(commands)
-    zsh_arrays = "    setopt localoptions ksharrays  # bash's 0-based arrays\n" if zsh else ""
     return f"""\
 _vllm_console() {{
-{zsh_arrays}    local cur=${{COMP_WORDS[COMP_CWORD]}} prev=${{COMP_WORDS[COMP_CWORD-1]}}
+    local cur=${{COMP_WORDS[COMP_CWORD]}} prev=${{COMP_WORDS[COMP_CWORD-1]}}
     local cmd="" host="" config="" word i opts
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${{COMP_WORDS[i]}}
@@ -142,7 +141,7 @@ def zsh_script(parser: argparse.ArgumentParser) -> str:
     return ("#compdef vllm-console\n"
             "# vllm-console completion for zsh: source <(vllm-console completion zsh)\n"
             "(( $+functions[compdef] )) || { autoload -U +X compinit && compinit }\n"
-            "autoload -U +X bashcompinit && bashcompinit\n" + _bash(parser, zsh=True))
+            "autoload -U +X bashcompinit && bashcompinit\n" + _bash(parser))
 
 
 def fish_script(parser: argparse.ArgumentParser) -> str:
