@@ -97,3 +97,13 @@ def identity_problem(path: str) -> str:
     if not path or os.path.isfile(path):
         return ""
     return f"identity file {path} {'is not a file' if os.path.exists(path) else 'does not exist'}"
+
+
+def unusable_identity(path: str, why: Exception) -> str:
+    """What to say when asyncssh could not load a key (`path`: --identity or the hosts file's;
+    empty when ssh_config's IdentityFile named it). The console asks for no passphrase."""
+    which = f"identity file {path}" if path else "an IdentityFile of ~/.ssh/config"
+    said = f"{which} is not a usable private key ({why})"
+    if "passphrase" not in str(why).lower():
+        return said
+    return said + f": load it into ssh-agent instead (`ssh-add {path or 'KEYFILE'}`)"

@@ -34,7 +34,12 @@ from console.host import (
     stream_shell_line,
 )
 from console.settings import HostConfig
-from console.ssh_config import SshConfigView, identity_problem, read_ssh_config
+from console.ssh_config import (
+    SshConfigView,
+    identity_problem,
+    read_ssh_config,
+    unusable_identity,
+)
 
 
 def _lazy_module(name: str) -> Any:
@@ -192,6 +197,8 @@ class SSHHost(Host):
             conn = await asyncssh.connect(cfg.hostname, **options)  # type: ignore[arg-type]
         except asyncssh.HostKeyNotVerifiable:
             raise self._key_refusal(client, ssh_config.proxy_jump) from None
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+            raise _LoginRefused(f"{self.name}: {unusable_identity(cfg.identity, exc)}") from None
         except asyncssh.PermissionDenied as exc:
             raise _LoginRefused(f"{self.name}: login refused ({exc.reason}); check the user, "
                                 "the key (--identity) and the agent") from None

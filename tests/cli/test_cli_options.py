@@ -182,3 +182,28 @@ def test_a_fleet_opens_with_one_hosts_missing_identity_file_and_that_host_says_w
             await host.close()
 
     assert asyncio.run(connect()) == f"a: identity file {missing} does not exist"
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    ("not a key\n", "is not a usable private key (Invalid private key)"),
+    (None, "is not a usable private key (Passphrase must be specified to import encrypted "
+           "private keys): load it into ssh-agent instead (`ssh-add {path}`)"),
+])
+def test_an_identity_file_that_is_no_usable_key_is_named(
+        key: str | None, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file that is not a key, and a key behind a passphrase (the console asks for none):
+    one line that names the file, exit 2; it said "KeyImportError ... please report this"."""
+    import subprocess
+
+    path = tmp_path / "id_x"
+    if key is None:
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f",
+                        str(path)], check=True)
+    else:
+        path.write_text(key)
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("")
+    assert main(["status", "127.0.0.1:1", "--config", str(hosts), "--identity", str(path)]) == 2
+    err = capsys.readouterr().err
+    said = said.format(path=path)
+    assert err == f"vllm-console status: 127.0.0.1:1: identity file {path} {said}\n"
