@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from console.commands.common import CommandError, emit
-from console.settings import default_hosts_path, load_hosts_file
+from console.settings import default_hosts_path
 
 TEMPLATE = """\
 # vllm-console hosts file: one [hosts.NAME] table per GPU host; `vllm-console NAME` opens one,
@@ -46,14 +46,18 @@ TEMPLATE = """\
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.config).expanduser() if args.config else default_hosts_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # FileExistsError too: a file where the folder should be
+        raise CommandError(f"cannot write {path}: {path.parent}: {exc.strerror}") from None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         raise CommandError(f"{path} exists; not overwriting it (edit it, or pass --config "
                            "PATH for another file)") from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror}") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(TEMPLATE)
-    load_hosts_file(path, required=True)  # the template is a valid hosts file: proven each time
     emit(f"wrote {path}: fill in a [hosts.NAME] table, then run `vllm-console NAME`")
     return 0

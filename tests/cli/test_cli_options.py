@@ -207,3 +207,14 @@ def test_an_identity_file_that_is_no_usable_key_is_named(
     err = capsys.readouterr().err
     said = said.format(path=path)
     assert err == f"vllm-console status: 127.0.0.1:1: identity file {path} {said}\n"
+
+
+def test_init_where_it_cannot_write_says_so(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = blocker / "hosts.toml"
+    assert main(["init", "--config", str(target)]) == 2
+    assert capsys.readouterr().err == \
+        f"vllm-console init: cannot write {target}: {blocker}: File exists\n"
+
