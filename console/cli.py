@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from console import __version__
-from console.commands.common import EXIT_COULD_NOT_RUN, EXPECTED, emit, one_line
+from console.commands.common import EXIT_COULD_NOT_RUN, EXPECTED, emit, one_line, reason
 from console.commands.completion import SHELLS
 from console.settings import overrides
 
@@ -225,7 +225,7 @@ def _run(command: str, args: argparse.Namespace) -> int:
         return 130
     except Exception as exc:
         if isinstance(exc, getattr(module, "EXPECTED", EXPECTED)):
-            emit(f"{who}: {one_line(exc)}", sys.stderr)
+            emit(f"{who}: {one_line(reason(exc))}", sys.stderr)
         else:  # a bug of ours: still one line, and the way to get it fixed
             emit(f"{who}: could not run: {type(exc).__name__}: {one_line(exc)} (please "
                  "report this)", sys.stderr)

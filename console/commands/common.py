@@ -27,6 +27,14 @@ class CommandError(Exception):
 EXPECTED: tuple[type[BaseException], ...] = (CommandError, ConfigError, HostError, OSError)
 
 
+def reason(exc: BaseException) -> str:
+    """Why, in a person's words: `PATH: Not a directory` for a system error, not
+    `[Errno 20] Not a directory: 'PATH'`."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
+
+
 def one_line(message: object) -> str:
     """An error for stderr: one line, and inert (a host's words may carry escape sequences
     or newlines: a server's disconnect reason, a remote command's stderr)."""

@@ -15,7 +15,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from console.commands.common import CommandError
+from console.commands.common import CommandError, reason
 from console.commands.sim import check_scenario, list_scenarios
 from console.commands.tui import check_theme
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         start_background(tree)
         return open_console(tree, theme=args.theme, readonly=args.readonly)
     except OSError as exc:
-        raise CommandError(f"cannot start the simulated host: {exc}") from None
+        raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
     finally:
         try:
             tree_root = root / "host"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.commands.common import CommandError, emit
+from console.commands.common import CommandError, emit, reason
 
 
 def list_scenarios() -> int:
@@ -35,5 +35,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         tree = materialise(args.scenario, Path(args.root), port=args.port)
     except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot write the simulated host into {args.root}: {exc}") from None
+        raise CommandError(f"cannot write the simulated host into {args.root}: "
+                           f"{reason(exc)}") from None
     return run_foreground(tree)

@@ -72,3 +72,15 @@ def test_a_reader_that_leaves_early_is_not_an_error(words: list[str]) -> None:
     os.close(write_end)
     assert proc.stderr == ""
     assert proc.returncode == 0
+
+
+def test_a_system_error_names_the_file_without_errno_noise(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An OSError a command lets through reads as `PATH: reason`, not `[Errno 13] ... 'PATH'`."""
+    root = tmp_path / "tree"
+    root.write_text("")  # a file where sim wants a directory
+    assert main(["sim", "--root", str(root / "host")]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert "[Errno" not in err
+    assert str(root) in err
+
