@@ -15,9 +15,6 @@ from console.settings import (
 )
 from console.ssh_config import identity_problem
 
-# The host options; the settings' overrides come from the settings model itself.
-_HOST_OPTIONS = ("identity", "known_hosts", "accept_new", "readonly", "local")
-
 
 def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> HostConfig:
     """Merge the hosts file, HOST (or the hosts-file name `spec`) and the command-line options.
@@ -29,8 +26,11 @@ def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> 
     spec = spec or getattr(args, "host", None)
     if not spec:
         raise ConfigError("no HOST given")
-    keys = (*(name for name, *_ in overrides()), *_HOST_OPTIONS)
-    config = resolve_host(spec, hosts, overrides={k: getattr(args, k, None) for k in keys})
+    # Every option named after a setting overrides it: the host options (--identity, ...)
+    # and the generated ones (--log, ...), without a list to keep in step with the parser.
+    keys = {*HostConfig.model_fields, *(name for name, *_ in overrides())}
+    config = resolve_host(spec, hosts, overrides={k: v for k, v in vars(args).items()
+                                                  if k in keys})
     problem = identity_problem(config.identity) if not config.local else ""
     if problem and typed:
         raise ConfigError(f"{spec}: {problem}")

@@ -49,6 +49,16 @@ def test_each_option_lands_in_the_setting_it_overrides(tmp_path: Path) -> None:
     assert config_from(["status", "gpu1", "--config", str(hosts)]).serve.log == "/from/file"
 
 
+def test_the_host_options_land_in_the_host_config(tmp_path: Path) -> None:
+    key = tmp_path / "id_gpu"
+    key.write_text("")
+    config = config_from(["status", "u@h", "--identity", str(key), "--known-hosts",
+                          str(tmp_path / "kh"), "--accept-new", "--readonly"])
+    assert (config.identity, config.known_hosts, config.accept_new, config.readonly,
+            config.local) == (str(key), str(tmp_path / "kh"), True, True, False)
+    assert config_from(["status", "h", "--local"]).local
+
+
 def test_the_subcommand_is_found_after_any_option_that_takes_a_value(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`vllm-console --unit check status h`: `check` is --unit's value and `status` the command
