@@ -2,11 +2,11 @@
 
     .venv/bin/python -m benchmarks.bench_agent [--seconds 30] [--interval 1] [--json]
 
-Runs `console/agent/agent_main.py` as a host would (`/usr/bin/python3`, stdlib only) in three
-set-ups: no GPU source, the simulated host's `nvidia-smi` loops, and the same with a simulated
-`vllm serve` tree to track. The agent's own CPU time (/proc schedstat, after its first sample, so
-start-up is not counted) over the wall time is the figure; its nvidia-smi children are
-reported apart (the simulated nvidia-smi is a Python script: its cost says nothing of the real
+Runs the agent (`console/hostside/agent.py`) as a host would (`/usr/bin/python3 BUNDLE agent`,
+stdlib only) in three set-ups: no GPU source, the simulated host's `nvidia-smi` loops, and the same
+with a simulated `vllm serve` tree to track. The agent's own CPU time (/proc schedstat, after its
+first sample, so start-up is not counted) over the wall time is the figure; its nvidia-smi children
+are reported apart (the simulated nvidia-smi is a Python script: its cost says nothing of the real
 one's). Run as root, every process on the machine is the agent's user's, so the /proc scan does
 its most work: the worst case.
 """
@@ -25,12 +25,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.agent import agent_main  # noqa: E402
 from console.sim.runner import start_background, stop, wait_ready  # noqa: E402
 from console.sim.tree import materialise  # noqa: E402
+from tests.hostside.bundle import entry_argv  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
 
-AGENT = Path(agent_main.__file__)
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -61,7 +60,7 @@ def children(pid: int) -> list[int]:
 
 
 def measure(args: list[str], seconds: float) -> dict[str, float]:
-    proc = subprocess.Popen([PYTHON, str(AGENT), *args], stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(entry_argv(PYTHON, "agent", *args), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None

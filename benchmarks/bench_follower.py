@@ -99,13 +99,13 @@ class Consumer:
 
 
 def host_follower(log: Path) -> int | None:
-    """The pid of the host-side follower (`follow_main.py`) of `log`, found in /proc (its
+    """The pid of the host-side follower (`BUNDLE follow`) of `log`, found in /proc (its
     arguments, the log among them, are in its environment)."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
-                if len(argv) > 1 and b"follow_main" in argv[1] and \
+                if argv[1:2] and argv[1].endswith(b".pyz") and argv[2:3] == [b"follow"] and \
                         str(log).encode() in (entry / "environ").read_bytes():
                     return int(entry.name)
             except OSError:

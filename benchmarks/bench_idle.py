@@ -6,9 +6,9 @@ every 5 s, the sim's traffic on, demo-like: 2 GPUs, the incident scenario), nobo
 
 After `--settle` seconds (start-up and the first checks done), over `--seconds`:
 - the console process's CPU (% of one core) and resident memory;
-- on the host: the agent (`agent_main`), its `nvidia-smi` loop (the simulated one is a Python
+- on the host: the agent (`BUNDLE agent`), its `nvidia-smi` loop (the simulated one is a Python
   script: its cost says nothing of the real one's, so it is reported apart), the log follower
-  (`follow_main`) and sshd's session processes;
+  (`BUNDLE follow`) and sshd's session processes;
 - bytes per second on the SSH link, both ways (the client socket's `bytes_sent` /
   `bytes_received` as the kernel counts them, `ss -ti`: TCP payload, SSH framing included).
 """
@@ -56,9 +56,9 @@ def host_processes(sshd: Sshd, hosts: SimHosts) -> dict[str, list[int]]:
         name = proc.name()
         if name == "sshd":
             roles["sshd"].append(proc.pid)
-        elif name.startswith("python") and "agent_main" in cmd:
+        elif name.startswith("python") and cmd.endswith(".pyz agent"):
             roles["agent"].append(proc.pid)
-        elif name.startswith("python") and "follow_main" in cmd:
+        elif name.startswith("python") and cmd.endswith(".pyz follow"):
             roles["follower"].append(proc.pid)
         elif any(s in cmd for s in smi):
             roles["nvidia-smi"].append(proc.pid)

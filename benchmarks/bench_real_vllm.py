@@ -19,8 +19,8 @@ them, and the sshd, are stopped at the end, whatever happened.
 
 1. **Cost on the host.** With psutil, once a second, the CPU (% of one core) and RSS of each
    process of the server's tree (API server, resource tracker, EngineCore, Worker) and of the
-   console's host-side processes: the descendants of our sshd, by command line (`agent_main`:
-   the agent; `follow_main`: the log follower; `sshd`: the session processes, which also carry
+   console's host-side processes: the descendants of our sshd, by command line (`.pyz agent`:
+   the agent; `.pyz follow`: the log follower; `sshd`: the session processes, which also carry
    the port forward that `/metrics` and `/health` travel through; `other`: the shells and any
    short-lived helper). Windows: `baseline` (back-to-back `/v1/completions` on loopback, no
    console), `idle` (the console's headless `HostSession` over `SSHHost` attached, no requests)
@@ -165,9 +165,9 @@ def console_roles(sshd: Sshd, api: int) -> dict[str, list[int]]:
             continue
         if name.startswith("sshd"):
             roles["sshd"].append(proc.pid)
-        elif "agent_main" in cmd:
+        elif cmd.endswith(".pyz agent"):
             roles["agent"].append(proc.pid)
-        elif "follow_main" in cmd:
+        elif cmd.endswith(".pyz follow"):
             roles["follower"].append(proc.pid)
         else:
             roles["other"].append(proc.pid)

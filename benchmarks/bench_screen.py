@@ -285,7 +285,7 @@ async def flood(rate: float, seconds: float, *, keys: bool = False, local: bool 
                          "the log follower")
             probe.install(app, "bench")
             await asyncio.sleep(0.3)
-            follower_pids = find_pids(b"follow_main", str(log).encode())
+            follower_pids = find_pids(b".pyz\0follow\0", str(log).encode())
             console_cpu = CpuMeter([None]).start()
             host_cpu = CpuMeter(follower_pids).start()
             sshd_cpu = CpuMeter(_sshd_cpu_pids(sshd)).start()

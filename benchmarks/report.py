@@ -256,10 +256,10 @@ def details(results: dict[str, Any]) -> list[str]:
                 "| Process | CPU (% of one core) |", "|---|---|",
                 f"| console (in tmux, RSS {_n(idle['console_rss_mb'])} MB) | "
                 f"{_pct(idle['console_cpu_pct'])} |",
-                f"| host agent (`agent_main`, 1 sample/s) | {_pct(idle['agent_cpu_pct'])} |",
+                f"| host agent (`BUNDLE agent`, 1 sample/s) | {_pct(idle['agent_cpu_pct'])} |",
                 f"| its nvidia-smi loop (the simulated one: a Python script) | "
                 f"{_pct(idle['nvidia_smi_cpu_pct'])} |",
-                f"| host log follower (`follow_main`) | {_pct(idle['follower_cpu_pct'])} |",
+                f"| host log follower (`BUNDLE follow`) | {_pct(idle['follower_cpu_pct'])} |",
                 f"| sshd session | {_pct(idle['sshd_cpu_pct'])} |",
                 f"| shells, `cat` (stream plumbing) | {_pct(idle['other_host_cpu_pct'])} |",
                 "",
@@ -332,8 +332,8 @@ REAL_HEADING = "### The console on a real `vllm serve`"
 REAL_ROWS = (("api", "vLLM API server (`vllm serve`)"), ("engine_core", "`VLLM::EngineCore`"),
              ("worker", "`VLLM::Worker`"), ("resource_tracker", "resource tracker"),
              ("server", "**server tree**"),
-             ("agent", "agent (`agent_main`, 1 sample/s, and its shell)"),
-             ("follower", "log follower (`follow_main`, and its shell)"),
+             ("agent", "agent (`BUNDLE agent`, 1 sample/s, and its shell)"),
+             ("follower", "log follower (`BUNDLE follow`, and its shell)"),
              ("sshd", "sshd session (the link; `/health`, `/metrics` via its port forward)"),
              ("other", "the rest (`cat`s: stream plumbing)"), ("console", "**console, host side**"))
 REAL_STEPS = (("stop_s", "old tree gone (`stopped`)"), ("free_s", "port free (`port-free`)"),

@@ -19,7 +19,6 @@ from typing import Any
 
 from checks.configs import ConfigRead, read_configs
 from checks.context import ChainContext, settings_evidence
-from checks.hostscript import ScriptRun, run_json_script, shown_command
 from checks.links import code_present, config_correct, fields_extracted, runtime_activation
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile
@@ -27,11 +26,10 @@ from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
 from console.discovery import configured_port, effective_serve, resolve_serve
 from console.host import Host, HostError
-from console.remote_scripts import RemoteScripts, script_source
+from console.remote_scripts import RemoteScripts, ScriptRun, run_json, shown_command
 from console.restart.last import read_last_launch
 from console.settings import ServeSettings
 
-SCRIPTS = "checks.scripts"
 CODE_TIMEOUT = 120.0
 FIELDS_TIMEOUT = 120.0
 LOG_TIMEOUT = 60.0
@@ -50,7 +48,7 @@ async def _run(ctx: ChainContext, name: str, interpreter: str, payload: dict[str
         # shadows the installed vLLM for the server, so it must for the probe too.
         if proc.argv[1:2] == ("-m",) and proc.cwd:
             payload = {**payload, "path_first": proc.cwd}
-    return await run_json_script(ctx.host, ctx.scripts, SCRIPTS, name, interpreter, payload,
+    return await run_json(ctx.host, ctx.scripts, name, interpreter, payload,
                                  timeout=timeout, env=env)
 
 
@@ -85,7 +83,7 @@ class _Probes:
         async def make() -> ScriptRun | None:
             if not python:
                 return None
-            return await _run(self.ctx, "code_probe.py", python, code_present.payload(spec),
+            return await _run(self.ctx, "probe-code", python, code_present.payload(spec),
                               CODE_TIMEOUT)
         return await self._task("code", make)  # type: ignore[no-any-return]
 
@@ -99,7 +97,7 @@ class _Probes:
                 return None
             params = fields_extracted.payload(links.fields_extracted, draft.path,
                                               links.code_present.package)
-            return await _run(self.ctx, "fields_probe.py", python, params, FIELDS_TIMEOUT)
+            return await _run(self.ctx, "probe-fields", python, params, FIELDS_TIMEOUT)
         return await self._task("fields", make)  # type: ignore[no-any-return]
 
     async def log(self) -> ScriptRun | None:
@@ -111,7 +109,7 @@ class _Probes:
             if not path:
                 return None
             params = runtime_activation.payload(spec, path, proc.pid if proc else None)
-            return await _run(self.ctx, "log_probe.py", "python3", params, LOG_TIMEOUT)
+            return await _run(self.ctx, "probe-log", "python3", params, LOG_TIMEOUT)
         return await self._task("log", make)  # type: ignore[no-any-return]
 
 
@@ -166,10 +164,9 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
         resolution = await resolve_serve(host, settings, scripts=scripts)
         process, found = resolution.process, resolution.notes
         # Installed already: the path comes from the cache, no round trip.
-        path = await scripts.path("discovery_probe.py",
-                                  script_source("console", "discovery_probe.py"))
-        command = shown_command("python3", path, {"match": settings.match.split(),
-                                                   "port": configured_port(settings.url)})
+        command = shown_command("python3", await scripts.bundle(), "discover",
+                                payload={"match": settings.match.split(),
+                                         "port": configured_port(settings.url)})
     except HostError as exc:
         process, discovery_error = None, str(exc)
     # No server: the one the console launched last for this entry is the run to judge.

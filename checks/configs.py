@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checks.hostscript import ScriptRun, run_json_script
 from checks.models import Evidence
 from console.host import Host
-from console.remote_scripts import RemoteScripts
+from console.remote_scripts import RemoteScripts, ScriptRun, run_json
 
 HF_ENV = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HOME")
 
@@ -100,8 +99,8 @@ async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, 
         return out
     hf_env = {k: v for k, v in env.items() if k in HF_ENV}
     items = {k: {"model": v, "env": hf_env, "cwd": cwd} for k, v in wanted.items()}
-    run = await run_json_script(host, scripts, "checks.scripts", "configs_probe.py", "python3",
-                                {"items": items}, timeout=30)
+    run = await run_json(host, scripts, "probe-configs", "python3", {"items": items},
+                         timeout=30)
     for name, model in wanted.items():
         if run.data is None or not isinstance(run.data.get(name), Mapping):
             out[name] = ConfigRead(name, model, problem=f"cannot read the {name} config: "

@@ -1,6 +1,6 @@
 """Finding the running `vllm serve` on a host, and what it was started with.
 
-`resolve_serve(host, settings)` runs one stdlib script on the host (`discovery_probe.py`, one
+`resolve_serve(host, settings)` runs one stdlib script on the host (`hostside/discover.py`, one
 pass over /proc) and returns the serve process chosen by the one rule written there (a server
 entry point of the login user, never another user's; with a configured `url`, the one that
 listens on its port), with what else it found: look-alikes, the port's holders, orphaned
@@ -25,10 +25,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from console.host import Host, HostError
-from console.remote_scripts import RemoteScripts, script_source
+from console.remote_scripts import RemoteScripts, run_json
 from console.settings import ServeSettings
 
-MARKER = "@@vllm-console-json@@"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _ANY_ADDRESS = {"", "0.0.0.0", "::", "[::]", "*"}
@@ -349,26 +348,14 @@ async def discover_serve(host: Host, settings: ServeSettings, *,
 async def resolve_serve(host: Host, settings: ServeSettings, *,
                         scripts: RemoteScripts | None = None,
                         python: str = "python3") -> Resolution:
-    """The serve process on `host` by the one rule (`console.discovery_probe`), and what else
+    """The serve process on `host` by the one rule (`console.hostside.discover`), and what else
     was found. Raises DiscoveryError when discovery itself cannot run."""
     scripts = scripts or RemoteScripts(host)
     payload = {"match": settings.match.split(), "port": configured_port(settings.url)}
-    try:
-        path = await scripts.path("discovery_probe.py",
-                                  script_source("console", "discovery_probe.py"))
-        result = await host.run([python, path], timeout=30,
-                                input=json.dumps(payload).encode())
-    except HostError as exc:
-        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {exc}") from None
-    text = result.text
-    try:
-        facts = json.loads(text.rsplit(MARKER, 1)[1]) if MARKER in text else None
-    except ValueError:
-        facts = None
-    if not isinstance(facts, dict):
-        why = (result.error_text.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
-        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {python}: "
-                             f"{why}")
+    run = await run_json(host, scripts, "discover", python, payload, timeout=30)
+    if run.data is None:
+        raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")
+    facts = dict(run.data)
     process = serve_from_facts(facts, settings.match)
     return Resolution(process, facts, resolution_notes(facts, settings.match))
 

@@ -1,6 +1,6 @@
 """`LogFollower`: the serve log, followed on the host from a byte offset, as batches of lines.
 
-Why a dedicated host-side follower (`console/agent/follow_main.py`) on its own stream rather than
+Why a dedicated host-side follower (`console/hostside/follow.py`) on its own stream rather than
 `tail -F` or the agent's pipe:
 
 - resuming with no gap and no duplicate needs the exact byte position of what arrived, and which
@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from console.agent.client import FOLLOW_SCRIPT, python_line
 from console.display import DISPLAY_MAX, plain_ascii, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle
 from console.parsers.lines import LineAssembler
 from console.parsers.redact import may_hold_secret, redact_text
-from console.remote_scripts import RemoteScripts, script_source
+from console.remote_scripts import RemoteScripts, python_line
 
 SIG_BYTES = 64
 MIB = 1024 * 1024
@@ -290,8 +289,6 @@ class LogFollower:
 
     # -- the host command ---------------------------------------------------------------
     async def _command(self, *, once: bool = False) -> str:
-        script = await self.scripts.path(FOLLOW_SCRIPT, script_source("console.agent",
-                                                                      FOLLOW_SCRIPT))
         args = [self.path, "--poll", f"{self.poll_s:g}"]
         pos = self._position
         if pos is not None:
@@ -301,7 +298,7 @@ class LogFollower:
                      "--head", str(self.head_bytes)]
         if once:
             args.append("--once")
-        return python_line(script, args, python=self.python)
+        return python_line(await self.scripts.bundle(), "follow", args, python=self.python)
 
     # -- following ----------------------------------------------------------------------
     async def run(self, on_batch: OnBatch) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.hostscript import LINK_HINT, ScriptRun
-from checks.links.common import result, run_evidence, short_list
+from checks.links.common import LINK_HINT, result, run_evidence, short_list
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import CodePresentSpec
+from console.remote_scripts import ScriptRun
 
 LINK = "code-present"
 

@@ -6,8 +6,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from checks.hostscript import ScriptRun
 from checks.models import Evidence, LinkResult, Status
+from console.remote_scripts import ScriptRun
+
+LINK_HINT = "the link to {host} failed during the check: check the connection, then run it again"
 
 
 def short_list(items: Iterable[Any], limit: int = 3) -> str:

@@ -15,8 +15,7 @@ from typing import Any
 
 from checks import draftconfig as dc
 from checks.configs import ConfigRead
-from checks.hostscript import LINK_HINT
-from checks.links.common import result, short_list, show
+from checks.links.common import LINK_HINT, result, short_list, show
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import ConfigCorrectSpec
 from checks.references import Reference

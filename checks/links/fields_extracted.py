@@ -1,6 +1,6 @@
 """Link 2, fields extracted: the config vLLM builds from the draft keeps the SWA fields.
 
-The host's own code builds it (see `checks/scripts/fields_probe.py`). Pass: every SWA field
+The host's own code builds it (see `console/hostside/probes/fields_probe.py`). Pass: every SWA field
 config.json has survives with its value. Fail: one is dropped or changed, or the host's
 extraction raises on this config. Error: the draft config or the serving interpreter cannot be
 used (an import error names the module). A native z-lab config is read by HF as-is; when
@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from checks.configs import ConfigRead
-from checks.hostscript import LINK_HINT, ScriptRun
-from checks.links.common import result, run_evidence, short_list, show
+from checks.links.common import LINK_HINT, result, run_evidence, short_list, show
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import FieldsExtractedSpec
+from console.remote_scripts import ScriptRun
 
 LINK = "fields-extracted"
 

@@ -26,8 +26,7 @@ from typing import Any
 
 from checks import draftconfig as dc
 from checks.configs import ConfigRead
-from checks.hostscript import LINK_HINT, ScriptRun
-from checks.links.common import result, run_evidence, short_list
+from checks.links.common import LINK_HINT, result, run_evidence, short_list
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import Refusal, RuntimeActivationSpec
 from checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
@@ -36,6 +35,7 @@ from console.parsers.classifier import classify
 from console.parsers.engine import EngineConfig, VersionBanner
 from console.parsers.errors import ErrorKind, parse_error
 from console.parsers.prefix import parse_line
+from console.remote_scripts import ScriptRun
 from console.telemetry.startup import RunMark, current_run_start, run_mark
 
 LINK = "runtime-activation"

@@ -1,12 +1,11 @@
-"""The host-side agent and the client that runs it.
+"""The laptop's side of the host agent: starting it and reading its samples.
 
-`agent_main.py` and `follow_main.py` are package data: stdlib-only Python scripts installed on the
-host (once per content hash, see `console.remote_scripts`) and run there by `python3` as long-lived
-streams over the SSH link. `AgentClient` starts the sampler and turns its JSON lines into typed
-`AgentSample`s; `console.follower.LogFollower` drives `follow_main.py`.
+The agent itself (`console.hostside.agent`) runs on the host from the console's bundle (see
+`console.remote_scripts`) as a long-lived stream over the SSH link. `AgentClient` starts it and
+turns its JSON lines into typed `AgentSample`s.
 """
 
-from console.agent.client import AGENT_SCRIPT, FOLLOW_SCRIPT, AgentClient, AgentError, agent_command
+from console.agent.client import AgentClient, AgentError, agent_command
 from console.agent.samples import (
     AgentHello,
     AgentSample,
@@ -18,8 +17,6 @@ from console.agent.samples import (
 )
 
 __all__ = [
-    "AGENT_SCRIPT",
-    "FOLLOW_SCRIPT",
     "AgentClient",
     "AgentError",
     "AgentHello",

@@ -12,15 +12,13 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from console.agent.samples import AgentHello, AgentSample, split_json_lines
-from console.host import Host, HostError, quote_argv
-from console.remote_scripts import RemoteScripts, script_source
+from console.host import Host, HostError
+from console.remote_scripts import RemoteScripts, python_line
 
-AGENT_SCRIPT = "agent_main.py"
-FOLLOW_SCRIPT = "follow_main.py"
 HELLO_TIMEOUT_S = 30.0
 
 
@@ -28,38 +26,15 @@ class AgentError(HostError):
     """The agent could not start or stopped; the message says why (its last words included)."""
 
 
-ARGS_ENV = "VLLM_CONSOLE_ARGS"
-
-
-def python_line(script: str, args: Sequence[str], *, python: str = "",
-                merge_stderr: bool = False) -> str:
-    """A shell line that runs `script` with the host's python3 (else the serving interpreter),
-    or prints one `{"t": "error"}` JSON line saying there is none.
-
-    The arguments travel in the environment (`VLLM_CONSOLE_ARGS`, a JSON list), not on the
-    command line: a helper whose argv held the match words or a `vllm-serve.log` path would
-    itself look like `vllm serve` to anything that finds the server by its command line."""
-    candidates = ["python3", "/usr/bin/python3"] + ([python] if python else [])
-    tried = " ".join(candidates)
-    run = '"$p" ' + quote_argv([script])
-    if merge_stderr:
-        run += " 2>&1"
-    error = json.dumps({"t": "error", "msg": f"no Python 3 on the host (tried {tried})"})
-    return (f"{ARGS_ENV}={quote_argv([json.dumps(list(args))])}; export {ARGS_ENV}\n"
-            f"for p in {quote_argv(candidates)}; do\n"
-            f"  if command -v \"$p\" >/dev/null 2>&1; then exec {run}; fi\n"
-            f"done\nprintf '%s\\n' {quote_argv([error])}; exit 127")
-
-
-def agent_command(script: str, *, interval_s: float = 1.0, match: str = "vllm serve",
+def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = "vllm serve",
                   nvidia_smi: str = "nvidia-smi", gpu_source: str = "auto",
                   python: str = "", once: bool = False) -> str:
-    """The shell line that runs the installed agent at `script`."""
+    """The shell line that runs the agent of the installed `bundle`."""
     args = ["--interval", f"{interval_s:g}", "--match", match, "--nvidia-smi",
             nvidia_smi or "nvidia-smi", "--gpu-source", gpu_source]
     if once:
         args.append("--once")
-    return python_line(script, args, python=python, merge_stderr=True)
+    return python_line(bundle, "agent", args, python=python, merge_stderr=True)
 
 
 class AgentClient:
@@ -80,11 +55,9 @@ class AgentClient:
         self.hello: AgentHello | None = None
 
     async def _command(self, *, once: bool) -> str:
-        path = await self.scripts.path(AGENT_SCRIPT, script_source("console.agent",
-                                                                   AGENT_SCRIPT))
-        return agent_command(path, interval_s=self.interval_s, match=self.match,
-                             nvidia_smi=self.nvidia_smi, gpu_source=self.gpu_source,
-                             python=self.python, once=once)
+        return agent_command(await self.scripts.bundle(), interval_s=self.interval_s,
+                             match=self.match, nvidia_smi=self.nvidia_smi,
+                             gpu_source=self.gpu_source, python=self.python, once=once)
 
     async def once(self, timeout: float = 60.0) -> tuple[AgentHello, AgentSample]:
         """Run the agent for one sample (a one-shot status)."""

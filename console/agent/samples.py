@@ -1,4 +1,4 @@
-"""Typed, immutable views of the agent's JSON lines (`agent_main.py` writes them).
+"""Typed, immutable views of the agent's JSON lines (`console/hostside/agent.py` writes them).
 
 Parsing is tolerant: a field of the wrong type or missing reads as None (or empty), never raises,
 so a newer or older agent degrades to "unknown" figures instead of a crash.

@@ -3,7 +3,7 @@
     plan = await plan_restart(host, config, trace=False)    # what the confirm dialog shows
     result = await restart(host, config, plan=plan, on_progress=callback)
 
-The restart itself runs on the host as one detached step (`console.restart.host`), so a lost
+The restart itself runs on the host as one detached step (`console.hostside.restart`), so a lost
 SSH link never leaves the server down; the client follows it and verifies the new server.
 """
 

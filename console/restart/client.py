@@ -82,7 +82,7 @@ class _Progress:
 
 def plan_document(plan: RestartPlan, options: RestartOptions, *, restart_id: str,
                   paths: dict[str, str], by: str, nvidia_smi: str) -> dict[str, Any]:
-    """The plan as the host-side step reads it (`console/restart/host/step.py`)."""
+    """The plan as the host-side step reads it (`console/hostside/restart/step.py`)."""
     return {
         "id": restart_id, "by": by, "entry": plan.host, "inputs": list(plan.inputs),
         "mode": plan.mode, "unit": plan.unit,
@@ -237,7 +237,7 @@ class _Run:
             return self._result(Outcome.ERROR, f"could not start the restart on the host: {exc}")
         try:
             await self.host.start_detached(
-                [self.plan.python, self.plan.bundle, "run", self.plan_path],
+                [self.plan.python, self.plan.bundle, "restart", "run", self.plan_path],
                 log=self.out_path)
         except HostError as exc:
             # The answer may be what was lost, not the start: the status file tells.

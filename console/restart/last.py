@@ -13,11 +13,10 @@ import posixpath
 from typing import Any
 
 from console.discovery import configured_port
-from console.discovery_probe import matches
 from console.host import Host, HostError
+from console.hostside.argv import matches
 from console.remote_scripts import RemoteScripts
-from console.restart.bundle import bundle_bytes
-from console.restart.plan import BUNDLE_NAME, RestartError, last_key, run_bundle
+from console.restart.plan import RestartError, last_key, run_bundle
 from console.settings import ServeSettings
 
 
@@ -28,8 +27,8 @@ async def read_last_launch(host: Host, settings: ServeSettings,
     record is never borrowed)."""
     scripts = scripts or RemoteScripts(host)
     try:
-        bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
-        record = await run_bundle(host, settings.python or "python3", bundle, "last",
+        bundle = await scripts.bundle()
+        record = await run_bundle(host, scripts, settings.python or "python3", "last",
                                   "--dir", posixpath.dirname(bundle),
                                   "--key", last_key(host.name))
     except (HostError, RestartError):

@@ -9,7 +9,6 @@ whether a systemd unit owns the process.
 from __future__ import annotations
 
 import hashlib
-import json
 import posixpath
 from datetime import UTC, datetime
 from typing import Any
@@ -22,15 +21,14 @@ from console.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.discovery_probe import argv_port, env_items, matches
-from console.host import Host, HostError, quote_argv
-from console.remote_scripts import RemoteScripts
-from console.restart.bundle import bundle_bytes, trace_hook_source
+from console.host import Host, quote_argv
+from console.hostside.argv import matches
+from console.hostside.discover import argv_port, env_items
+from console.remote_scripts import RemoteScripts, run_json, trace_hook_source
 from console.restart.env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
 from console.restart.model import RestartPlan
 from console.settings import HostConfig
 
-BUNDLE_NAME = "vllm-console-restart.pyz"
 DEFAULT_WATCH = (
     "vllm.model_executor.models.qwen3_dflash:_get_dflash_layer_types",
     "vllm.model_executor.models.qwen3_dflash:_resolve_layer_attention",
@@ -41,20 +39,13 @@ class RestartError(Exception):
     """The restart cannot be planned or started; the message says why (exit status 2)."""
 
 
-async def run_bundle(host: Host, python: str, bundle: str, *args: str,
+async def run_bundle(host: Host, scripts: RemoteScripts, python: str, *args: str,
                      timeout: float = 30.0) -> dict[str, Any]:
-    """Run a query command of the host-side bundle; its one JSON answer."""
-    result = await host.run([python, bundle, *args], timeout=timeout)
-    if not result.ok:
-        why = result.error_text.strip().splitlines()[-1:] or [f"exit {result.exit_status}"]
-        raise RestartError(f"{host.name}: {python} {BUNDLE_NAME} {args[0]}: {why[0]}")
-    try:
-        answer = json.loads(result.text.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise RestartError(f"{host.name}: the restart helper answered no JSON") from None
-    if not isinstance(answer, dict):
-        raise RestartError(f"{host.name}: the restart helper answered no JSON object")
-    return answer
+    """Run a query command of the host side's `restart` entry; its one JSON answer."""
+    run = await run_json(host, scripts, "restart", python, args=args, timeout=timeout)
+    if run.data is None:
+        raise RestartError(f"{host.name}: restart {args[0]}: {run.error}")
+    return dict(run.data)
 
 
 def profile_watch(config: HostConfig) -> tuple[str, ...]:
@@ -205,7 +196,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     none runs) and build the plan. Raises RestartError (or HostError) when there is nothing
     sound to restart; nothing on the host has changed then."""
     scripts = scripts or RemoteScripts(host)
-    bundle = await scripts.path(BUNDLE_NAME, bundle_bytes())
+    bundle = await scripts.bundle()
     private = posixpath.dirname(bundle)
     found, python = await _resolve(host, config, config.serve.python or "python3", scripts)
     serve = found.process
@@ -215,7 +206,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     query = ["describe", str(pid) if pid is not None else "-", "--dir", private, "--key", key]
     if config.serve.log:
         query += ["--log", config.serve.log]
-    described = await run_bundle(host, python, bundle, *query)
+    described = await run_bundle(host, scripts, python, *query)
     if pid is not None and "error" in described:
         raise RestartError(f"{host.name}: {described['error']} (it exited just now?)")
     if serve is not None and int(described.get("start") or 0) != serve.start_ticks:
@@ -312,11 +303,3 @@ def _inputs(argv: list[str]) -> tuple[str, ...]:
     args = parse_serve_argv(argv)
     return tuple(p for p in (args.target, args.draft) if p and p.startswith("/"))
 
-
-async def lock_holder(host: Host, plan: RestartPlan) -> dict[str, Any]:
-    """Who holds the host's restart lock now ({} when nobody)."""
-    try:
-        return await run_bundle(host, plan.python, plan.bundle, "lock", "--dir",
-                                posixpath.dirname(plan.bundle))
-    except (RestartError, HostError):
-        return {}

@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
-from checks.hostscript import ScriptRun
 from checks.links import code_present
 from checks.models import Evidence, Status
 from checks.profile import load_profile
-from checks.scripts import code_probe
+from console.hostside.probes import code_probe
+from console.hostside.wire import MARKER
+from console.remote_scripts import ScriptRun
+from tests.hostside.bundle import entry_argv
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 VERSION = "0.1.dev16016+g3cfc8f8b7"
@@ -205,15 +207,16 @@ def make_install(root: Path, *, variant: str = "pr", offset: bool = True,
     return Install(root, python, site, pkg, site / dist)
 
 
-def run_script(module: Any, python: Path | str, params: dict[str, Any],
+def run_script(entry: str, python: Path | str, params: dict[str, Any],
                env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run a host-side script file with `python`, as the host would; its JSON answer."""
-    proc = subprocess.run([str(python), module.__file__], input=json.dumps(params).encode(),
+    """Run a host-side entry point of the bundle with `python`, as the host would; its JSON
+    answer."""
+    proc = subprocess.run(entry_argv(python, entry), input=json.dumps(params).encode(),
                           capture_output=True, timeout=60, env={**os.environ, **(env or {})},
                           check=False)
     assert proc.returncode == 0, proc.stderr.decode()
     text = proc.stdout.decode()
-    body = text.rsplit("@@vllm-console-json@@", 1)[-1]
+    body = text.rsplit(MARKER, 1)[-1]
     return json.loads(body)  # type: ignore[no-any-return]
 
 
@@ -222,7 +225,7 @@ CODE = PROFILE.links.code_present
 
 
 def _code(install: Install) -> dict[str, Any]:
-    return run_script(code_probe, install.python, code_present.payload(CODE))
+    return run_script("probe-code", install.python, code_present.payload(CODE))
 
 
 def test_whole_pr_branch_install_is_found_verified_and_dated(tmp_path: Path) -> None:
@@ -328,7 +331,7 @@ def test_symbol_specs() -> None:
 
 
 def test_interpreter_without_vllm_and_install_without_metadata(tmp_path: Path) -> None:
-    facts = run_script(code_probe, HOST_PYTHON, code_present.payload(CODE))
+    facts = run_script("probe-code", HOST_PYTHON, code_present.payload(CODE))
     assert facts["found"] is False
     assert facts["sys_path"]
     install = make_install(tmp_path)
@@ -341,8 +344,8 @@ def test_interpreter_without_vllm_and_install_without_metadata(tmp_path: Path) -
 
 
 def test_code_present_verdicts_on_crafted_installs(tmp_path: Path) -> None:
-    from checks.hostscript import ScriptRun
     from checks.models import Evidence, Status
+    from console.remote_scripts import ScriptRun
 
     ctx = Evidence.make("discovery")
 

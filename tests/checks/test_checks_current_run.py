@@ -15,13 +15,13 @@ import pytest
 
 from checks import Status, run_chain
 from checks.configs import ConfigRead
-from checks.hostscript import ScriptRun
 from checks.links import runtime_activation
 from checks.models import Evidence
 from checks.profile import load_profile
-from checks.scripts import log_probe
 from checks.trace import format_trace_line
+from console.hostside.probes import log_probe
 from console.local_host import LocalHost
+from console.remote_scripts import ScriptRun
 from console.settings import HostConfig, ServeSettings
 from console.sim.runner import start_background, stop, wait_ready
 from console.sim.tree import materialise

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from checks.configs import ConfigRead
-from checks.hostscript import ScriptRun
 from checks.links import config_correct, fields_extracted, runtime_activation
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import load_profile
 from checks.references import choose_reference
 from checks.rootcause import broken_link, root_cause
 from checks.trace import format_trace_line
+from console.remote_scripts import ScriptRun
 from tests.checks.test_checks_crafted import TARGET_CONFIG, draft_config, engine_lines
 
 PROFILE = load_profile()

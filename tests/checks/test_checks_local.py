@@ -109,8 +109,7 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
     interpreter and models of this host entry's last launch by the console (the restart's
     record), and judges that failed run, instead of asking for --log."""
     from console.remote_scripts import RemoteScripts
-    from console.restart.bundle import bundle_bytes
-    from console.restart.plan import BUNDLE_NAME, last_key
+    from console.restart.plan import last_key
 
     install = make_install(root / "installed", variant="upstream")
     target, draft = make_models(root, "healthy")
@@ -126,7 +125,7 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
         refusal, ""]))
     name = f"last-launch-test-{os.getpid()}"
     host = LocalHost(name)
-    private = Path(await RemoteScripts(host).path(BUNDLE_NAME, bundle_bytes())).parent
+    private = Path(await RemoteScripts(host).bundle()).parent
     record = private / f"last-launch-{last_key(name)}.json"
     record.write_text(json.dumps({
         "entry": name, "argv": [str(install.python), "-m", "vllm.entrypoints.cli.main",

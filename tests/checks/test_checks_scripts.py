@@ -14,7 +14,7 @@ import pytest
 
 from checks.links import fields_extracted, runtime_activation
 from checks.profile import load_profile
-from checks.scripts import configs_probe, fields_probe, log_probe
+from console.hostside.probes import configs_probe, fields_probe, log_probe
 from tests.checks.test_checks_crafted import (
     HOST_PYTHON,
     draft_config,
@@ -264,7 +264,7 @@ def _fields(python: Path | str, config: dict[str, Any], tmp_path: Path) -> dict[
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(config))
     spec = PROFILE.links.fields_extracted
-    return run_script(fields_probe, python,
+    return run_script("probe-fields", python,
                       fields_extracted.payload(spec, str(path), "vllm"))
 
 
@@ -341,7 +341,7 @@ def test_a_config_nested_too_deep_is_invalid_with_the_depth_named(tmp_path: Path
     import sys
 
     from checks.configs import parse_read
-    from checks.hostscript import ScriptRun
+    from console.remote_scripts import ScriptRun
 
     path = tmp_path / "config.json"
     path.write_text('{"a":' * 200_000 + "1" + "}" * 200_000)

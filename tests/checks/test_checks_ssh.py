@@ -26,7 +26,7 @@ import pytest
 
 from checks import Status, run_chain
 from checks.models import LINK_IDS, ChainReport
-from console.restart.bundle import trace_hook_source
+from console.remote_scripts import trace_hook_source
 from console.restart.env import launch_env
 from console.settings import ServeSettings
 from console.sim.runner import stop, wait_ready
@@ -200,7 +200,7 @@ async def test_incident_evidence_names_the_wrong_fields_and_offers_a_trace(
     probe = code.evidence[1]
     assert probe.probe == "code-probe"
     assert probe.exit == 0
-    assert "code_probe" in probe.command
+    assert "probe-code" in probe.command
     assert "RECORD:" in probe.excerpt
     log_scan = runtime.evidence[1]
     assert "Initializing a V1 LLM engine" in log_scan.excerpt
@@ -438,7 +438,7 @@ async def test_a_host_that_drops_mid_check_gives_error_links(
 
     class Dropping(SSHHost):
         async def run(self, argv: Any, **kwargs: Any) -> Any:
-            if "code_probe" in str(argv):
+            if "probe-code" in str(argv):
                 proxy.cut()  # the link dies as the probes start
             return await super().run(argv, **kwargs)
 

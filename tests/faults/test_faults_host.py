@@ -35,6 +35,7 @@ from console.telemetry import (
     ServeTreeChanged,
     TelemetryOptions,
 )
+from tests.cli.test_status_ssh import start_as
 from tests.fault_support import (
     NumberedWriter,
     Recorder,
@@ -44,7 +45,6 @@ from tests.fault_support import (
 )
 from tests.sshd import Sshd, chown_to, free_port
 from tests.tcp_proxy import TcpProxy, proxied_config
-from tests.cli.test_status_ssh import start_as
 
 pytestmark = pytest.mark.ssh
 

@@ -17,18 +17,18 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checks import draftconfig as dc
-from checks.hostscript import parse_answer
 from checks.links.config_correct import check_invariants
 from checks.profile import load_profile
 from console.agent.samples import AgentHello, AgentSample, split_json_lines
 from console.discovery import parse_serve_argv, serve_from_facts
-from console.discovery_probe import argv_port
 from console.display import safe_text
 from console.draft_diff import compare, json_diff, with_reference_values
 from console.follower import FrameDecoder, LogFollower
 from console.host import HostError
+from console.hostside.discover import argv_port
 from console.local_host import LocalHost
 from console.parsers.redact import REDACTED, is_secret_key, redact_text
+from console.remote_scripts import parse_answer
 from console.settings import ConfigError, load_hosts_file
 
 FAST = settings(max_examples=100, deadline=None,

@@ -7,7 +7,6 @@ never another user's process), and how it ends (stdin closed, SIGTERM: no nvidia
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import pwd
@@ -21,12 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from console.agent import agent_main
 from console.agent.samples import AgentSample, ServeTree
+from console.hostside.gpu import smi
 from console.sim.tree import SimTree, materialise
+from tests.hostside.bundle import entry_argv
 
-AGENT = Path(agent_main.__file__)
-FOLLOW = AGENT.with_name("follow_main.py")
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NO_NVML = ["--nvml-lib", "libnvidia-ml-missing-for-test.so"]
 
@@ -51,7 +49,7 @@ def nvmlDeviceGetComputeRunningProcesses(h):
 
 def agent_lines(*args: str, env: dict[str, str] | None = None, timeout: float = 30
                 ) -> list[dict]:
-    out = subprocess.run([PYTHON, str(AGENT), *args], capture_output=True, timeout=timeout,
+    out = subprocess.run(entry_argv(PYTHON, "agent", *args), capture_output=True, timeout=timeout,
                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     assert lines, out.stderr.decode()
@@ -64,38 +62,17 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> SimTree:
     return materialise("incident", tmp_path_factory.mktemp("agent-sim"), gpus=2)
 
 
-def test_scripts_run_on_old_pythons() -> None:
-    for script in (AGENT, FOLLOW):
-        ast.parse(script.read_text(), feature_version=(3, 6))
-        imports = {alias.name.split(".")[0] for node in ast.walk(ast.parse(script.read_text()))
-                   if isinstance(node, ast.Import | ast.ImportFrom)
-                   for alias in (node.names if isinstance(node, ast.Import) else
-                                 [ast.alias(node.module or "")])}
-        assert imports <= set(sys.stdlib_module_names) | {"pynvml"}, imports
-
-
-@pytest.mark.parametrize(("argv", "words", "expected"), [
-    (["/v/bin/python", "/v/bin/vllm", "serve", "/m"], ["vllm", "serve"], True),
-    (["python", "-m", "vllm.entrypoints.cli.main", "serve", "x"], ["vllm", "serve"], True),
-    (["python", "-m", "vllm serve"], ["vllm", "serve"], False),  # one element, two words
-    (["serve", "vllm"], ["vllm", "serve"], False),  # wrong order
-    (["vllm", "serve"], [], False),
-])
-def test_match_rule(argv: list[str], words: list[str], expected: bool) -> None:
-    assert agent_main.matches(argv, words) is expected
-
-
 def test_nvidia_smi_rows_with_missing_values() -> None:
-    row = agent_main.parse_gpu_row(
+    row = smi.parse_gpu_row(
         "3, GPU-ab, NVIDIA H200, [N/A], 100, 143771, 41, [Not Supported]")
     assert row == {"index": 3, "uuid": "GPU-ab", "name": "NVIDIA H200", "util_pct": None,
                    "mem_used_mib": 100.0, "mem_total_mib": 143771.0, "temp_c": 41.0,
                    "power_w": None}
-    assert agent_main.parse_gpu_row("No devices were found") is None
-    assert agent_main.parse_gpu_row("0, GPU-x, H200, nan, inf, 1, 2, 3")["util_pct"] is None
-    assert agent_main.parse_app_row("77, 1024, GPU-ab") == {"pid": 77, "used_mib": 1024.0,
+    assert smi.parse_gpu_row("No devices were found") is None
+    assert smi.parse_gpu_row("0, GPU-x, H200, nan, inf, 1, 2, 3")["util_pct"] is None
+    assert smi.parse_app_row("77, 1024, GPU-ab") == {"pid": 77, "used_mib": 1024.0,
                                                             "gpu_uuid": "GPU-ab"}
-    assert agent_main.parse_app_row("No running processes found") is None
+    assert smi.parse_app_row("No running processes found") is None
 
 
 def test_nvml_through_pynvml_when_importable(tmp_path: Path) -> None:
@@ -219,6 +196,25 @@ def test_serve_tree_top_most_match_and_descendants(mark: str) -> None:
     assert serve["procs"] == []
 
 
+def test_another_helper_of_the_bundle_is_never_the_serve_process(tmp_path: Path) -> None:
+    """A follower run from the same bundle directory matches words taken from its own command
+    line (`hostside`, `follow`); it is a console helper all the same, never the server."""
+    log = tmp_path / "serve.log"
+    log.write_text("x\n")
+    follower = subprocess.Popen(entry_argv(PYTHON, "follow", str(log)),
+                                stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while b"follow" not in Path(f"/proc/{follower.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the follower never started"
+            time.sleep(0.05)
+        sample = agent_lines("--once", "--gpu-source", "none", "--match", "hostside follow")[1]
+        assert sample["serve"]["root"] is None, sample["serve"]
+    finally:
+        _kill(follower)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")
 def test_another_users_server_is_never_the_serve_process(sshd, mark: str) -> None:
     user = pwd.getpwnam(sshd.user)
@@ -261,7 +257,7 @@ def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
 
 @pytest.mark.parametrize("how", ["stdin-closed", "sigterm"])
 def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> None:
-    proc = subprocess.Popen([PYTHON, str(AGENT), "--interval", "0.2", "--nvidia-smi",
+    proc = subprocess.Popen([*entry_argv(PYTHON, "agent"), "--interval", "0.2", "--nvidia-smi",
                              str(sim.nvidia_smi), *NO_NVML], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -287,8 +283,8 @@ def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> 
 
 def test_once_gives_its_sample_even_with_stdin_closed() -> None:
     # As `Host.run` runs it: stdin is a pipe that is closed at once.
-    out = subprocess.run([PYTHON, str(AGENT), "--once", "--gpu-source", "none"], input=b"",
-                         capture_output=True, timeout=30)
+    out = subprocess.run(entry_argv(PYTHON, "agent", "--once", "--gpu-source", "none"),
+                         input=b"", capture_output=True, timeout=30)
     kinds = [json.loads(line)["t"] for line in out.stdout.splitlines()]
     assert kinds == ["hello", "sample"]
 

@@ -24,7 +24,8 @@ from console.discovery import (
     parse_serve_argv,
     serve_from_facts,
 )
-from console.discovery_probe import interpreter, matches, parse_stat
+from console.hostside.argv import matches
+from console.hostside.discover import interpreter
 from console.local_host import LocalHost
 from console.settings import ServeSettings
 from tests.sshd import Sshd, chown_to
@@ -91,12 +92,6 @@ def test_a_broken_speculative_config_is_no_draft_not_a_crash() -> None:
 ])
 def test_match_words_in_order_in_distinct_elements(argv: list[str], hit: bool) -> None:
     assert matches(argv, ["vllm", "serve"]) is hit
-
-
-def test_stat_with_spaces_and_parens_in_comm() -> None:
-    raw = b"123 (VLLM::Engine (x) y) S 77 123 123 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 4242 0"
-    assert parse_stat(raw) == ("VLLM::Engine (x) y", 77, 4242)
-    assert parse_stat(b"garbage") is None
 
 
 def test_interpreter_keeps_the_venv_name(tmp_path: Path) -> None:

@@ -20,10 +20,13 @@ import pytest
 from checks.trace import parse_trace_line
 from console.cli import main
 from console.commands import restart as restart_command
+from console.hostside.procfs import read_proc, service_in_cgroup
+from console.hostside.restart.status import take_lock
+from console.hostside.restart.stop import send, verified_tree
 from console.local_host import LocalHost
 from console.parsers import StartupPhase
+from console.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
 from console.restart import Outcome, RestartPlan, RestartResult, restart
-from console.restart.bundle import bundle_bytes, trace_hook_source
 from console.restart.env import (
     ENV_HOOK,
     ENV_ORIG_PYTHONPATH,
@@ -32,9 +35,6 @@ from console.restart.env import (
     launch_env,
     original_env,
 )
-from console.restart.host.procfs import read_proc, service_in_cgroup
-from console.restart.host.status import take_lock
-from console.restart.host.stop import send, verified_tree
 from console.restart.plan import server_address
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
@@ -408,7 +408,7 @@ def test_nothing_is_stopped_when_the_relaunch_could_not_happen(
         "timeouts": {"term": 1, "kill": 1, "free": 1, "startup": 1},
         "paths": {"status": str(status), "lock": str(tmp_path / "restart.lock"),
                   "last": str(tmp_path / "last-launch.json")}}))
-    done = subprocess.run([sys.executable, str(bundle), "run", str(plan)], timeout=30,
+    done = subprocess.run([sys.executable, str(bundle), "restart", "run", str(plan)], timeout=30,
                           capture_output=True, text=True)
     assert done.returncode == 1, done.stderr
     records = [json.loads(line) for line in status.read_text().splitlines()]
@@ -422,9 +422,11 @@ def test_bundle_is_the_same_bytes_every_time_and_answers_json(tmp_path: Path) ->
     assert bundle_bytes() == bundle_bytes()
     bundle = tmp_path / "b.pyz"
     bundle.write_bytes(bundle_bytes())
-    done = subprocess.run([sys.executable, str(bundle), "describe", str(os.getpid()),
-                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
-    answer = json.loads(done.stdout)
+    done = subprocess.run([sys.executable, str(bundle), "restart", "describe",
+                           str(os.getpid()), "--dir", str(tmp_path)], capture_output=True,
+                          text=True, timeout=30)
+    answer = parse_answer(done.stdout)
+    assert answer is not None, done.stderr
     assert answer["pid"] == os.getpid()
     assert answer["lock"] == {}
     assert answer["last"] == {}
@@ -556,7 +558,7 @@ async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
 
 
 def test_the_status_file_beats_while_the_step_waits(tmp_path: Path) -> None:
-    from console.restart.host.status import StatusFile
+    from console.hostside.restart.status import StatusFile
 
     path = tmp_path / "s.status"
     status = StatusFile(str(path), heartbeat_s=0.2)
@@ -621,9 +623,9 @@ def test_the_host_side_runs_on_python_3_9(traced_tree: tuple[Path, Path],
         pytest.skip("no Python 3.9 here")
     bundle = tmp_path / "b.pyz"
     bundle.write_bytes(bundle_bytes())
-    done = subprocess.run([python, str(bundle), "describe", str(os.getpid()), "--dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=30)
-    assert json.loads(done.stdout)["pid"] == os.getpid(), done.stderr
+    done = subprocess.run([python, str(bundle), "restart", "describe", str(os.getpid()),
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert (parse_answer(done.stdout) or {}).get("pid") == os.getpid(), done.stderr
     hook, lib = traced_tree
     env = {**os.environ, "PYTHONPATH": f"{hook}:{lib}", ENV_HOOK: str(hook),
            ENV_WATCH: json.dumps(["fakevllm.models.qwen3_dflash:_get_dflash_layer_types"])}
@@ -646,7 +648,7 @@ def _run_step(tmp_path: Path, **plan: object) -> list[dict]:
                   "last": str(tmp_path / "last-launch.json")}}
     document.update(plan)
     (tmp_path / "plan.json").write_text(json.dumps(document))
-    subprocess.run([sys.executable, str(bundle), "run", str(tmp_path / "plan.json")],
+    subprocess.run([sys.executable, str(bundle), "restart", "run", str(tmp_path / "plan.json")],
                    timeout=30, capture_output=True)
     return [json.loads(line) for line in status.read_text().splitlines()
             if json.loads(line)["step"] != "heartbeat"]
@@ -692,7 +694,7 @@ def test_a_port_taken_by_someone_else_is_never_restarted_over(tmp_path: Path) ->
     ([], False),
 ])
 def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) -> None:
-    from console.discovery_probe import server_entry
+    from console.hostside.discover import server_entry
 
     assert server_entry(argv) is server
 
@@ -708,7 +710,7 @@ def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) ->
     (["/lib/systemd/systemd", "--user"], False),  # a unit is found by its cgroup instead
 ])
 def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
-    from console.discovery_probe import supervisor
+    from console.hostside.discover import supervisor
 
     comm = os.path.basename(argv[0]).lstrip("-")
     assert bool(supervisor(4242, comm, argv)) is loop
@@ -716,7 +718,7 @@ def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
 
 def test_a_stuck_phase_ends_and_says_which(tmp_path: Path) -> None:
     """Any blocking call (here the open of a FIFO nobody reads) ends with the phase bound."""
-    from console.restart.host.step import StepFailed, bounded
+    from console.hostside.restart.step import StepFailed, bounded
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -770,8 +772,8 @@ def test_ready_needs_the_relaunched_tree_to_own_the_port(
     import http.server
     import threading
 
-    from console.restart.host.launch import wait_ready
-    from console.restart.host.step import answered_by
+    from console.hostside.restart.launch import wait_ready
+    from console.hostside.restart.step import answered_by
 
     class Ok(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -836,7 +838,7 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
     tracker beside it still has the server's. Another directory, or an environment that
     lacks one of the server's variables, is someone else's orphan: named, left alone."""
     from console.discovery import Resolution
-    from console.discovery_probe import env_items
+    from console.hostside.discover import env_items
     from console.restart.plan import _orphans_to_stop
 
     env = {"PATH": "/v/bin:/usr/bin", "HF_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "0"}

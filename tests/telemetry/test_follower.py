@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from console.agent import follow_main
 from console.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
 from console.local_host import LocalHost
+from tests.hostside.bundle import entry_argv
 
-SCRIPT = Path(follow_main.__file__)
 PREAMBLE = "(APIServer pid=1) INFO 05-14 10:00:00 [utils.py:1] non-default args: {'model': 'm'}"
 ENGINE = ("(EngineCore_DP0 pid=7) INFO 05-14 10:00:05 [core.py:2] Initializing a V1 LLM engine "
           "(v0.1.dev1) with config: model='m', speculative_config=None")
@@ -30,7 +29,7 @@ def frames_of(data: bytes) -> list[tuple[dict, bytes]]:
 
 
 def run_script(path: Path, *args: str) -> list[tuple[dict, bytes]]:
-    out = subprocess.run([sys.executable, str(SCRIPT), str(path), "--once", *args],
+    out = subprocess.run(entry_argv(sys.executable, "follow", str(path), "--once", *args),
                          capture_output=True, timeout=30, check=True)
     return frames_of(out.stdout)
 
@@ -259,8 +258,8 @@ async def test_one_pass_read_for_status(tmp_path: Path) -> None:
 def test_frame_headers_are_plain_json(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"x\n")
-    out = subprocess.run([sys.executable, str(SCRIPT), str(log), "--once", "--start", "begin"],
-                         capture_output=True, timeout=30, check=True).stdout
+    out = subprocess.run(entry_argv(sys.executable, "follow", str(log), "--once", "--start",
+                                    "begin"), capture_output=True, timeout=30, check=True).stdout
     header = json.loads(out.split(b"\n", 1)[0])
     assert header == {"t": "open", "dev": os.stat(log).st_dev, "ino": os.stat(log).st_ino,
                       "off": 0, "size": 2, "why": "start"}

@@ -36,8 +36,8 @@ from console.telemetry import (
     TelemetryEvent,
     TelemetryOptions,
 )
-from tests.sshd import Sshd, chown_to, free_port
 from tests.cli.test_status_ssh import start_as
+from tests.sshd import Sshd, chown_to, free_port
 
 pytestmark = pytest.mark.ssh
 

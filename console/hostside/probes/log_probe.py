@@ -21,14 +21,13 @@ stdout: {"log": {state}, "last_mark": offset|null, "scan_start": offset, "lines"
 from __future__ import annotations
 
 import collections
-import json
 import os
 import stat
-import sys
 from typing import Any
 
+from ..wire import answer, read_params
+
 CHUNK = 8 * 1024 * 1024
-MARKER = "@@vllm-console-json@@"
 
 
 def _rotated_fd(path: str, pid: int | None) -> str | None:
@@ -199,10 +198,6 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    params = json.load(sys.stdin)
-    sys.stdout.write(MARKER + "\n" + json.dumps(probe(params)) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """The `probe-log` entry point: parameters on stdin, the answer after the marker."""
+    return answer(probe(read_params()))

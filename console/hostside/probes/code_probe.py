@@ -28,6 +28,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..wire import answer, read_params
+
 BUF = 1024 * 1024
 
 
@@ -334,13 +336,9 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    params = json.load(sys.stdin)
+def main(argv: list[str]) -> int:
+    """The `probe-code` entry point: parameters on stdin, the answer after the marker."""
+    params = read_params()
     if params.get("path_first"):  # the serve process ran `python -m`: its cwd comes first
         sys.path.insert(0, params["path_first"])
-    json.dump(probe(params), sys.stdout)
-    sys.stdout.write("\n")
-
-
-if __name__ == "__main__":
-    main()
+    return answer(probe(params))

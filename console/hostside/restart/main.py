@@ -1,4 +1,4 @@
-"""Entry point of the host-side restart bundle.
+"""The `restart` entry point of the host-side bundle: `PYTHON BUNDLE restart COMMAND ...`.
 
     describe PID [--dir DIR [--key KEY]] [--log PATH]
                                 the process's identity, tree, argv, cwd, environment, log, unit
@@ -6,22 +6,20 @@
                                 entry's last launch; PID may be `-` for those alone; with
                                 --log: what kind of file PATH is)
     last --dir DIR --key KEY    the record of the last launch this console made for an entry
-    lock --dir DIR              who holds the restart lock now ({} when nobody)
     run PLAN                    the restart itself (run detached; progress to the status file)
 
-Every answer except `run` is one JSON object on stdout.
+Every answer except `run` is one JSON object after the marker line (`hostside.wire`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from typing import Any
 
-from .launch import file_kind
-from .procfs import (
+from .. import wire
+from ..procfs import (
     cmdline,
     descendants,
     environ,
@@ -32,6 +30,7 @@ from .procfs import (
     start_epoch,
     user_name,
 )
+from .launch import file_kind
 from .status import read_holder, read_json
 
 SHELLS = ("sh", "bash", "dash", "zsh")
@@ -73,15 +72,15 @@ def describe(pid: int) -> dict[str, Any]:
     stdout = readlink(f"/proc/{pid}/fd/1")
     stdout_file = stdout.startswith("/") and not stdout.endswith(" (deleted)") and \
         os.path.isfile(stdout)
-    env = environ(pid)
+    env = environ(pid, errors="surrogateescape")
     return {
         "pid": pid, "start": info.start, "started_at": start_epoch(info.start),
         "uid": info.uid, "user": user_name(info.uid), "me": os.getuid(), "comm": info.comm,
-        "argv": cmdline(pid), "cwd": readlink(f"/proc/{pid}/cwd"),
+        "argv": cmdline(pid, errors="surrogateescape") or [], "cwd": readlink(f"/proc/{pid}/cwd"),
         "exe": readlink(f"/proc/{pid}/exe"), "env": env, "env_readable": env is not None,
         "stdout": stdout, "stdout_is_file": stdout_file,
         "members": [{"pid": m.pid, "start": m.start, "ppid": m.ppid, "comm": m.comm,
-                     "uid": m.uid, "argv": cmdline(m.pid)[:8]} for m in tree],
+                     "uid": m.uid, "argv": (cmdline(m.pid) or [])[:8]} for m in tree],
         **_unit_of(pid),
     }
 
@@ -113,8 +112,9 @@ def lock(directory: str) -> dict[str, Any]:
     return {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str]) -> int:
+    """The `restart` entry point (see the module's docstring)."""
+    args = list(argv)
     if not args:
         print(__doc__, file=sys.stderr)
         return 2
@@ -140,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             answer["log_kind"] = file_kind(options["--log"])
     elif command == "last":
         answer = read_json(last_path(directory, key)) if key else {}
-    elif command == "lock":
-        answer = lock(directory)
     else:
         print(f"unknown command {command!r}", file=sys.stderr)
         return 2
-    json.dump(answer, sys.stdout)
-    sys.stdout.write("\n")
-    return 0
+    return wire.answer(answer)

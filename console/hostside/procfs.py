@@ -1,17 +1,73 @@
-"""What the host-side restart step reads from /proc: process identity, trees, listeners.
-
-Stdlib only, Python 3.9+: the `host` package runs on the serving host as a zipapp (see
-`console.restart.bundle`), so nothing here imports from the console.
+"""The one reader of /proc on the host: process identity, stat, command lines, environments,
+trees and listening sockets (the agent, discovery and the restart step all read it here).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 PROC = "/proc"
+
+
+class Stat(NamedTuple):
+    """The fields of /proc/PID/stat the console uses."""
+
+    comm: str
+    state: str
+    ppid: int
+    cpu_ticks: int
+    """utime + stime, in clock ticks."""
+    threads: int
+    start: int
+    """Start time in clock ticks since boot: with the pid, it names a process for good."""
+    rss_pages: int
+
+
+def read_bytes(path: str, limit: int = 1 << 20) -> bytes | None:
+    """A /proc file's bytes (chunked, at most `limit`), or None when it is gone or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        parts = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, min(65536, limit - size))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def parse_stat(raw: bytes) -> Stat | None:
+    """/proc/PID/stat's text as a `Stat`, or None when it is not one. The command name is in
+    parentheses and may itself hold spaces and parentheses: it ends at the last ')'."""
+    open_at, close_at = raw.find(b"("), raw.rfind(b")")
+    if open_at < 0 or close_at < 0:
+        return None
+    fields = raw[close_at + 2:].split()
+    try:
+        return Stat(raw[open_at + 1:close_at].decode("utf-8", "replace"),
+                    fields[0].decode("ascii", "replace"), int(fields[1]),
+                    int(fields[11]) + int(fields[12]), int(fields[17]), int(fields[19]),
+                    int(fields[21]) if len(fields) > 21 else 0)
+    except (IndexError, ValueError):
+        return None
+
+
+def read_stat(pid: int) -> Stat | None:
+    """The process `pid`'s stat now, or None when it is gone (or cannot be read)."""
+    raw = read_bytes(f"{PROC}/{pid}/stat", 4096)
+    return parse_stat(raw) if raw else None
 
 
 @dataclass(frozen=True)
@@ -32,29 +88,17 @@ class ProcInfo:
 
 def read_proc(pid: int) -> ProcInfo | None:
     """The process `pid` now, or None when there is none (or it cannot be read)."""
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("utf-8", "replace")
-        with open(f"{PROC}/{pid}/status", "rb") as fh:
-            status = fh.read().decode("utf-8", "replace")
-    except OSError:
+    stat = read_stat(pid)
+    status = read_bytes(f"{PROC}/{pid}/status")
+    if stat is None or status is None:
         return None
-    # comm is in parentheses and may itself hold spaces and parentheses: cut at the last ')'.
-    left, right = stat.find("("), stat.rfind(")")
-    if left < 0 or right < 0:
-        return None
-    fields = stat[right + 2:].split()
     uid = -1
-    for line in status.splitlines():
+    for line in status.decode("utf-8", "replace").splitlines():
         if line.startswith("Uid:"):
             parts = line.split()
             uid = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
             break
-    try:
-        return ProcInfo(pid, int(fields[19]), int(fields[1]), fields[0], stat[left + 1:right],
-                        uid)
-    except (IndexError, ValueError):
-        return None
+    return ProcInfo(pid, stat.start, stat.ppid, stat.state, stat.comm, uid)
 
 
 def is_live(info: ProcInfo | None) -> bool:
@@ -101,31 +145,31 @@ def descendants(roots: list[ProcInfo], kids: dict[int, list[ProcInfo]] | None = 
     return out
 
 
-def cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"{PROC}/{pid}/cmdline", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return []
-    return [w.decode("utf-8", "surrogateescape") for w in raw.split(b"\0")[:-1]] if raw else []
+def cmdline(pid: int, *, errors: str = "replace", limit: int = 1 << 20) -> list[str] | None:
+    """The process's command line (at most `limit` bytes of it), or None when it cannot be
+    read. NUL padding at the end (a process that renamed itself) is no argument. `errors`:
+    "replace" for what is shown, "surrogateescape" for what is run again byte for byte."""
+    raw = read_bytes(f"{PROC}/{pid}/cmdline", limit)
+    if raw is None:
+        return None
+    return [w.decode("utf-8", errors) for w in raw.rstrip(b"\0").split(b"\0")] if raw else []
 
 
-def environ(pid: int) -> dict[str, str] | None:
+def environ(pid: int, *, errors: str = "replace") -> dict[str, str] | None:
     """The environment the process started with (None when it cannot be read)."""
-    try:
-        with open(f"{PROC}/{pid}/environ", "rb") as fh:
-            raw = fh.read()
-    except OSError:
+    raw = read_bytes(f"{PROC}/{pid}/environ")
+    if raw is None:
         return None
     env: dict[str, str] = {}
     for item in raw.split(b"\0"):
-        if b"=" in item:
-            key, _, value = item.partition(b"=")
-            env[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", errors)] = value.decode("utf-8", errors)
     return env
 
 
 def readlink(path: str) -> str:
+    """Where the link points ("" when it cannot be read)."""
     try:
         return os.readlink(path)
     except OSError:
@@ -140,10 +184,10 @@ def user_name(uid: int) -> str:
 
 
 def boot_time() -> float:
-    with contextlib.suppress(OSError), open(f"{PROC}/stat", "rb") as fh:
-        for line in fh:
-            if line.startswith(b"btime "):
-                return float(line.split()[1])
+    """When the host booted, in seconds since the epoch (0 when /proc does not say)."""
+    for line in (read_bytes(f"{PROC}/stat") or b"").split(b"\n"):
+        if line.startswith(b"btime "):
+            return float(line.split()[1])
     return 0.0
 
 
@@ -184,7 +228,8 @@ def listening(port: int) -> bool:
 
 
 def listen_inodes(port: int) -> set[str]:
-    """Socket inodes listening on TCP `port`."""
+    """Socket inodes listening on TCP `port` (v4 and v6); a process holding one has the link
+    `socket:[INODE]` among its fds."""
     found: set[str] = set()
     for table in ("tcp", "tcp6"):
         try:

@@ -1,7 +1,7 @@
 """vllm-console log follower: streams a log file from a byte offset, framed, to stdout.
 
-Runs on the serving host (standard library only, Python 3.6+) as a long-lived stream over the SSH
-link. Output is a sequence of frames; each starts with one line of JSON:
+The `follow` entry point: runs on the serving host as a long-lived stream over the SSH link.
+Output is a sequence of frames; each starts with one line of JSON:
 
     {"t": "open", "dev": D, "ino": I, "off": O, "size": S, "why": WHY}   position is now (I, O)
     {"t": "data", "off": O, "n": N}  followed by exactly N raw bytes of the file from offset O
@@ -28,11 +28,9 @@ import argparse
 import json
 import os
 import signal
-import sys
 import time
 
 CHUNK = 256 * 1024
-ARGS_ENV = "VLLM_CONSOLE_ARGS"
 SIG_BYTES = 64
 RUN_ENGINE = b"LLM engine ("
 RUN_PREAMBLE = (b"non-default args:", b"server version")
@@ -344,14 +342,11 @@ def parse_args(argv=None):
     p.add_argument("--idle-poll", type=float, default=0.1,
                    help="seconds between polls once it has been quiet for a while")
     p.add_argument("--once", action="store_true", help="exit once caught up with the end")
-    if argv is None and len(sys.argv) == 1 and ARGS_ENV in os.environ:
-        # The console passes arguments in the environment, off the command line (see
-        # console/agent/client.py: python_line).
-        argv = json.loads(os.environ[ARGS_ENV])
     return p.parse_args(argv)
 
 
 def main(argv=None):
+    """The `follow` entry point."""
     args = parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
@@ -365,11 +360,3 @@ def main(argv=None):
                    args.ino, args.offset, sig)
     follower.run()
     return 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Exception as exc:  # the console shows this instead of a silent end
-        Output().frame({"t": "error", "msg": f"{type(exc).__name__}: {exc}"})
-        sys.exit(1)

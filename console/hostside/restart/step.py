@@ -22,9 +22,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from .gpu import gpu_holders
-from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
-from .procfs import (
+from ..gpu import gpu_holders
+from ..procfs import (
     ProcInfo,
     descendants,
     listen_inodes,
@@ -34,6 +33,7 @@ from .procfs import (
     same_process,
     user_name,
 )
+from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
 from .status import StatusFile, take_lock, write_private
 from .stop import StopFailed, describe, stop_tree, verified_tree
 
@@ -152,7 +152,7 @@ def _install_hook(plan: dict[str, Any]) -> None:
         return
     source = pkgutil.get_data(__package__ or "", "trace_hook.py")
     if source is None:
-        raise StepFailed("the trace hook is missing from the restart bundle")
+        raise StepFailed("the trace hook is missing from the host-side bundle")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     target = os.path.join(directory, "sitecustomize.py")
     tmp = f"{target}.{os.getpid()}.tmp"

@@ -1,4 +1,4 @@
-"""Serve-process discovery, run on the host with `python3` (stdlib only, Python 3.8+).
+"""Serve-process discovery: the `discover` entry point, run on the host with `python3`.
 
 One pass over /proc, and one rule for which process is the server (telemetry, checks and
 restart all use this answer):
@@ -28,14 +28,15 @@ JSON object.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pwd
 import stat
-import sys
 from typing import Any
 
-MARKER = "@@vllm-console-json@@"
+from .argv import matches
+from .procfs import boot_time, cmdline, environ, listen_inodes, read_bytes, read_stat, readlink
+from .wire import answer, read_params
+
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
 CLI_MODULES = ("vllm.entrypoints.cli.main",)
 # Python options that take a value as the next word (`python -X dev -m ...`).
@@ -49,46 +50,6 @@ SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "fish")
 LOOP_WORDS = ("while", "until", "for")
 # Hook variables a traced restart adds: the same server with or without them.
 _OWN_ENV_PREFIXES = ("VLLM_CONSOLE_",)
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def _readlink(path: str) -> str | None:
-    try:
-        return os.readlink(path)
-    except OSError:
-        return None
-
-
-def parse_stat(raw: bytes) -> tuple[str, int, int] | None:
-    """(comm, ppid, starttime in clock ticks) from /proc/PID/stat."""
-    text = raw.decode("utf-8", "replace")
-    open_at, close_at = text.find("("), text.rfind(")")
-    if open_at < 0 or close_at < 0:
-        return None
-    fields = text[close_at + 2:].split()
-    try:
-        return text[open_at + 1:close_at], int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def matches(argv: list[str], words: list[str]) -> bool:
-    """Each word is a substring of a distinct argv element, in order."""
-    at = 0
-    for word in words:
-        while at < len(argv) and word not in argv[at]:
-            at += 1
-        if at >= len(argv):
-            return False
-        at += 1
-    return True
 
 
 def server_entry(argv: list[str]) -> bool:
@@ -138,29 +99,13 @@ def env_items(env: dict[str, str]) -> list[str]:
         and not (k == "PYTHONPATH" and "trace-hook-" in v))
 
 
-def listen_inodes(port: int) -> set[str]:
-    """`socket:[INODE]` names of the TCP sockets listening on `port` (v4 and v6)."""
-    found: set[str] = set()
-    for table in ("tcp", "tcp6"):
-        raw = _read(f"/proc/net/{table}") or b""
-        for line in raw.decode("ascii", "replace").splitlines()[1:]:
-            parts = line.split()
-            try:
-                if len(parts) > 9 and parts[3] == "0A" and \
-                        int(parts[1].rsplit(":", 1)[-1], 16) == port:
-                    found.add(f"socket:[{parts[9]}]")
-            except ValueError:
-                continue
-    return found
-
-
 def holds(pid: int, names: set[str]) -> bool:
     """Whether the process has one of the socket `names` open."""
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return False
-    return any(_readlink(f"/proc/{pid}/fd/{fd}") in names for fd in fds)
+    return any(readlink(f"/proc/{pid}/fd/{fd}") in names for fd in fds)
 
 
 def supervisor(ppid: int, comm: str, argv: list[str]) -> str:
@@ -180,7 +125,7 @@ def supervisor(ppid: int, comm: str, argv: list[str]) -> str:
             i = argv.index("-c")
             script = argv[i + 1] if i + 1 < len(argv) else ""
         elif len(argv) > 1 and not argv[1].startswith("-"):
-            script = (_read(argv[1]) or b"")[:65536].decode("utf-8", "replace")
+            script = (read_bytes(argv[1], 65536) or b"").decode("utf-8", "replace")
         words = script.replace(";", " ").split()
         if any(w in LOOP_WORDS for w in words):
             return f"its parent pid {ppid} is a shell loop ({' '.join(argv)[:120]})"
@@ -201,7 +146,7 @@ def _which(name: str, env: dict[str, str], cwd: str | None) -> str | None:
 
 
 def _shebang(path: str) -> list[str]:
-    head = _read(path)
+    head = read_bytes(path, 4096)
     if not head or not head.startswith(b"#!"):
         return []
     return head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
@@ -232,8 +177,8 @@ def interpreter(argv: list[str], env: dict[str, str], cwd: str | None,
 
 def _fd_target(pid: int, fd: int) -> dict[str, Any] | None:
     link = f"/proc/{pid}/fd/{fd}"
-    target = _readlink(link)
-    if target is None:
+    target = readlink(link)
+    if not target:
         return None
     out: dict[str, Any] = {"target": target}
     try:
@@ -242,26 +187,6 @@ def _fd_target(pid: int, fd: int) -> dict[str, Any] | None:
         out["regular"] = False
     out["deleted"] = target.endswith(" (deleted)")
     return out
-
-
-def _boot_time() -> float:
-    raw = _read("/proc/stat") or b""
-    for line in raw.splitlines():
-        if line.startswith(b"btime "):
-            return float(line.split()[1])
-    return 0.0
-
-
-def _environ(pid: int) -> dict[str, str] | None:
-    raw = _read(f"/proc/{pid}/environ")
-    if raw is None:
-        return None
-    env = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return env
 
 
 class _Table:
@@ -275,11 +200,10 @@ class _Table:
             if not name.isdigit():
                 continue
             pid = int(name)
-            raw = _read(f"/proc/{pid}/stat")
-            parsed = parse_stat(raw) if raw else None
-            if parsed is None:
+            st = read_stat(pid)
+            if st is None:
                 continue
-            self.procs[pid] = parsed
+            self.procs[pid] = (st.comm, st.ppid, st.start)
             try:
                 if os.stat(f"/proc/{pid}").st_uid == self.uid:
                     self.owned.add(pid)
@@ -288,10 +212,9 @@ class _Table:
         me = {os.getpid(), os.getppid()}
         self.argvs: dict[int, list[str]] = {}
         for pid in self.owned - me:
-            raw = _read(f"/proc/{pid}/cmdline")
-            if raw:
-                self.argvs[pid] = [a.decode("utf-8", "replace")
-                                   for a in raw.rstrip(b"\0").split(b"\0")]
+            argv = cmdline(pid)
+            if argv:
+                self.argvs[pid] = argv
         self.children: dict[int, list[int]] = {}
         for pid, (_comm, ppid, _start) in self.procs.items():
             self.children.setdefault(ppid, []).append(pid)
@@ -335,8 +258,7 @@ class _Table:
         out = []
         for pid in self.descendants(root):
             comm, ppid, start = self.procs[pid]
-            raw = _read(f"/proc/{pid}/cmdline") or b""
-            cmd = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:300]
+            cmd = " ".join(cmdline(pid) or [])[:300]
             out.append({"pid": pid, "ppid": ppid, "comm": comm, "cmdline": cmd,
                         "start": start})
         return out
@@ -359,8 +281,8 @@ def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
                 table.top_entry(pid) is not None or pid not in table.argvs:
             continue  # (no command line: a zombie, already gone but for its parent's wait)
         tree = table.tree(pid)
-        out.append({**table.brief(pid), "cwd": _readlink(f"/proc/{pid}/cwd"),
-                    "env_items": env_items(_environ(pid) or {}),
+        out.append({**table.brief(pid), "cwd": (readlink(f"/proc/{pid}/cwd") or None),
+                    "env_items": env_items(environ(pid) or {}),
                     "holds_port": bool(names) and any(
                         holds(p, names) for p in [pid, *(m["pid"] for m in tree)]),
                     "tree": tree})
@@ -369,12 +291,12 @@ def _orphans(table: _Table, names: set[str]) -> list[dict[str, Any]]:
         if not any("multiprocessing.resource_tracker" in a for a in argv[:3]) or \
                 table.top_entry(pid) is not None:
             continue
-        cwd = _readlink(f"/proc/{pid}/cwd")
+        cwd = (readlink(f"/proc/{pid}/cwd") or None)
         for orphan in out:
             if orphan["cwd"] == cwd and table.procs[pid][1] == orphan["ppid"]:
                 orphan["tree"].append({"pid": pid, "ppid": table.procs[pid][1],
                                        "comm": table.comm(pid), "start": table.start(pid),
-                                       "env_items": env_items(_environ(pid) or {}),
+                                       "env_items": env_items(environ(pid) or {}),
                                        "cmdline": " ".join(argv)[:300]})
                 break
     return out
@@ -396,12 +318,11 @@ def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float
            ticks: float) -> dict[str, Any]:
     comm, ppid, start = table.procs[pid]
     argv = table.argvs[pid]
-    env = _environ(pid) or {}
-    cwd = _readlink(f"/proc/{pid}/cwd")
-    exe = _readlink(f"/proc/{pid}/exe")
+    env = environ(pid) or {}
+    cwd = (readlink(f"/proc/{pid}/cwd") or None)
+    exe = readlink(f"/proc/{pid}/exe") or None
     python, python_from = interpreter(argv, env, cwd, exe)
-    parent_argv = [a.decode("utf-8", "replace") for a in
-                   (_read(f"/proc/{ppid}/cmdline") or b"").rstrip(b"\0").split(b"\0") if a]
+    parent_argv = [a for a in cmdline(ppid) or [] if a]
     tree = table.tree(pid)
     return {
         "pid": pid, "ppid": ppid, "comm": comm, "start": start,
@@ -425,9 +346,9 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     port = params.get("port")
     port = port if isinstance(port, int) and 0 < port < 65536 else None
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    btime = _boot_time()
+    btime = boot_time()
     table = _Table()
-    matched = {pid for pid, argv in table.argvs.items() if words and matches(argv, words)}
+    matched = {pid for pid, argv in table.argvs.items() if matches(argv, words)}
     tops = [pid for pid in table.entries
             if not any(a in table.entries for a in table.ancestors(pid))]
 
@@ -439,7 +360,7 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
         pid for pid in matched if pid not in table.entries and table.top_entry(pid) is None
         and not table.comm(pid).startswith("VLLM::")
         and not any(d in table.entries for d in table.descendants(pid)))
-    names = listen_inodes(port) if port else set()
+    names = {f"socket:[{i}]" for i in listen_inodes(port)} if port else set()
     port_info: dict[str, Any] | None = None
     other_ports: list[dict[str, Any]] = []
     if port:
@@ -474,10 +395,6 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
             "other_ports": other_ports, "orphans": _orphans(table, names)}
 
 
-def main() -> None:
-    params = json.load(sys.stdin)
-    sys.stdout.write(MARKER + "\n" + json.dumps(probe(params)) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """The `discover` entry point: parameters on stdin, the answer after the marker."""
+    return answer(probe(read_params()))

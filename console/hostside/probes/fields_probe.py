@@ -28,7 +28,7 @@ import os
 import sys
 from typing import Any
 
-MARKER = "@@vllm-console-json@@"
+from ..wire import answer, read_params
 
 
 def read_config(path: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -171,8 +171,9 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    params = json.load(sys.stdin)
+def main(argv: list[str]) -> int:
+    """The `probe-fields` entry point: parameters on stdin, the answer after the marker."""
+    params = read_params()
     if params.get("path_first"):  # the serve process ran `python -m`: its cwd comes first
         sys.path.insert(0, params["path_first"])
     sys.stdout.flush()
@@ -183,9 +184,4 @@ def main() -> None:
     finally:
         sys.stdout.flush()
         os.dup2(real_stdout, 1)
-    sys.stdout.write(MARKER + "\n" + json.dumps(facts, default=repr) + "\n")
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()
+    return answer(facts, default=repr)

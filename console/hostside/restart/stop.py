@@ -12,7 +12,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from .procfs import ProcInfo, descendants, same_process
+from ..procfs import ProcInfo, descendants, same_process
 
 Report = Callable[..., None]
 

@@ -11,12 +11,10 @@ stdin: {"items": {"draft": {"model", "env": {...}, "cwd"}, "target": {...}}, "ma
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from typing import Any
 
-MARKER = "@@vllm-console-json@@"
+from ..wire import answer, read_params
 
 
 def _hub_dir(model: str, env: dict[str, str]) -> str:
@@ -104,10 +102,6 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
             for name, item in params["items"].items()}
 
 
-def main() -> None:
-    params = json.load(sys.stdin)
-    sys.stdout.write(MARKER + "\n" + json.dumps(probe(params)) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """The `probe-configs` entry point: parameters on stdin, the answer after the marker."""
+    return answer(probe(read_params()))

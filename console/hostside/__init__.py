@@ -1,0 +1,18 @@
+"""Everything the console runs on the GPU host, in one package.
+
+Entry points (run on the host as `PYTHON BUNDLE ENTRY [ARGS]`, see `__main__`): `agent` (the
+telemetry sampler), `follow` (the log follower), `discover` (which process is the server),
+`probe-code`, `probe-configs`, `probe-fields`, `probe-log` (the check chain's probes) and
+`restart` (the detached restart step and its queries). Shared parts: `procfs` (one reader of
+/proc), `gpu` (one NVML / nvidia-smi reader), `argv` (one rule for matching a command line) and
+`wire` (the one JSON framing both sides read).
+
+The laptop ships the package as one content-hashed zipapp (`console.remote_scripts`). It is
+stdlib only and imports nothing from the rest of the console (import-linter enforces it): it
+runs under the host's own Python, so it is written for the oldest one supported,
+`MIN_PYTHON` (Ubuntu 20.04's and RHEL 8's python38; see tests/hostside/test_hostside.py). This
+file, `__main__` and `wire` stay parseable by any Python 3, so that an older one says so
+instead of failing with a SyntaxError.
+"""
+
+MIN_PYTHON = (3, 8)

@@ -1,0 +1,223 @@
+"""The host-side package as a whole: the Python it needs, what it may import, how it is shipped
+and started, and the parts its entry points share (the argv rule, the /proc stat parser)."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from console import remote_scripts
+from console.hostside import MIN_PYTHON
+from console.hostside.__main__ import ENTRIES
+from console.hostside.argv import matches
+from console.hostside.procfs import parse_stat, read_stat
+from console.hostside.wire import MARKER, TOO_OLD_EXIT
+from console.local_host import LocalHost
+from console.remote_scripts import PACKAGE, RemoteScripts, bundle_bytes, python_line, run_json
+from console.ssh_host import SSHHost
+from tests.hostside.bundle import bundle_path, entry_argv
+from tests.sshd import Sshd
+
+HOSTSIDE = Path(__file__).resolve().parents[2] / "console" / "hostside"
+SOURCES = sorted(HOSTSIDE.rglob("*.py"))
+# What tells an older Python that it is too old: parseable by any Python 3 that ast knows.
+GATE = ("__init__.py", "__main__.py", "wire.py")
+PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+
+# -- the Python it needs --------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(HOSTSIDE)))
+def test_every_module_compiles_for_the_oldest_host_python(path: Path) -> None:
+    """No Python older than 3.11 can be had on this machine (no python3.8/3.9 package, no
+    download): the grammar of MIN_PYTHON is what `ast` checks here, and vermin (below) checks
+    the standard library calls."""
+    version = (3, 4) if path.name in GATE and path.parent == HOSTSIDE else MIN_PYTHON
+    ast.parse(path.read_text(), filename=str(path), feature_version=version)
+
+
+def test_no_standard_library_call_needs_a_newer_python() -> None:
+    vermin = shutil.which("vermin", path=str(Path(sys.executable).parent))
+    if vermin is None:
+        pytest.fail("vermin is missing: install the dev extra (make test does)")
+    target = "-t={}.{}-".format(*MIN_PYTHON)
+    done = subprocess.run([vermin, "--no-tips", "--violations", target, str(HOSTSIDE)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_lints_it_for_the_same_python() -> None:
+    ruff = tomllib.loads((HOSTSIDE.parents[1] / "pyproject.toml").read_text())["tool"]["ruff"]
+    assert ruff["per-file-target-version"]["console/hostside/**"] == "py{}{}".format(*MIN_PYTHON)
+
+
+def test_it_imports_only_the_standard_library_and_itself() -> None:
+    # pynvml: optional, on the host; transformers: what the fields probe looks into, under the
+    # serving interpreter.
+    allowed = set(sys.stdlib_module_names) | {"pynvml", "transformers"}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            bad = [n for n in names if n.split(".")[0] not in allowed]
+            assert not bad, f"{path.relative_to(HOSTSIDE)} imports {bad}"
+
+
+# -- shipped as one bundle ----------------------------------------------------------------
+
+def test_the_bundle_holds_every_module_and_every_entry_imports_from_it(tmp_path: Path) -> None:
+    names = zipfile.ZipFile(io.BytesIO(bundle_bytes())).namelist()
+    assert sorted(n for n in names if n != "__main__.py") == sorted(
+        f"{PACKAGE}/{p.relative_to(HOSTSIDE)}" for p in SOURCES)
+    code = ("import importlib, sys\n"
+            f"for name in {sorted(set(ENTRIES.values()))!r}:\n"
+            f"    importlib.import_module('{PACKAGE}.' + name).main\n")
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": str(bundle_path())})
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_unknown_entry_is_refused_with_the_list_of_entries() -> None:
+    done = subprocess.run(entry_argv(PYTHON, "nope"), capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2
+    assert "agent|discover|follow|probe-code" in done.stderr
+
+
+async def test_installed_once_per_content_hash(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    host = LocalHost("here")
+    path = Path(await RemoteScripts(host).bundle())
+    assert path.parent == tmp_path / "vllm-console"
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    assert path.read_bytes() == bundle_bytes()
+    written = path.stat().st_mtime_ns
+    assert Path(await RemoteScripts(host).bundle()) == path  # a new session: not sent again
+    assert path.stat().st_mtime_ns == written
+
+
+# -- one run_json, one line per failure ----------------------------------------------------
+
+async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    host = LocalHost("here")
+    run = await run_json(host, RemoteScripts(host), "discover", PYTHON,
+                         {"match": ["no-such-server-here"], "port": None})
+    assert run.error is None, run.stderr
+    assert run.data is not None
+    assert run.data["serves"] == []
+    assert run.command.endswith(" discover")
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize(("interpreter", "says"), [
+    ("/no/such/python3", "/no/such/python3: not found on gpu1"),
+    ("/bin/echo", "discover failed (exit 0): its output is not JSON: "),
+])
+async def test_run_json_says_in_one_line_why_there_is_no_answer(
+        sshd: Sshd, interpreter: str, says: str) -> None:
+    host = SSHHost(sshd.host_config(name="gpu1"))
+    try:
+        run = await run_json(host, RemoteScripts(host), "discover", interpreter, {})
+    finally:
+        await host.close()
+    assert run.data is None
+    assert run.error is not None
+    assert run.error.startswith(says)
+    assert "\n" not in run.error
+    assert not run.link_failed
+
+
+def _bundle_needing(version: tuple[int, int]) -> bytes:
+    """The real bundle, but declaring a minimum above the Python running the tests (no older
+    Python can be had here, so the gate is crossed the other way)."""
+    source = zipfile.ZipFile(io.BytesIO(bundle_bytes()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == f"{PACKAGE}/__init__.py":
+                data = data.replace(f"MIN_PYTHON = {MIN_PYTHON!r}".encode(),
+                                    f"MIN_PYTHON = {version!r}".encode())
+                assert f"{version!r}".encode() in data
+            zf.writestr(info, data)
+    return out.getvalue()
+
+
+async def test_a_python_older_than_the_minimum_says_so(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(remote_scripts, "bundle_bytes", lambda: _bundle_needing((3, 99)))
+    host = LocalHost("here")
+    run = await run_json(host, RemoteScripts(host), "discover", PYTHON, {})
+    assert run.exit == TOO_OLD_EXIT
+    assert run.error is not None
+    assert run.error.startswith("here: Python 3.")
+    assert "is too old for the console's host side (it needs 3.99+)" in run.error
+
+
+async def test_a_stream_skips_a_python_that_is_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote_scripts, "MIN_PYTHON", (3, 99))
+    line = python_line(str(bundle_path()), "agent", ["--once"], python=PYTHON)
+    done = await LocalHost("here").run(line, timeout=30)
+    assert done.exit_status == 127
+    assert json.loads(done.text) == {
+        "t": "error", "msg": f"no Python 3.99+ on the host (tried python3 /usr/bin/python3 "
+                             f"{PYTHON})"}
+
+
+def test_one_marker_for_every_one_shot_entry() -> None:
+    """The marker string is written once, in wire.py; the entries and the laptop import it."""
+    holders = [p for p in SOURCES if MARKER in p.read_text()]
+    assert holders == [HOSTSIDE / "wire.py"]
+
+
+# -- the shared parts ----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("argv", "words", "expected"), [
+    (["/v/bin/python", "/v/bin/vllm", "serve", "/m"], ["vllm", "serve"], True),
+    (["python", "-m", "vllm.entrypoints.cli.main", "serve", "x"], ["vllm", "serve"], True),
+    (["python", "-m", "vllm serve"], ["vllm", "serve"], False),  # one element, two words
+    (["serve", "vllm"], ["vllm", "serve"], False),  # wrong order
+    (["vllm"], ["vllm", "serve"], False),
+    # No words match nothing: a blank `match` must never make every process the server.
+    (["vllm", "serve"], [], False),
+    ([], [], False),
+])
+def test_the_one_argv_rule(argv: list[str], words: list[str], expected: bool) -> None:
+    assert matches(argv, words) is expected
+
+
+def test_stat_with_spaces_and_parens_in_comm() -> None:
+    raw = b"123 (VLLM::Engine (x) y) S 77 123 123 0 -1 4194304 1 0 0 0 5 6 0 0 20 0 3 0 4242 0 9"
+    stat = parse_stat(raw)
+    assert stat is not None
+    assert (stat.comm, stat.state, stat.ppid, stat.cpu_ticks, stat.threads, stat.start,
+            stat.rss_pages) == ("VLLM::Engine (x) y", "S", 77, 11, 3, 4242, 9)
+    assert parse_stat(b"garbage") is None
+    assert parse_stat(b"1 (x) S") is None
+
+
+def test_stat_of_a_live_process() -> None:
+    stat = read_stat(os.getpid())
+    assert stat is not None
+    assert stat.ppid == os.getppid()
+    assert stat.state in ("R", "S")
+    assert read_stat(2 ** 22 + 1) is None  # above pid_max: never a process
