@@ -138,3 +138,36 @@ def test_fish_loads_the_script_and_completes(env: dict[str, str], tmp_path: Path
                              env=env, capture_output=True, text=True, check=True).stdout
         offered = {row.split("\t")[0] for row in out.splitlines()}
         check_offered(offered, want, never, line)
+
+
+INTERACTIVE = {
+    "bash": (["bash", "--norc", "--noprofile", "-i"], "source <(vllm-console completion bash)"),
+    "zsh": (["zsh", "-f", "-i"], "source <(vllm-console completion zsh)"),
+    "fish": (["fish", "--no-config", "-i"], "vllm-console completion fish | source"),
+}
+
+
+@pytest.mark.tmux
+@pytest.mark.parametrize("shell", list(INTERACTIVE))
+def test_tab_completes_in_a_real_terminal(shell: str, env: dict[str, str]) -> None:
+    """What a person sees: the line loaded as the README says, then Tab in the shell itself
+    (its own completion machinery, in a tmux terminal) turns `ch` into `check` and `--js` into
+    `--json`, and offers the host names."""
+    from tests.tmux import Terminal
+
+    command, load = INTERACTIVE[shell]
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"{shell} not installed (apt-get install {shell})")
+    terminal = Terminal(command, width=120, height=30, env={**env, "TERM": "xterm-256color",
+                                                           "LANG": "C.UTF-8"}).start()
+    try:
+        terminal.keys(load, "Enter")
+        terminal.keys("clear", "Enter")
+        terminal.keys("vllm-console ch", "Tab")
+        terminal.wait_for("vllm-console check")
+        terminal.keys("gpu1 --js", "Tab")
+        terminal.wait_for("vllm-console check gpu1 --json")
+        terminal.keys("C-u", "vllm-console status gpu-a", "Tab")
+        terminal.wait_for("vllm-console status gpu-alias")
+    finally:
+        terminal.stop()
