@@ -11,14 +11,23 @@ command -v sshd >/dev/null 2>&1 && sshd_ok=1
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 [ -x /usr/bin/python3 ] || missing+=(python3)
+# Optional: the completion scripts are proven in these shells, skipped (saying so) without them.
+optional=()
+command -v zsh >/dev/null 2>&1 || optional+=(zsh)
+command -v fish >/dev/null 2>&1 || optional+=(fish)
 
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing ${missing[*]} (apt-get)"
+  echo "installing ${missing[*]} ${optional[*]} (apt-get)"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" "${optional[@]}" >/dev/null
+  exit 0
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "not installed: ${optional[*]} (their completion tests are skipped)" >&2
   exit 0
 fi
 echo "The tests need: ${missing[*]}." >&2
