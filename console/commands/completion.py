@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from console.commands.common import emit
 
 SHELLS = ("bash", "zsh", "fish")
-HOST_COMMANDS = ("tui", "check", "status", "restart")
 _FILE_METAVARS = {"PATH", "NAME|PATH"}
 
 
@@ -46,6 +45,14 @@ def _value_words(dest: str) -> tuple[str, ...]:
 
         return tuple(shipped_profiles())
     return ()
+
+
+def host_commands(parser: argparse.ArgumentParser) -> str:
+    """The subcommands that take a HOST, space-separated: after them, host names."""
+    from console.cli import subcommands
+
+    return " ".join(name for name, sub in subcommands(parser).items()
+                    if any(action.dest == "host" for action in sub._actions))
 
 
 def describe(parser: argparse.ArgumentParser) -> dict[str, list[Option]]:
@@ -118,7 +125,7 @@ _vllm_console() {{
         COMPREPLY=($(compgen -W "$opts${{top:+ --version}}" -- "$cur"))
     elif [[ $cmd == completion ]]; then
         COMPREPLY=($(compgen -W "{" ".join((*SHELLS, "hosts"))}" -- "$cur"))
-    elif [[ -z $host && " {" ".join(HOST_COMMANDS)} " == *" $cmd "* ]]; then
+    elif [[ -z $host && " {host_commands(parser)} " == *" $cmd "* ]]; then
         local hosts
         if [[ -n $config ]]; then
             hosts=$(vllm-console completion hosts --config "$config" 2>/dev/null)
@@ -170,7 +177,7 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
              "    end",
              "    test (count $positional) -eq 0",
              f"    or begin; test (count $positional) -eq 1; and contains -- $positional[1] "
-             f"{' '.join(HOST_COMMANDS)}; end",
+             f"{host_commands(parser)}; end",
              "end",
              "complete -c vllm-console -f"]
     hosts = "(__vllm_console_hosts)"
