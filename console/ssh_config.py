@@ -6,7 +6,9 @@ console passes its own value or asyncssh ignores the option: the known_hosts fil
 (`UserKnownHostsFile`: the console checks keys itself, to name a refused key's fingerprint and
 record accepted ones), the connect timeout (`ConnectTimeout`: the console has a default of its
 own), and `StrictHostKeyChecking` (asyncssh has no such option). This module reads those with
-asyncssh's own parser, so both agree on which `Host`/`Match` blocks apply.
+asyncssh's own parser, so both agree on which `Host`/`Match` blocks apply. And the words for a
+key file that cannot be used (missing, not a key, behind a passphrase), which asyncssh reports
+without naming the file.
 """
 
 from __future__ import annotations
