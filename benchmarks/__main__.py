@@ -8,7 +8,8 @@
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
 all five), perline, idle, start, chain, fleet, agent, follower; and `real` (the console on a
 real `vllm serve`: host cost under load, restart timeline), which runs only when --only names
-it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes. Each
+it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes; and
+`promfleet` (the Prometheus fleet at 10, 100 and 1,000 backfilled servers, ~4 minutes). Each
 measurement runs in a fresh process (`python -m benchmarks.bench_*`), so that its memory peak
 is its own. Only a full run writes docs/benchmarks.md unless --write; its findings come from
 benchmarks/findings.md.
@@ -33,7 +34,7 @@ from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
 SECTIONS = (*LOGPATH, "perline", "idle", "start", "chain", "fleet", "agent", "follower")
-ON_REQUEST = ("real",)  # not in the default run: only when --only names it
+ON_REQUEST = ("real", "promfleet")  # not in the default run: only when --only names them
 
 
 @dataclass(frozen=True)
@@ -156,11 +157,20 @@ def run_real(plan: Plan) -> dict[str, Any]:
     return run_json("bench_real_vllm", args, timeout=1500)
 
 
+def run_promfleet(plan: Plan) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in (10, 100) if plan.quick else (10, 100, 1000):
+        out[str(n)] = run_json("bench_prom_fleet", ["--servers", str(n), "--seconds",
+                                                    "10" if plan.quick else "30"], timeout=900)
+        _progress(f"  promfleet {n}: {_brief(out[str(n)])}")
+    return out
+
+
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "screen": run_screen, "tail": run_tail, "toolong": run_toolong, "local": run_local,
     "memory": run_memory, "perline": run_perline, "idle": run_idle, "start": run_start,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
-    "real": run_real,
+    "real": run_real, "promfleet": run_promfleet,
 }
 
 

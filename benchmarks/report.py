@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report_prom_fleet import prom_fleet_section
+
 FINDINGS = Path(__file__).with_name("findings.md")
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 MET, MISSED, NONE = "met", "**missed**", "not measured"
@@ -425,17 +427,24 @@ def _carried_real(results: dict[str, Any]) -> list[str]:
     only), marked as carried over."""
     if "real" in results:
         return real_vllm(results["real"])
+    return carried_over(REAL_HEADING, "real")
+
+
+def carried_over(heading: str, section: str) -> list[str]:
+    """The report's earlier text under `heading` (a section that runs on request only), marked
+    as carried over; nothing when the report has none."""
     try:
         old = DOCS.read_text()
     except OSError:
         return []
-    at = old.find(REAL_HEADING)
+    at = old.find(heading)
     if at < 0:
         return []
     end = min((i for i in (old.find("\n## ", at), old.find("\n### ", at + 1)) if i >= 0),
               default=len(old))
     body = old[at:end].rstrip().splitlines()
-    note = "(Carried over from an earlier `--only real` run: the default run leaves it out.)"
+    note = (f"(Carried over from an earlier `--only {section}` run: the default run leaves it "
+            "out.)")
     if note not in body:
         body[1:1] = ["", note]
     return [*body, ""]
@@ -521,6 +530,7 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
     lines += ["", "## Targets", ""] + summary(results)
     lines += ["", "## Log path", ""] + logpath(results)
     lines += ["", "## Other measurements", ""] + details(results) + _carried_real(results)
+    lines += prom_fleet_section(results)
     errors = _error_lines(results)
     if errors:
         lines += ["## Errors", ""] + errors + [""]

@@ -31,8 +31,10 @@ from console.screens.evidence import EvidenceScreen
 from console.screens.fleet import FleetRow, FleetScreen
 from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
+from console.screens.url_only import show_url_only
 from console.session import ActionError, HostSession
 from console.settings import APP_NAME
+from console.sources.url import UrlSession
 from console.telemetry import events as ev
 from console.telemetry.startup import StartupState
 from console.ui_state import load_ui_state, save_ui_state
@@ -156,8 +158,9 @@ class ConsoleApp(App[int]):
         else:
             self.push_screen(f"host:{self.current}")
         if self._autostart_checks:
-            for name in self.sessions:
-                self.set_timer(1.5, lambda n=name: self._run_checks(n))
+            for name, session in self.sessions.items():
+                if not isinstance(session, UrlSession):  # the chain needs SSH
+                    self.set_timer(1.5, lambda n=name: self._run_checks(n))
         # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
         # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
         # for 100 ms and more during a log flood (benchmarks/findings.md).
@@ -215,6 +218,8 @@ class ConsoleApp(App[int]):
             screen.checklist.state = ChecklistState(session.last_report)
         if session.last_diff is not None:
             screen.diff.diff = session.last_diff
+        if isinstance(session, UrlSession):
+            show_url_only(screen, session)
 
     @on(TelemetryArrived)
     def _telemetry(self, message: TelemetryArrived) -> None:
@@ -246,6 +251,8 @@ class ConsoleApp(App[int]):
                 self._engine_prev[host] = screen.engine.view.current
             previous = self._engine_prev.get(host)
             screen.engine.view = EngineView(event.run.engine, previous, event.run.args)  # type: ignore[arg-type]
+        elif isinstance(event, ev.ReadinessChanged) and isinstance(session, UrlSession):
+            header.activity = session.url_telemetry.summary()
         elif isinstance(event, ev.SpecDecodeUpdated):
             screen.spec.view = SpecView(event.state, session.expected_acceptance())
         elif isinstance(event, ev.StartupProgress):
@@ -439,7 +446,9 @@ class ConsoleApp(App[int]):
                         gpu_util=sum(utils) / len(utils) if utils else None,
                         acceptance=latest.mean_acceptance_length if latest else None,
                         broken_link=report.broken_link if report else None,
-                        checked=report is not None)
+                        checked=report is not None, serve_state=snap.serve_state.value,
+                        root_cause=report.root_cause if report else None,
+                        checked_at=session.last_checked_at)
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self.sessions]

@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "the verification chain, one-key restart.",
         epilog="HOST is a name from the hosts file, an ssh_config alias, or [user@]host[:port]. "
                "`vllm-console` alone opens every host of the hosts file. "
-               "Try it offline: `vllm-console demo`.")
+               "Without SSH: `vllm-console --url http://HOST:8000`, or `vllm-console fleet "
+               "--prometheus URL`. Try it offline: `vllm-console demo`.")
     parser.add_argument("--version", action="version", version=f"vllm-console {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -107,6 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--trace", action="store_true",
                          help="relaunch with the activation trace hook (this run only)")
     _common(restart)
+
+    fleet = sub.add_parser("fleet", help="every vLLM server a Prometheus scrapes, no SSH",
+                           description="One row per vLLM server from Prometheus (PromQL over "
+                                       "its HTTP API): health, model, acceptance length, "
+                                       "throughput, requests, KV cache, GPUs (dcgm-exporter). "
+                                       "Enter opens a server. Exit 0, or 2 when Prometheus "
+                                       "gave no table.")
+    fleet.add_argument("--prometheus", metavar="URL",
+                       help="Prometheus base URL (default: [fleet] prometheus in the hosts file)")
+    fleet.add_argument("--selector", metavar="SEL",
+                       help="label selector of the vLLM targets, e.g. '{job=\"vllm\"}'")
+    fleet.add_argument("--host-label", metavar="LABEL",
+                       help="the label that names a server (default instance)")
+    fleet.add_argument("--json", action="store_true", help="print one refresh as JSON")
+    fleet.add_argument("--config", metavar="PATH", help="hosts file")
+    fleet.add_argument("--theme", help="colour theme")
 
     sim = sub.add_parser("sim", help="materialise a simulated host tree and run its fake "
                                      "vllm serve in the foreground",

@@ -53,6 +53,8 @@ class HostSession:
         self.scenario = scenario
         self.telemetry = HostTelemetry(host, config)
         self.last_report: ChainReport | None = None
+        self.last_checked_at: float | None = None
+        """When the last chain run finished (epoch s): the fleet table shows its age."""
         self.last_diff: DraftDiff | None = None
         self._profile: Profile | None = None
 
@@ -100,6 +102,7 @@ class HostSession:
 
         self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
                                            reference=reference, host_label=self.name)
+        self.last_checked_at = time.time()
         return self.last_report
 
     async def load_diff(self) -> DraftDiff:

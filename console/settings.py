@@ -49,7 +49,8 @@ class ServeSettings(_Strict):
     match: str = _override("WORDS", "vllm serve")
     """Words that find the serve process in its command line, in order (never another user's)."""
     url: str = _override("URL")
-    """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000."""
+    """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000 (as
+    `--url` with no HOST: the console on this URL alone, no SSH)."""
     unit: str = _override("UNIT")
     """A systemd unit: restart through systemctl instead of relaunching the process."""
 
@@ -108,6 +109,13 @@ class HostEntry(_Strict):
     """GPU telemetry source."""
     checks: ChecksSettings = ChecksSettings()
     """The verification chain."""
+    url: str = ""
+    """The server's URL as this machine reaches it; with no `ssh` (nor `local`), the console
+    watches the server through it alone (URL-only mode: no GPU, log, checks or restart)."""
+    api_key_env: str = ""
+    """An environment variable holding the server's `--api-key` (never stored in this file)."""
+    api_key_file: str = ""
+    """A file holding the server's `--api-key` (never stored in this file)."""
 
     @field_validator("ssh")
     @classmethod
@@ -117,11 +125,26 @@ class HostEntry(_Strict):
         return value
 
 
+class FleetSettings(_Strict):
+    """The `[fleet]` table: a Prometheus server that scrapes the fleet's vLLM servers."""
+
+    prometheus: str = ""
+    """Prometheus's base URL, e.g. http://prometheus:9090."""
+    selector: str = ""
+    """A label selector for the vLLM scrape targets, e.g. `{job="vllm"}`."""
+    host_label: str = "instance"
+    """The label that names a server; its value maps a row to a `[hosts.NAME]` entry."""
+    profile: str = "dflash-swa"
+    """The profile whose expected acceptance length flags a server as far below it."""
+
+
 class HostsFile(_Strict):
     """The whole hosts file."""
 
     hosts: dict[str, HostEntry] = {}
     """Hosts by name."""
+    fleet: FleetSettings = FleetSettings()
+    """The Prometheus fleet view (`vllm-console fleet`)."""
 
 
 class HostConfig(_Strict):
@@ -221,6 +244,10 @@ def resolve_host(spec: str, hosts: HostsFile, *, overrides: dict[str, Any] | Non
     local = bool(overrides.pop("local", False) or entry.local)
     user, hostname, port = (None, "", None)
     if not local:
+        if not entry.ssh and entry.url:
+            raise ConfigError(f"host {spec!r} has only a `url`: this needs SSH; add `ssh = "
+                              f"\"[user@]host\"` to [hosts.{spec}] (the console alone works "
+                              f"from the URL: `vllm-console {spec}`)")
         if not entry.ssh:
             raise ConfigError(f"host {spec!r}: no `ssh` destination and not `local`")
         user, hostname, port = parse_destination(entry.ssh)

@@ -11,6 +11,8 @@ command -v sshd >/dev/null 2>&1 && sshd_ok=1
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 [ -x /usr/bin/python3 ] || missing+=(python3)
+# The fleet tests and benchmark run their own Prometheus (and promtool for backfilled blocks).
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
 # Optional: the completion scripts are proven in these shells, skipped (saying so) without them.
 optional=()
 command -v zsh >/dev/null 2>&1 || optional+=(zsh)
@@ -22,8 +24,22 @@ fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing ${missing[*]} ${optional[*]} (apt-get)"
   apt-get update -qq
+  # The prometheus package ships a service: never let it start (or start at boot) here; the
+  # tests run their own instance on a free loopback port. policy-rc.d 101 = "do not start".
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" "${optional[@]}" >/dev/null
+  if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now prometheus >/dev/null 2>&1 || true
+    else
+      update-rc.d prometheus disable >/dev/null 2>&1 || true
+    fi
+  fi
   exit 0
 fi
 if [ ${#missing[@]} -eq 0 ]; then

@@ -8,10 +8,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fleet_support import FleetWorld, fleet_world
 from tests.sshd import Sshd, start_sshd
 
 # The tests must not pick up the developer's agent or keys by accident.
 os.environ.pop("SSH_AUTH_SOCK", None)
+
+
+@pytest.fixture(scope="session")
+def fleet() -> Iterator[FleetWorld]:
+    """Two simulated servers, a dead target and a real Prometheus scraping them (and the sim's
+    dcgm-exporter series), shared by the fleet and URL-mode tests."""
+    with fleet_world() as world:
+        yield world
 
 
 @pytest.fixture(scope="session")

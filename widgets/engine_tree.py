@@ -30,6 +30,8 @@ class EngineView:
     current: EngineConfig | None = None
     previous: EngineConfig | None = None
     args: NonDefaultArgs | None = None
+    note: str = ""
+    """Shown instead of the config when there is none to show and a reason (URL-only mode)."""
 
 
 def _short(value: Any) -> str:
@@ -59,7 +61,8 @@ class EngineTree(Tree[str]):
         self.clear()
         current = view.current
         if current is None:
-            self.root.add_leaf(Text("no engine start in the current log yet", style="italic"))
+            self.root.add_leaf(Text(view.note or "no engine start in the current log yet",
+                                    style="italic"))
             self.border_title = "Engine config"
             return
         changes = changed_fields(current, view.previous)

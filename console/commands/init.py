@@ -41,6 +41,17 @@ TEMPLATE = """\
 # [hosts.gpu1.checks]
 # profile = "dflash-swa"
 # reference = ""                    # a reference draft config.json (local path)
+
+# [hosts.gpu3]                      # URL only: no ssh, the console watches the server's port
+# url = "http://10.0.0.7:8000"      # as this machine reaches it (beside ssh: maps fleet rows)
+# api_key_env = "GPU3_API_KEY"      # the server's --api-key from this variable, or
+# api_key_file = "~/.config/vllm-console/gpu3.key"  # from this file (never the key itself)
+
+# [fleet]                           # `vllm-console fleet`: the servers a Prometheus scrapes
+# prometheus = "http://prometheus:9090"
+# selector = '{job="vllm"}'         # which targets are vLLM servers
+# host_label = "instance"           # the label that names a server (maps rows to [hosts.NAME])
+# profile = "dflash-swa"            # whose expected acceptance flags a server far below it
 """
 
 

@@ -1,4 +1,5 @@
-"""`vllm-console [HOST]`: the console on one host, or on every host of the hosts file."""
+"""`vllm-console [HOST]`: the console on one host, or on every host of the hosts file;
+`vllm-console --url URL`: the console on a server's URL alone (no SSH)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from console.commands.common import CommandError
 from console.connect import host_config_from_args, make_host
-from console.settings import default_hosts_path, load_hosts_file
+from console.settings import HostsFile, default_hosts_path, load_hosts_file
 
 
 def check_theme(name: str | None) -> None:
@@ -22,21 +23,32 @@ def check_theme(name: str | None) -> None:
 def run(args: argparse.Namespace) -> int:
     from console.app import ConsoleApp
     from console.session import HostSession
+    from console.sources.url import url_session
+
+    def session(name: str | None, hosts: HostsFile) -> HostSession:
+        """A session on the hosts-file entry `name`, or on the HOST typed (None)."""
+        key = name or args.host
+        entry = hosts.hosts.get(key)
+        if entry is not None and entry.url and not entry.ssh and not entry.local:
+            return url_session(key, entry.url, entry)  # URL-only: no SSH
+        config = host_config_from_args(args, name)
+        return HostSession(config, make_host(config))
 
     check_theme(args.theme)
+    path = Path(args.config).expanduser() if args.config else default_hosts_path()
+    hosts = load_hosts_file(path, required=args.config is not None)
     if args.host:
-        configs = [host_config_from_args(args)]
+        sessions = [session(None, hosts)]
+    elif args.url:
+        sessions = [url_session(args.url, args.url)]
     else:
-        path = Path(args.config).expanduser() if args.config else default_hosts_path()
-        hosts = load_hosts_file(path, required=args.config is not None)
         if not hosts.hosts:
             said = "has no hosts" if path.exists() else "does not exist"
             raise CommandError(f"no HOST given and the hosts file {path} {said}: "
                                f"`vllm-console init` writes a commented one to fill in, "
-                               f"`vllm-console HOST` opens one host, `vllm-console demo` "
-                               f"tries it offline")
-        configs = [host_config_from_args(args, name) for name in hosts.hosts]
-    sessions = [HostSession(c, make_host(c)) for c in configs]
+                               f"`vllm-console HOST` opens one host, `vllm-console --url URL` "
+                               f"one server without SSH, `vllm-console demo` tries it offline")
+        sessions = [session(name, hosts) for name in hosts.hosts]
     app = ConsoleApp(sessions, theme=args.theme)
     app.run()
     return app.return_code or 0

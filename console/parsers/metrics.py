@@ -24,8 +24,13 @@ _RUNNING = "vllm:num_requests_running"
 _WAITING = "vllm:num_requests_waiting"
 _KV_USAGE = "vllm:kv_cache_usage_perc"
 _KV_USAGE_OLD = "vllm:gpu_cache_usage_perc"
+_PROMPT = "vllm:prompt_tokens_total"
+_GENERATION = "vllm:generation_tokens_total"
+_PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+_PREFIX_HITS = "vllm:prefix_cache_hits_total"
 _WANTED = frozenset({_DRAFTS, _DRAFT_TOKENS, _ACCEPTED, _PER_POS, _RUNNING, _WAITING, _KV_USAGE,
-                     _KV_USAGE_OLD})  # fmt: skip
+                     _KV_USAGE_OLD, _PROMPT, _GENERATION, _PREFIX_QUERIES,
+                     _PREFIX_HITS})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +48,18 @@ class MetricsSnapshot:
     """What one `/metrics` scrape says; None for what it lacks.
 
     `kv_cache_usage_pct` is a percentage (vLLM exports a 0..1 fraction), averaged over engines;
-    request counts are summed over engines.
+    request counts are summed over engines. `prompt_tokens`, `generation_tokens` and the
+    prefix-cache `queries`/`hits` (in tokens) are cumulative counters: two scrapes give a rate.
     """
 
     spec_decode: SpecDecodeCounters | None
     running: int | None
     waiting: int | None
     kv_cache_usage_pct: float | None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
 
 
 def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapshot:
@@ -80,6 +90,10 @@ def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapsho
         running=int(sums[_RUNNING]) if counts[_RUNNING] else None,
         waiting=int(sums[_WAITING]) if counts[_WAITING] else None,
         kv_cache_usage_pct=_kv_usage(sums, counts),
+        prompt_tokens=sums[_PROMPT] if counts[_PROMPT] else None,
+        generation_tokens=sums[_GENERATION] if counts[_GENERATION] else None,
+        prefix_cache_queries=sums[_PREFIX_QUERIES] if counts[_PREFIX_QUERIES] else None,
+        prefix_cache_hits=sums[_PREFIX_HITS] if counts[_PREFIX_HITS] else None,
     )
 
 

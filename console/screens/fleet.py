@@ -1,8 +1,10 @@
-"""Several hosts: one row each (state, GPU utilisation, acceptance length, broken link);
-Enter opens a host. One host's trouble only ever changes its own row."""
+"""Several hosts: one row each (link, serve state, GPU utilisation, acceptance length, broken
+link, root cause, age of the last check); Enter opens a host. One host's trouble only ever
+changes its own row, and a cell that grows widens its column (never `runtime-act`)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -12,7 +14,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-COLUMNS = ("host", "link", "GPU util", "acceptance length", "broken link")
+COLUMNS = ("host", "link", "serve", "GPU util", "acceptance length", "broken link", "root cause",
+           "last check")
+AGE_COLUMN = "last check"
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,21 @@ class FleetRow:
     acceptance: float | None
     broken_link: str | None
     checked: bool
+    serve_state: str = "unknown"
+    """`status --json`'s serve.state: starting, ready, failed, exited, down, unknown."""
+    root_cause: str | None = None
+    checked_at: float | None = None
+    """When the last chain run finished (epoch s); its age is shown, ticking."""
+
+
+def age(since: float | None, now: float | None = None) -> str:
+    """`12s ago`, `5m ago`, `3h ago`; `never` before the first check."""
+    if since is None:
+        return "never"
+    seconds = max(0, int((time.time() if now is None else now) - since))
+    if seconds < 60:
+        return f"{seconds}s ago"
+    return f"{seconds // 60}m ago" if seconds < 3600 else f"{seconds // 3600}h ago"
 
 
 class FleetScreen(Screen[None]):
@@ -42,6 +61,7 @@ class FleetScreen(Screen[None]):
         self._rows = rows
         self._shown: dict[str, FleetRow] = {row.name: row for row in rows}
         self._pending: dict[str, FleetRow] = {}
+        self._ages: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(" vllm-console · hosts (enter: open · h: back here from a host)",
@@ -65,11 +85,16 @@ class FleetScreen(Screen[None]):
         state_colour = ok if row.state == "connected" else fail
         broken = ("—" if not row.checked else "all pass") if row.broken_link is None \
             else row.broken_link
+        serve_colour = {"ready": ok, "failed": fail, "exited": fail, "down": fail}.get(
+            row.serve_state, unknown)
         return [Text(row.name, style="bold"), Text(row.state, style=state_colour),
+                Text(row.serve_state, style=serve_colour),
                 Text("?" if row.gpu_util is None else f"{row.gpu_util:.0f}%"),
                 Text("—" if row.acceptance is None else f"{row.acceptance:.2f}"),
                 Text(broken, style=fail if row.broken_link else (ok if row.checked
-                                                                 else unknown))]
+                                                                 else unknown)),
+                Text(row.root_cause or "—", style=fail if row.root_cause else unknown),
+                Text(age(row.checked_at), style=unknown if row.checked_at is None else "")]
 
     def update_row(self, row: FleetRow) -> None:
         """Note a host's new row; rows are applied together twice a second, and only the
@@ -79,7 +104,7 @@ class FleetScreen(Screen[None]):
             self._pending[row.name] = row
 
     def _apply_pending(self) -> None:
-        if not self._pending or not self.is_mounted:
+        if not self.is_mounted:
             return
         table = self.query_one(DataTable)
         pending, self._pending = self._pending, {}
@@ -88,8 +113,22 @@ class FleetScreen(Screen[None]):
             old_cells = self._cells(old) if old is not None else [None] * len(COLUMNS)
             for column, cell, before in zip(COLUMNS, self._cells(row), old_cells, strict=True):
                 if before is None or cell.plain != before.plain or cell.style != before.style:
-                    table.update_cell(name, column, cell)
+                    # update_width: a cell keeps its column's first width otherwise, which
+                    # cut `runtime-activation` to `runtime-act`.
+                    table.update_cell(name, column, cell, update_width=True)
             self._shown[name] = row
+            self._ages[name] = age(row.checked_at)
+        self._tick_ages(table, skip=pending)
+
+    def _tick_ages(self, table: DataTable[Text], skip: dict[str, FleetRow]) -> None:
+        """The last check's age moves on with no event: redraw the cells whose text changed."""
+        for name, row in self._shown.items():
+            if row.checked_at is None or name in skip:
+                continue
+            text = age(row.checked_at)
+            if self._ages.get(name) != text:
+                self._ages[name] = text
+                table.update_cell(name, AGE_COLUMN, Text(text), update_width=True)
 
     def action_open(self) -> None:
         table = self.query_one(DataTable)

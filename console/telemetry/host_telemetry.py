@@ -32,6 +32,7 @@ from console.discovery import (
 from console.follower import FollowState, LogBatch, LogFollower
 from console.host import ConnectionState, Host, HostError, LinkStatus
 from console.parsers.engine import SpeculativeSettings
+from console.parsers.metrics import MetricsSnapshot
 from console.remote_scripts import RemoteScripts
 from console.settings import HostConfig, ServeSettings
 from console.telemetry.events import (
@@ -401,8 +402,12 @@ class HostTelemetry:
 
     async def _scrape(self, url: ServeUrl, now: float) -> None:
         snapshot = await self.metrics.scrape(url, timeout=self.options.http_timeout_s)
-        if snapshot is None:
-            return
+        if snapshot is not None:
+            self._apply_metrics(snapshot, now)
+
+    def _apply_metrics(self, snapshot: MetricsSnapshot, now: float) -> None:
+        """One `/metrics` scrape into the spec-decode state and the load (the URL-only source
+        feeds its scrapes through here too)."""
         spec = self.run_log.spec
         changed = spec.set_totals(totals(snapshot))
         interval = self.metrics.interval(snapshot, now)

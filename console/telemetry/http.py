@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -75,14 +76,26 @@ async def http_get(host: Host, url: ServeUrl, path: str, *, timeout: float = 5.0
         port = await host.forward_port(url.host, url.port)
     except HostError as exc:
         return HttpResult(shown, error=str(exc))
+    request = (f"GET {path} HTTP/1.0\r\nHost: {url.host}:{url.port}\r\n"
+               "Accept: */*\r\nConnection: close\r\n\r\n").encode()
+    return await exchange(shown, lambda: asyncio.open_connection("127.0.0.1", port), request,
+                          timeout=timeout, max_body=max_body)
+
+
+Connect = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+async def exchange(shown: str, connect: Connect, request: bytes, *, timeout: float,
+                   max_body: int = MAX_BODY) -> HttpResult:
+    """Send one request on a fresh connection and read the answer to its end (`shown`: the
+    URL for messages). Network trouble is a result, never an exception."""
     writer: asyncio.StreamWriter | None = None
+    data = b""
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(f"GET {path} HTTP/1.0\r\nHost: {url.host}:{url.port}\r\n"
-                         "Accept: */*\r\nConnection: close\r\n\r\n".encode())
+            reader, writer = await connect()
+            writer.write(request)
             await writer.drain()
-            data = await reader.read(max_body)
             while len(data) < max_body:
                 more = await reader.read(max_body - len(data))
                 if not more:
@@ -92,17 +105,18 @@ async def http_get(host: Host, url: ServeUrl, path: str, *, timeout: float = 5.0
         return HttpResult(shown, error=f"no answer within {timeout:g} s")
     except ConnectionRefusedError:
         return HttpResult(shown, error="connection refused")
-    except OSError as exc:
+    except OSError as exc:  # TLS errors too (ssl.SSLError is an OSError)
         return HttpResult(shown, error=exc.strerror or str(exc))
     finally:
         if writer is not None:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
-    return _response(shown, data)
+    return parse_response(shown, data)
 
 
-def _response(shown: str, data: bytes) -> HttpResult:
+def parse_response(shown: str, data: bytes) -> HttpResult:
+    """An HTTP/1.x answer read to its end (`shown`: the URL, for messages)."""
     if not data:
         # Through an SSH forward a closed remote port looks like this: accepted, then closed.
         return HttpResult(shown, error="connection refused")

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from console.cli import build_parser, main, subcommands
 from console.connect import host_config_from_args
-from console.settings import HostConfig, load_hosts_file, overrides
+from console.settings import FleetSettings, HostConfig, HostEntry, load_hosts_file, overrides
 
 HOST_COMMANDS = ("tui", "check", "status", "restart")
 
@@ -147,14 +148,15 @@ def test_the_init_template_documents_every_key_of_a_host_entry(tmp_path: Path) -
     assert main(["init", "--config", str(path)]) == 0
     body = "\n".join(re.sub(r"^# (?=\[|\w+ = )", "", line)
                      for line in path.read_text().splitlines())
-    entry = load_hosts_file_text(body, tmp_path)["hosts"]["gpu1"]
-    assert set(entry) == {"ssh", "port", "identity", "known_hosts", "local", "serve", "gpu",
-                          "checks"}
+    data = load_hosts_file_text(body, tmp_path)
+    entries = data["hosts"]
+    assert set(HostEntry.model_fields) == {*entries["gpu1"], *entries["gpu3"]}
     assert {name for name, *_ in overrides()} == {
-        *entry["serve"], *entry["gpu"], *entry["checks"]}
+        *entries["gpu1"]["serve"], *entries["gpu1"]["gpu"], *entries["gpu1"]["checks"]}
+    assert set(data["fleet"]) == set(FleetSettings.model_fields)
 
 
-def load_hosts_file_text(body: str, tmp_path: Path) -> dict[str, dict[str, dict[str, object]]]:
+def load_hosts_file_text(body: str, tmp_path: Path) -> dict[str, Any]:
     full = tmp_path / "full.toml"
     full.write_text(body)
     load_hosts_file(full, required=True)  # valid against the model, not only TOML

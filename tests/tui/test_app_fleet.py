@@ -10,7 +10,7 @@ import pytest
 from console.app import ConsoleApp
 from console.commands.demo import demo_config
 from console.local_host import LocalHost
-from console.screens.fleet import FleetScreen
+from console.screens.fleet import COLUMNS, FleetScreen
 from console.screens.host import HostScreen
 from console.session import HostSession
 from console.settings import HostConfig
@@ -47,18 +47,22 @@ async def test_fleet_table_switching_and_isolation(fleet: list[HostSession]) -> 
         table = app.screen.query_one("DataTable")
         assert table.row_count == 3
 
-        def row(name: str) -> list[str]:
-            return [str(c) for c in table.get_row(name)]
+        def row(name: str) -> dict[str, str]:
+            return dict(zip(COLUMNS, [str(c) for c in table.get_row(name)], strict=True))
 
-        await wait_until(pilot, lambda: row("gpu-a")[1] == "connected"
-                         and row("gpu-b")[1] == "connected", what="two live hosts")
-        await wait_until(pilot, lambda: row("gpu-a")[3] != "—" and row("gpu-b")[3] != "—",
-                         30, "acceptance on both")
-        assert float(row("gpu-a")[3]) < 2.0
-        assert float(row("gpu-b")[3]) > 5.0
-        assert row("gpu-dead")[1] != "connected"
-        await wait_until(pilot, lambda: row("gpu-a")[4] == "runtime-activation", 30,
-                         "the broken link of gpu-a")
+        await wait_until(pilot, lambda: row("gpu-a")["link"] == "connected"
+                         and row("gpu-b")["link"] == "connected", what="two live hosts")
+        accept = "acceptance length"
+        await wait_until(pilot, lambda: row("gpu-a")[accept] != "—"
+                         and row("gpu-b")[accept] != "—", 30, "acceptance on both")
+        assert float(row("gpu-a")[accept]) < 2.0
+        assert float(row("gpu-b")[accept]) > 5.0
+        assert row("gpu-dead")["link"] != "connected"
+        await wait_until(pilot, lambda: row("gpu-a")["broken link"] == "runtime-activation",
+                         30, "the broken link of gpu-a")
+        assert row("gpu-a")["root cause"] == "config-correct"
+        assert row("gpu-a")["serve"] == "ready"
+        assert row("gpu-a")["last check"].endswith("s ago")
         table.move_cursor(row=1)
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)

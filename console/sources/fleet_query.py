@@ -1,0 +1,270 @@
+"""The fleet table from Prometheus: one row per vLLM server, built from a dozen PromQL queries.
+
+Every figure is either a number or a reason it is missing, never a silent zero: `absent` (no
+series for this server), `idle` (no drafts in the last minute, so no acceptance to speak of),
+`no dcgm-exporter series` (GPU figures for this host), or the query's own error. Prometheus
+unreachable, or the `up` query refused, fails the whole report (`FleetReport.error`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from console.sources.expected import expected_acceptance, far_below
+from console.sources.fleet_hosts import host_part
+from console.sources.prometheus import (
+    PromError,
+    Prometheus,
+    PromUnreachable,
+    Series,
+    with_selector,
+)
+
+ABSENT = "absent"
+IDLE = "idle: no drafts in the last minute"
+NO_DCGM = "no dcgm-exporter series"
+WINDOW = "1m"
+
+FIGURES = ("mean_acceptance_length", "draft_acceptance_rate_pct", "generation_tps", "running",
+           "waiting", "kv_cache_usage_pct", "gpu_util_pct", "gpu_mem_used_mib",
+           "gpu_mem_total_mib")
+
+
+def queries(selector: str, label: str) -> dict[str, str]:
+    """The PromQL the fleet runs, by name (README lists them; the benchmark times them)."""
+    def sel(metric: str) -> str:
+        return with_selector(metric, selector)
+
+    def rate(counter: str, by: str) -> str:
+        return f"sum by ({by}) (rate({sel(counter)}[{WINDOW}]))"
+
+    engine = f"{label}, engine"
+    return {
+        "up": sel("up"),
+        "model": f"count by ({label}, job, model_name) ({sel('vllm:num_requests_running')})",
+        "accepted": rate("vllm:spec_decode_num_accepted_tokens_total", engine),
+        "drafts": rate("vllm:spec_decode_num_drafts_total", engine),
+        "draft_tokens": rate("vllm:spec_decode_num_draft_tokens_total", engine),
+        "generation_tps": rate("vllm:generation_tokens_total", label),
+        "running": f"sum by ({label}) ({sel('vllm:num_requests_running')})",
+        "waiting": f"sum by ({label}) ({sel('vllm:num_requests_waiting')})",
+        "kv_cache_usage": f"avg by ({label}) ({sel('vllm:kv_cache_usage_perc')}) or "
+                          f"avg by ({label}) ({sel('vllm:gpu_cache_usage_perc')})",
+        # dcgm-exporter is its own scrape job: the fleet's selector does not apply to it.
+        "gpu_util": f"avg by ({label}) (DCGM_FI_DEV_GPU_UTIL)",
+        "gpu_used": f"sum by ({label}) (DCGM_FI_DEV_FB_USED)",
+        "gpu_free": f"sum by ({label}) (DCGM_FI_DEV_FB_FREE)",
+    }
+
+
+@dataclass(frozen=True)
+class FleetServer:
+    """One server as the fleet shows it. A None figure has its reason in `missing`."""
+
+    key: str
+    """The value of the host label (e.g. `10.0.0.5:8000`)."""
+    job: str | None = None
+    up: bool | None = None
+    model: str | None = None
+    mean_acceptance_length: float | None = None
+    per_engine_acceptance: Mapping[str, float | None] = field(default_factory=dict)
+    draft_acceptance_rate_pct: float | None = None
+    generation_tps: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage_pct: float | None = None
+    gpu_util_pct: float | None = None
+    gpu_mem_used_mib: float | None = None
+    gpu_mem_total_mib: float | None = None
+    expected_acceptance: float | None = None
+    missing: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None
+    """The hosts-file entry this server maps to (by the host label), if any."""
+
+    @property
+    def low_acceptance(self) -> bool | None:
+        return far_below(self.mean_acceptance_length, self.expected_acceptance)
+
+    def to_json(self) -> dict[str, Any]:
+        """One element of `fleet --json`'s `servers` (README: schema)."""
+        return {
+            "key": self.key, "host": self.host, "job": self.job, "up": self.up,
+            "model": self.model,
+            **{name: _round(getattr(self, name)) for name in FIGURES},
+            "per_engine_acceptance": {k: _round(v) for k, v in
+                                      sorted(self.per_engine_acceptance.items())},
+            "expected_acceptance": self.expected_acceptance,
+            "low_acceptance": self.low_acceptance,
+            "missing": dict(sorted(self.missing.items())),
+        }
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """One refresh of the fleet: the rows, the per-query errors, or why there is nothing."""
+
+    prometheus: str
+    selector: str
+    host_label: str
+    at: float
+    servers: tuple[FleetServer, ...] = ()
+    query_errors: Mapping[str, str] = field(default_factory=dict)
+    error: str = ""
+    """Set when there is no table at all (Prometheus unreachable, the `up` query refused)."""
+    took_s: float = 0.0
+
+    def with_hosts(self, hosts: Mapping[str, str]) -> FleetReport:
+        """The rows with their hosts-file entry names (`hosts`: label value -> name)."""
+        return replace(self, servers=tuple(replace(s, host=hosts.get(s.key))
+                                           for s in self.servers))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prometheus": self.prometheus, "selector": self.selector,
+                "host_label": self.host_label,
+                "queried_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.at)),
+                "error": self.error or None,
+                "query_errors": dict(sorted(self.query_errors.items())),
+                "servers": [s.to_json() for s in self.servers]}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+async def query_fleet(prom: Prometheus, *, selector: str = "", host_label: str = "instance",
+                      profile: str | None = None) -> FleetReport:
+    """Run the fleet's queries at once and assemble one row per server."""
+    started = time.monotonic()
+    named = queries(selector, host_label)
+    answers = await asyncio.gather(*(prom.query(q) for q in named.values()),
+                                   return_exceptions=True)
+    results: dict[str, list[Series]] = {}
+    errors: dict[str, str] = {}
+    for name, answer in zip(named, answers, strict=True):
+        if isinstance(answer, PromError):
+            errors[name] = str(answer)
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            results[name] = answer
+    report = FleetReport(prom.url, selector, host_label, time.time(), query_errors=errors)
+    if "up" in errors:
+        unreachable = any(isinstance(a, PromUnreachable) for a in answers)
+        why = errors["up"] if unreachable else f"the `up` query failed: {errors['up']}"
+        return replace(report, error=why, query_errors={}, took_s=time.monotonic() - started)
+    servers = _assemble(results, errors, host_label, selector, expected_acceptance(profile))
+    return replace(report, servers=servers, took_s=time.monotonic() - started)
+
+
+def _by(series: list[Series], label: str) -> dict[str, list[Series]]:
+    out: dict[str, list[Series]] = defaultdict(list)
+    for s in series:
+        out[s.labels.get(label, "")].append(s)
+    return out
+
+
+def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: str,
+              selector: str, expected: float | None) -> tuple[FleetServer, ...]:
+    by = {name: _by(series, label) for name, series in results.items()}
+    vllm_jobs = {s.labels.get("job", "") for s in results.get("model", [])}
+    keys: dict[str, str | None] = {}
+    for s in results.get("up", []):
+        job = s.labels.get("job")
+        # With no selector every target is in `up`: only the jobs that scrape vLLM count
+        # (all of them when the query that tells them failed: better a row too many).
+        if selector or job in vllm_jobs or "model" in errors:
+            keys.setdefault(s.labels.get(label, ""), job)
+    for s in results.get("model", []):
+        keys.setdefault(s.labels.get(label, ""), s.labels.get("job"))
+    gpu = {name: {host_part(k): v for k, v in by.get(name, {}).items()}
+           for name in ("gpu_util", "gpu_used", "gpu_free")}
+    rows = []
+    for key in sorted(keys):
+        missing: dict[str, str] = {}
+
+        def one(name: str, key: str = key, missing: dict[str, str] = missing,
+                figure: str = "") -> float | None:
+            figure = figure or name
+            if name in errors:
+                missing[figure] = f"error: {errors[name]}"
+                return None
+            found = [s.value for s in by.get(name, {}).get(key, []) if not math.isnan(s.value)]
+            if not found:
+                missing[figure] = ABSENT
+                return None
+            return found[0]
+
+        def gpu_one(name: str, figure: str, key: str = key,
+                    missing: dict[str, str] = missing) -> float | None:
+            if name in errors:
+                missing[figure] = f"error: {errors[name]}"
+                return None
+            found = gpu[name].get(host_part(key))
+            if not found:
+                missing[figure] = NO_DCGM
+                return None
+            return found[0].value
+
+        up_series = by.get("up", {}).get(key, [])
+        models = sorted({s.labels.get("model_name", "") for s in by.get("model", {}).get(key, [])
+                         if s.labels.get("model_name")})
+        mean, per_engine, rate_pct = _acceptance(by, errors, key, missing)
+        kv = one("kv_cache_usage", figure="kv_cache_usage_pct")
+        used = gpu_one("gpu_used", "gpu_mem_used_mib")
+        free = gpu_one("gpu_free", "gpu_mem_total_mib")
+        rows.append(FleetServer(
+            key=key, job=keys[key],
+            up=(max(s.value for s in up_series) == 1.0) if up_series else None,
+            model=", ".join(models) or None,
+            mean_acceptance_length=mean, per_engine_acceptance=per_engine,
+            draft_acceptance_rate_pct=rate_pct,
+            generation_tps=one("generation_tps"), running=one("running"),
+            waiting=one("waiting"), kv_cache_usage_pct=None if kv is None else 100.0 * kv,
+            gpu_util_pct=gpu_one("gpu_util", "gpu_util_pct"),
+            gpu_mem_used_mib=used,
+            gpu_mem_total_mib=None if used is None or free is None else used + free,
+            expected_acceptance=expected, missing=missing))
+        if not up_series:
+            missing.setdefault("up", ABSENT)
+        if not models:
+            missing.setdefault("model", ABSENT)
+    return tuple(rows)
+
+
+def _acceptance(by: dict[str, dict[str, list[Series]]], errors: dict[str, str], key: str,
+                missing: dict[str, str]
+                ) -> tuple[float | None, dict[str, float | None], float | None]:
+    """Mean acceptance length (summed over engines and per engine) and draft acceptance rate,
+    from the counters' rates: 1 + accepted/s / drafts/s, accepted/s / draft tokens/s."""
+    names = ("accepted", "drafts", "draft_tokens")
+    failed = [n for n in names if n in errors]
+    if failed:
+        why = f"error: {errors[failed[0]]}"
+        missing.update(mean_acceptance_length=why, draft_acceptance_rate_pct=why)
+        return None, {}, None
+    rates = {n: {s.labels.get("engine", ""): s.value for s in by.get(n, {}).get(key, [])}
+             for n in names}
+    if not rates["drafts"]:
+        missing.update(mean_acceptance_length=ABSENT, draft_acceptance_rate_pct=ABSENT)
+        return None, {}, None
+    per_engine: dict[str, float | None] = {}
+    for engine, drafts in rates["drafts"].items():
+        accepted = rates["accepted"].get(engine)
+        per_engine[engine] = 1.0 + accepted / drafts if drafts > 0 and accepted is not None \
+            else None
+    drafts_sum = sum(rates["drafts"].values())
+    accepted_sum = sum(rates["accepted"].values())
+    tokens_sum = sum(rates["draft_tokens"].values())
+    mean = 1.0 + accepted_sum / drafts_sum if drafts_sum > 0 else None
+    rate_pct = 100.0 * accepted_sum / tokens_sum if tokens_sum > 0 else None
+    if mean is None:
+        missing["mean_acceptance_length"] = IDLE
+    if rate_pct is None:
+        missing["draft_acceptance_rate_pct"] = IDLE if rates["draft_tokens"] else ABSENT
+    return mean, per_engine, rate_pct

@@ -1,0 +1,293 @@
+"""URL-only mode: a vLLM server watched through its HTTP port alone, no SSH.
+
+`/health`, `/v1/models`, `/version` and `/metrics` give the header, the speculative pane and
+the load; everything that needs the host itself (GPUs, the log, the draft config, the chain,
+restart) says so, and how to add SSH. An `--api-key` server's key is read from an environment
+variable or a file the hosts file names, sent as `Authorization: Bearer`, and never shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checks.models import ChainReport
+from console.display import safe_text
+from console.draft_diff import DraftDiff
+from console.host import CommandResult, ConnectionState, Host, HostError, LinkStatus, StreamHandle
+from console.parsers.engine import SpeculativeSettings
+from console.parsers.metrics import MetricsSnapshot, parse_metrics
+from console.restart import RestartPlan
+from console.session import ActionError, HostSession
+from console.settings import ConfigError, HostConfig, HostEntry, ServeSettings
+from console.sources import web
+from console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
+from console.telemetry.host_telemetry import HostTelemetry, OnEvent, TelemetryOptions
+from console.telemetry.server import Health, Readiness, ServerLoad, judge_health, model_ids
+from console.telemetry.snapshot import AgentState, AgentStatus
+
+DEFAULT_KEY_ENV = "VLLM_API_KEY"
+"""vLLM's own default for `--api-key`: read when the command line gives only `--url`."""
+
+
+def needs_ssh(what: str, name: str) -> str:
+    """The one message every host-only pane and action gives in URL-only mode (`name`: the
+    hosts-file entry, or the URL's host:port for a bare `--url`)."""
+    entry = f"[hosts.{name}]" if "/" not in name and ":" not in name else "[hosts.NAME]"
+    return (f"{what} needs SSH to the host: add `ssh = \"user@host\"` beside `url` in its "
+            f"{entry} entry of the hosts file, or open `vllm-console [user@]host`")
+
+
+def read_api_key(entry: HostEntry | None, *, default_env: str = "") -> str | None:
+    """The key from `api_key_env` or `api_key_file` (else `default_env` when set). Raises
+    ConfigError naming the variable or file, never the key."""
+    if entry is not None and entry.api_key_env and entry.api_key_file:
+        raise ConfigError("give api_key_env or api_key_file, not both")
+    if entry is not None and entry.api_key_file:
+        path = Path(entry.api_key_file).expanduser()
+        try:
+            key = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ConfigError(f"api_key_file {path}: cannot read: {why}") from None
+        if not key:
+            raise ConfigError(f"api_key_file {path}: empty")
+        return key
+    name = entry.api_key_env if entry is not None and entry.api_key_env else default_env
+    if not name:
+        return None
+    key = os.environ.get(name, "").strip()
+    if not key and entry is not None and entry.api_key_env:
+        raise ConfigError(f"api_key_env {name}: the variable is not set")
+    return key or None
+
+
+@dataclass(frozen=True)
+class UrlSource:
+    """Where the server answers, and the key it wants (kept out of repr and messages)."""
+
+    url: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        try:
+            web.split_url(self.url)
+        except web.BadUrl as exc:
+            raise ConfigError(f"--url {exc}") from None
+
+    @property
+    def base(self) -> str:
+        return self.url.rstrip("/")
+
+    async def get(self, path: str) -> web.HttpResult:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return await web.get(self.base, path, headers=headers, timeout=self.timeout_s)
+
+
+class UrlHost(Host):
+    """The host behind a URL-only server: every verb refuses with the way to add SSH, so an
+    action that reaches for the host gets that message, never a traceback."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._link = LinkStatus(ConnectionState.CONNECTING, "HTTP only")
+
+    @property
+    def link(self) -> LinkStatus:
+        return self._link
+
+    def set_link(self, link: LinkStatus) -> None:
+        self._link = link
+
+    def _refuse(self) -> HostError:
+        return HostError(needs_ssh("this", self.name))
+
+    async def connect(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def run(self, argv: Sequence[str] | str, *, input: bytes | None = None,
+                  timeout: float = 30.0, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> CommandResult:
+        raise self._refuse()
+
+    async def stream(self, argv: Sequence[str] | str, *,
+                     env: Mapping[str, str] | None = None) -> StreamHandle:
+        raise self._refuse()
+
+    async def read_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
+        raise self._refuse()
+
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
+        raise self._refuse()
+
+    async def start_detached(self, argv: Sequence[str], *, log: str, cwd: str | None = None,
+                             env: Mapping[str, str] | None = None, append: bool = True) -> int:
+        raise self._refuse()
+
+    async def forward_port(self, remote_host: str, remote_port: int) -> int:
+        raise self._refuse()
+
+
+class UrlTelemetry(HostTelemetry):
+    """`HostTelemetry`'s events and snapshot, fed from the URL alone: `/health` (and
+    `/v1/models`, `/version`) until healthy, then `/metrics` too, through the same spec-decode
+    and load code the SSH path uses."""
+
+    def __init__(self, host: UrlHost, config: HostConfig, source: UrlSource,
+                 options: TelemetryOptions | None = None) -> None:
+        super().__init__(host, config, options)
+        self.url_host = host
+        self.source = source
+        self.version: str | None = None
+        # (at, (prompt, generation, prefix queries, prefix hits)): the last scrape's counters
+        self._counters: tuple[float, tuple[float | None, ...]] | None = None
+        self._update(agent=AgentStatus(AgentState.LOST, needs_ssh("GPU telemetry", host.name)))
+
+    async def run(self, on_event: OnEvent) -> None:
+        self._on_event = on_event
+        self._stop = asyncio.Event()
+        self._emit(AgentChanged(self.host.name, self._snapshot.agent))
+        task = asyncio.create_task(self._server_loop(), name=f"url {self.source.base}")
+        try:
+            await self._stop.wait()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            self._on_event = None
+
+    async def _server_step(self) -> bool:
+        """HostTelemetry's server loop runs this instead of its own step: the URL, direct."""
+        return await self.poll()
+
+    async def poll(self) -> bool:
+        """One round: /health, then (healthy) /v1/models, /version, /metrics. True: healthy."""
+        now = self.clock.now()
+        old = self._snapshot.readiness
+        result = await self.source.get("/health")
+        health, detail = judge_health(result, running=None, log_ready=False)
+        models = old.models if old.ready else ()
+        if health is Health.HEALTHY and (not old.ready or not models):
+            answer = await self.source.get("/v1/models")
+            models = model_ids(answer.body) if answer.ok else ()
+            if answer.status == 401:
+                detail = ("/v1/models answered 401: the server wants its --api-key (set "
+                          "api_key_env or api_key_file in the hosts file)")
+            self.version = await self._version()
+        readiness = Readiness(health, self.source.base, result.status, detail, models, now)
+        self._set_link(result)
+        self._update(readiness=readiness)
+        if (readiness.health, readiness.http_status, readiness.models, readiness.detail) != (
+                old.health, old.http_status, old.models, old.detail):
+            self._emit(ReadinessChanged(self.host.name, readiness))
+        if not readiness.ready:
+            return False
+        metrics = await self.source.get("/metrics")
+        if metrics.ok:
+            self._metrics(parse_metrics(metrics.body), now)
+        return True
+
+    async def _version(self) -> str | None:
+        answer = await self.source.get("/version")
+        try:
+            version = json.loads(answer.body).get("version") if answer.ok else None
+        except (ValueError, AttributeError):
+            return None
+        return version if isinstance(version, str) else None
+
+    def _set_link(self, result: web.HttpResult) -> None:
+        link = LinkStatus(ConnectionState.CONNECTED, "HTTP") if result.status is not None \
+            else LinkStatus(ConnectionState.RECONNECTING, result.error,
+                            retry_in_s=self.options.health_interval_s)
+        if link != self.url_host.link:
+            self.url_host.set_link(link)
+            self._update(link=link)
+            self._emit(LinkChanged(self.host.name, link))
+
+    def _metrics(self, snapshot: MetricsSnapshot, now: float) -> None:
+        """One scrape: spec decode (the counters say a drafter runs), then the load, its rates
+        from the counters' change since the previous scrape."""
+        counters = snapshot.spec_decode
+        if counters is not None and self.run_log.spec.configure(
+                SpeculativeSettings(num_spec_tokens=len(counters.accepted_per_pos) or None),
+                authoritative=False):
+            self._spec_changed()  # the counters say a drafter runs; its name they do not
+        self._apply_metrics(snapshot, now)
+        totals = (snapshot.prompt_tokens, snapshot.generation_tokens,
+                  snapshot.prefix_cache_queries, snapshot.prefix_cache_hits)
+        previous, self._counters = self._counters, (now, totals)
+        if previous is None or now <= previous[0]:
+            return
+        seconds = now - previous[0]
+        deltas = [None if new is None or old is None else new - old
+                  for new, old in zip(totals, previous[1], strict=True)]
+        if any(d is not None and d < 0 for d in deltas):
+            return  # a counter went down: the server restarted; the next interval is good
+        prompt, generation, queries, hits = deltas
+        self._load(ServerLoad(
+            snapshot.running, snapshot.waiting, snapshot.kv_cache_usage_pct,
+            None if prompt is None else prompt / seconds,
+            None if generation is None else generation / seconds,
+            100.0 * hits / queries if hits is not None and queries else None,
+            at=now, source="metrics"))
+
+    def summary(self) -> str:
+        """The header's line: what this view is, the engine's version and the model."""
+        parts = [f"URL only: {self.source.base}"]
+        if self.version:
+            parts.append(f"vLLM {self.version}")
+        models = self._snapshot.readiness.models
+        if models:
+            parts.append(", ".join(models))
+        # The server's words (model ids, version) are data: controls made inert.
+        return safe_text(" · ".join(parts), 300) + " · GPU, log, checks, restart need SSH"
+
+
+class UrlSession(HostSession):
+    """A `HostSession` on a URL alone: the same snapshot flow; host actions refuse, saying how
+    to add SSH."""
+
+    url_only = True
+
+    def __init__(self, name: str, source: UrlSource, *, profile: str = "") -> None:
+        config = HostConfig(name=name, readonly=True, serve=ServeSettings(url=source.base))
+        if profile:
+            config = config.model_copy(update={"checks": config.checks.model_copy(
+                update={"profile": profile})})
+        host = UrlHost(name)
+        super().__init__(config, host)
+        self.url_telemetry = UrlTelemetry(host, config, source)
+        self.telemetry = self.url_telemetry
+
+    def needs_ssh(self, what: str) -> str:
+        return needs_ssh(what, self.name)
+
+    async def run_checks(self) -> ChainReport:
+        raise ActionError(self.needs_ssh("the verification chain"))
+
+    async def load_diff(self) -> DraftDiff:
+        raise ActionError(self.needs_ssh("the draft config diff"))
+
+    async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
+        raise ActionError(self.needs_ssh("restart"))
+
+
+def url_session(name: str, url: str, entry: HostEntry | None = None) -> UrlSession:
+    """A URL-only session for a hosts-file entry (its key settings) or, with no entry, a bare
+    `--url` (named by its host:port; the key from $VLLM_API_KEY when set). Raises ConfigError."""
+    key = read_api_key(entry, default_env="" if entry is not None else DEFAULT_KEY_ENV)
+    source = UrlSource(url, key)
+    if entry is None:
+        _, host, port, _ = web.split_url(url)
+        name = f"{host}:{port}"
+    profile = entry.checks.profile if entry is not None else ""
+    return UrlSession(name, source, profile=profile)

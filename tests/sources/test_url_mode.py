@@ -1,0 +1,194 @@
+"""URL-only mode against a real HTTP server (the simulated `vllm serve`, started with
+`--api-key`): health, models, version and every /metrics figure, the host-only panes saying
+they need SSH, and the key read from the environment or a file, never shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.settings import ConfigError, HostEntry
+from console.sim import materialise, stop
+from console.sources.url import UrlSession, read_api_key, url_session
+from console.telemetry.server import Health
+from console.telemetry.spec_decode import SpecDecodeStatus
+from tests.fleet_support import start_sim, wait_http
+from tests.prometheus import free_port
+
+KEY = "sk-test-7f3a9c-do-not-show"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """The incident scenario's server at 127.0.0.1:PORT, wanting KEY on /v1."""
+    tree = materialise("incident", Path(tempfile.mkdtemp(prefix="vc-url-")) / "h",
+                       port=free_port(), startup_s=0.5, metrics_interval_s=0.3)
+    proc = start_sim(tree, "127.0.0.1", "--api-key", KEY)
+    try:
+        wait_http(f"{tree.url}/health")
+        yield tree.url
+    finally:
+        stop(proc, timeout=5)
+        stop(tree, timeout=5)
+
+
+def entry(tmp_path: Path, url: str, key: str | None = KEY) -> HostEntry:
+    key_file = tmp_path / "key"
+    key_file.write_text(f"{key}\n" if key else "")
+    return HostEntry(url=url, api_key_file=str(key_file))
+
+
+async def poll_until(session: UrlSession, done, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    telemetry = session.url_telemetry
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not done(session.snapshot):
+        assert asyncio.get_running_loop().time() < deadline, session.snapshot.readiness
+        await telemetry.poll()
+        await asyncio.sleep(0.35)
+
+
+async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> None:
+    session = url_session("gpu-a", server, entry(tmp_path, server))
+    await poll_until(session, lambda s: s.spec_decode.latest is not None
+                     and s.load is not None and s.load.generation_tps is not None)
+    snap = session.snapshot
+    assert snap.readiness.health is Health.HEALTHY
+    assert snap.readiness.models
+    assert snap.readiness.models[0].endswith("Qwen3.6-27B")
+    assert session.url_telemetry.version  # /version
+    spec = snap.spec_decode
+    assert spec.status is SpecDecodeStatus.ACTIVE
+    assert spec.latest is not None
+    assert 1.0 < spec.latest.mean_acceptance_length < 1.6
+    assert spec.latest.per_position  # per-position acceptance from the counters' deltas
+    assert spec.totals is not None  # since the server started
+    load = snap.load
+    assert load.running is not None
+    assert load.kv_cache_usage_pct is not None
+    assert load.generation_tps > 0
+    assert load.prompt_tps is not None
+    assert load.prefix_cache_hit_pct is not None
+    assert load.source == "metrics"
+    summary = session.url_telemetry.summary()
+    assert f"URL only: {server}" in summary
+    assert "vLLM " in summary
+    assert "need SSH" in summary
+    # `status --json`-shaped picture: what needs the host is null, not invented.
+    status = snap.status_json()
+    assert status["gpus"] == []
+    assert status["gpu_source"] == "none"
+    assert "needs SSH" in status["gpu_source_reason"]
+
+
+async def test_without_the_key_the_server_says_401_and_we_say_why(server: str) -> None:
+    session = url_session("gpu-a", server, HostEntry(url=server))
+    await session.url_telemetry.poll()
+    readiness = session.snapshot.readiness
+    assert readiness.health is Health.HEALTHY  # /health needs no key
+    assert readiness.models == ()
+    assert "401" in readiness.detail
+    assert "api_key_env or api_key_file" in readiness.detail
+
+
+async def test_the_key_is_never_shown(server: str, tmp_path: Path) -> None:
+    session = url_session("gpu-a", server, entry(tmp_path, server))
+    await poll_until(session, lambda s: bool(s.readiness.models))
+    bundle = json.dumps(session.evidence_bundle([]), default=repr)
+    for text in (bundle, repr(session.url_telemetry.source), repr(session.snapshot),
+                 session.url_telemetry.summary()):
+        assert KEY not in text
+
+
+def test_key_from_env_or_file_and_clear_errors(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_VLLM_KEY", KEY)
+    assert read_api_key(HostEntry(url="http://h:8000", api_key_env="MY_VLLM_KEY")) == KEY
+    assert read_api_key(entry(tmp_path, "http://h:8000")) == KEY
+    monkeypatch.delenv("MY_VLLM_KEY")
+    with pytest.raises(ConfigError, match="api_key_env MY_VLLM_KEY: the variable is not set"):
+        read_api_key(HostEntry(url="http://h:8000", api_key_env="MY_VLLM_KEY"))
+    with pytest.raises(ConfigError, match="api_key_file .*: empty"):
+        read_api_key(entry(tmp_path, "http://h:8000", key=None))
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_api_key(HostEntry(url="http://h:8000", api_key_file=str(tmp_path / "none")))
+    # A bare --url reads vLLM's own variable.
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    assert read_api_key(None, default_env="VLLM_API_KEY") == KEY
+
+
+async def test_host_actions_say_they_need_ssh(server: str, tmp_path: Path) -> None:
+    from console.session import ActionError
+
+    session = url_session("gpu-a", server, entry(tmp_path, server))
+    assert session.readonly
+    for action in (session.run_checks(), session.load_diff(), session.plan_restart()):
+        with pytest.raises(ActionError, match=r"needs SSH to the host: add `ssh = \"user@host\"` "
+                                              r"beside `url` in its \[hosts.gpu-a\] entry"):
+            await action
+    with pytest.raises(Exception, match="needs SSH"):
+        await session.host.read_file("/etc/passwd")
+
+
+async def test_the_console_on_a_url(server: str, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pilot: the header and the speculative pane live; GPU, chain, draft diff and log say
+    they need SSH."""
+    from console.app import ConsoleApp
+    from tests.app_support import wait_until
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    session = url_session("gpu-a", server, entry(tmp_path, server))
+    app = ConsoleApp([session])
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = app.screen_for("gpu-a")
+        await wait_until(pilot, lambda: app.screen_for("gpu-a") is not None, what="the screen")
+        screen = app.screen_for("gpu-a")
+        assert screen is not None
+        await wait_until(pilot, lambda: "vLLM " in screen.header.activity, what="the header")
+        assert screen.header.activity.startswith(f"URL only: {server}")
+        await wait_until(pilot, lambda: screen.spec.view.state is not None
+                         and screen.spec.view.state.latest is not None, 30, "acceptance")
+        assert screen.spec.view.state.latest.mean_acceptance_length < 1.6
+        assert screen.spec.view.expected == 6.4
+        assert "GPU telemetry needs SSH" in screen.gpus.view.error
+        assert "the verification chain needs SSH" in screen.checklist.state.error
+        assert "the draft config diff needs SSH" in screen.diff.diff.error
+        assert "the engine config (from the log) needs SSH" in screen.engine.view.note
+        assert any("the serve log needs SSH" in line for line in screen.log_pane.visible_lines())
+        assert not app.check_action("restart", ())  # read-only: no restart offered
+        await pilot.press("c")  # the chain by hand: the same message, no traceback
+        await wait_until(pilot, lambda: not screen.checklist.state.running, what="checks")
+        assert "needs SSH" in screen.checklist.state.error
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True,
+                          text=True, timeout=30, env=env)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--url", "ftp://h:1"), "--url 'ftp://h:1': not an http:// or https:// URL"),
+    (("--url", "http://"), "no host"),
+])
+def test_bad_url_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
+    proc = run_cli(*args, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_url_only_entry_refuses_ssh_commands_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "hosts.toml"
+    config.write_text('[hosts.gpu-a]\nurl = "http://127.0.0.1:9"\napi_key_env = "X"\n')
+    proc = run_cli("status", "gpu-a", "--config", str(config))
+    assert proc.returncode == 2
+    assert "has only a `url`: this needs SSH" in proc.stderr
+    assert proc.stderr.count("\n") == 1

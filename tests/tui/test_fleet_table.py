@@ -1,0 +1,56 @@
+"""The SSH fleet table (FleetScreen) at 200 columns: every column in full, however the values
+grow after the first paint (Pilot on the screen alone, rows as the app hands them)."""
+
+from __future__ import annotations
+
+from textual.app import App
+
+from console.screens.fleet import FleetRow, FleetScreen
+
+
+def row(name: str, **changes: object) -> FleetRow:
+    base = dict(name=name, state="connecting", gpu_util=None, acceptance=None,
+                broken_link=None, checked=False)
+    return FleetRow(**{**base, **changes})  # type: ignore[arg-type]
+
+
+async def test_link_names_are_never_cut_when_they_arrive_later() -> None:
+    app: App[None] = App()
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([row("gpu-a"), row("gpu-b")])
+        await app.push_screen(screen)
+        screen.update_row(row("gpu-a", state="connected", broken_link="runtime-activation",
+                              checked=True, acceptance=1.17))
+        await pilot.pause(0.8)  # rows are applied twice a second
+        table = screen.query_one("DataTable")
+        cells = [str(c) for c in table.get_row("gpu-a")]
+        assert "runtime-activation" in cells
+        for column, text in zip(table.columns.values(), cells, strict=True):
+            assert column.get_render_width(table) - 2 * table.cell_padding >= len(text), text
+
+
+async def test_serve_state_root_cause_and_a_ticking_age() -> None:
+    import time
+
+    from console.screens.fleet import COLUMNS
+
+    app: App[None] = App()
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([row("gpu-a")])
+        await app.push_screen(screen)
+        table = screen.query_one("DataTable")
+        cell = dict(zip(COLUMNS, [str(c) for c in table.get_row("gpu-a")], strict=True))
+        assert (cell["serve"], cell["root cause"], cell["last check"]) == ("unknown", "—",
+                                                                           "never")
+        screen.update_row(row("gpu-a", state="connected", serve_state="ready", checked=True,
+                              broken_link="runtime-activation", root_cause="config-correct",
+                              checked_at=time.time() - 3))
+        await pilot.pause(0.8)
+        cell = dict(zip(COLUMNS, [str(c) for c in table.get_row("gpu-a")], strict=True))
+        assert cell["serve"] == "ready"
+        assert cell["root cause"] == "config-correct"
+        assert cell["last check"] in ("3s ago", "4s ago")
+        await pilot.pause(1.6)  # no new event: the age moves on by itself
+        assert str(table.get_row("gpu-a")[COLUMNS.index("last check")]) in ("4s ago", "5s ago")
+        widths = sum(c.get_render_width(table) for c in table.columns.values())
+        assert widths <= 200, "every column in full fits 200 columns"
