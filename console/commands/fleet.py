@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from console.commands.common import CommandError, one_line
+from console.commands.tui import check_theme
 from console.settings import ConfigError, FleetSettings, HostsFile, load_hosts_file
 
 
@@ -34,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from console.sources.fleet_query import query_fleet
     from console.sources.prometheus import PromError, Prometheus, check_selector
 
+    check_theme(args.theme)
     path = Path(args.config).expanduser() if args.config else None
     hosts = load_hosts_file(path, required=path is not None)
     fleet = fleet_settings(args, hosts)

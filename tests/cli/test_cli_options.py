@@ -69,12 +69,13 @@ def test_the_subcommand_is_found_after_any_option_that_takes_a_value(
     assert capsys.readouterr().err.startswith("vllm-console status: hosts file")
 
 
-@pytest.mark.parametrize("command", ["tui", "demo"])
+@pytest.mark.parametrize("command", ["tui", "demo", "fleet"])
 def test_an_unknown_theme_is_refused_with_the_list(
         command: str, capsys: pytest.CaptureFixture[str]) -> None:
     from themes import THEMES
 
-    words = ["tui", "h", "--local"] if command == "tui" else ["demo"]
+    words = {"tui": ["tui", "h", "--local"], "demo": ["demo"],
+             "fleet": ["fleet", "--prometheus", "http://127.0.0.1:9"]}[command]
     assert main([*words, "--theme", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
