@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import UnionType
 from typing import Any
 
 _STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "Z": "zombie", "T": "stopped",
@@ -29,6 +30,12 @@ def _int(obj: Mapping[str, Any], key: str) -> int | None:
 def _str(obj: Mapping[str, Any], key: str) -> str:
     value = obj.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _items(obj: Mapping[str, Any], key: str, kind: type | UnionType) -> tuple[Any, ...]:
+    """The `kind` items of a list value (others dropped); () when the value is no list."""
+    value = obj.get(key)
+    return tuple(v for v in value if isinstance(v, kind)) if isinstance(value, list) else ()
 
 
 def _dicts(value: Any) -> list[Mapping[str, Any]]:
@@ -88,12 +95,10 @@ class HostStats:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> HostStats:
-        load = obj.get("load")
         return cls(cpu_pct=_float(obj, "cpu_pct"), ncpu=_int(obj, "ncpu"),
                    mem_used_mib=_float(obj, "mem_used_mib"),
                    mem_total_mib=_float(obj, "mem_total_mib"),
-                   load=tuple(float(x) for x in load if isinstance(x, int | float))
-                   if isinstance(load, list) else ())
+                   load=tuple(float(x) for x in _items(obj, "load", int | float)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +123,8 @@ class ServeProc:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any], gpu_mem: Mapping[int, float]) -> ServeProc:
         pid = _int(obj, "pid") or 0
-        argv = obj.get("argv")
         return cls(pid=pid, ppid=_int(obj, "ppid") or 0, depth=_int(obj, "depth") or 0,
-                   comm=_str(obj, "comm"),
-                   argv=tuple(a for a in argv if isinstance(a, str))
-                   if isinstance(argv, list) else (),
+                   comm=_str(obj, "comm"), argv=_items(obj, "argv", str),
                    state=_str(obj, "state"), start_time=_float(obj, "start_time"),
                    rss_mib=_float(obj, "rss_mib"), cpu_pct=_float(obj, "cpu_pct"),
                    threads=_int(obj, "threads"), cwd=obj.get("cwd") or None,
@@ -161,13 +163,8 @@ class ServeTree:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any], gpu_mem: Mapping[int, float]) -> ServeTree:
-        match = obj.get("match")
-        others = obj.get("others")
-        return cls(match=tuple(w for w in match if isinstance(w, str))
-                   if isinstance(match, list) else (),
-                   root=_int(obj, "root"),
-                   others=tuple(p for p in others if isinstance(p, int))
-                   if isinstance(others, list) else (),
+        return cls(match=_items(obj, "match", str), root=_int(obj, "root"),
+                   others=_items(obj, "others", int),
                    procs=tuple(ServeProc.from_json(p, gpu_mem) for p in _dicts(obj.get("procs"))))
 
     @property
@@ -211,14 +208,12 @@ class AgentHello:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> AgentHello:
-        match = obj.get("match")
         return cls(pid=_int(obj, "pid") or 0, ts=_float(obj, "ts") or 0.0,
                    python=_str(obj, "python"), hostname=_str(obj, "hostname"),
                    uid=_int(obj, "uid"), boot_time=_float(obj, "boot_time"),
                    tz_offset_s=_float(obj, "tz_offset_s"),
                    interval_s=_float(obj, "interval_s") or 1.0,
-                   match=tuple(w for w in match if isinstance(w, str))
-                   if isinstance(match, list) else (),
+                   match=_items(obj, "match", str),
                    gpu_source=_str(obj, "gpu_source") or "none",
                    gpu_detail=_str(obj, "gpu_detail"), gpu_reason=_str(obj, "gpu_reason"))
 

@@ -8,6 +8,7 @@ line a parser accepts must hold), with a level that does not count, is `OTHER` a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -131,36 +132,29 @@ def _classify(line: LogLine) -> LineEvent:
     return _by_parsers(line)
 
 
+# Each parser is tried only on a message holding one of its gates (a substring every line it
+# accepts holds), in this order; start-up lines have no such substring ("" is in every message).
+_PARSERS: tuple[tuple[tuple[str, ...], Callable[[str], Payload], LineKind], ...] = (
+    (("LLM engine (",), parse_engine_start, LineKind.ENGINE_START),
+    (("non-default args",), parse_non_default_args, LineKind.NON_DEFAULT_ARGS),
+    (("metrics:",), parse_spec_decode, LineKind.SPEC_DECODE),
+    (("throughput:",), parse_throughput, LineKind.THROUGHPUT),
+    (("auxiliary layers",), parse_aux_layers, LineKind.AUX_LAYERS),
+    (("version", "model "), parse_version_banner, LineKind.VERSION),
+    (("",), parse_startup, LineKind.STARTUP),
+)
+
+
 def _by_parsers(line: LogLine) -> LineEvent:
     """What the parsers make of the line (`_classify` without its shortcut)."""
     msg = line.message
-    if "LLM engine (" in msg:
-        engine = parse_engine_start(msg)
-        if engine is not None:
-            return LineEvent(LineKind.ENGINE_START, line, engine)
-    if "non-default args" in msg:
-        args = parse_non_default_args(msg)
-        if args is not None:
-            return LineEvent(LineKind.NON_DEFAULT_ARGS, line, args)
-    if "metrics:" in msg:
-        spec = parse_spec_decode(msg)
-        if spec is not None:
-            return LineEvent(LineKind.SPEC_DECODE, line, spec)
-    if "throughput:" in msg:
-        tput = parse_throughput(msg)
-        if tput is not None:
-            return LineEvent(LineKind.THROUGHPUT, line, tput)
-    if "auxiliary layers" in msg:
-        aux = parse_aux_layers(msg)
-        if aux is not None:
-            return LineEvent(LineKind.AUX_LAYERS, line, aux)
-    if "version" in msg or "model " in msg:
-        banner = parse_version_banner(msg)
-        if banner is not None:
-            return LineEvent(LineKind.VERSION, line, banner)
-    step = parse_startup(msg)
-    if step is not None:
-        return LineEvent(LineKind.STARTUP, line, step)
+    for gates, parse, kind in _PARSERS:
+        for gate in gates:
+            if gate in msg:
+                payload = parse(msg)
+                if payload is not None:
+                    return LineEvent(kind, line, payload)
+                break
     error = parse_error(msg, line.level)
     if error is not None:
         return LineEvent(LineKind.ERROR, line, error)

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+#: label key -> (field name, how to read the label's value parts into it; None: unreadable).
+Fields = Mapping[str, tuple[str, Callable[[list[str]], Any]]]
+#: (field name, `Label: {}` template for its value, or a function of the whole sample).
+Writers = Sequence[tuple[str, "str | Callable[[Any], str | None]"]]
 
 _NUMBER = re.compile(r"\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,4})?|[-+]?nan|[-+]?inf)")
 
@@ -22,6 +29,49 @@ def split_labelled(body: str) -> list[tuple[str, list[str]]]:
         elif out:
             out[-1][1].append(part.strip())
     return out
+
+
+def read_labelled(pairs: Iterable[tuple[str, list[str]]], fields: Fields, values: dict[str, Any],
+                  key: Callable[[str, list[str]], str | None] | None = None,
+                  ) -> tuple[tuple[str, str], ...]:
+    """Read each known label's value into `values` (the first readable value of a field wins);
+    return the unknown labels as (label, text) pairs, the sample's `extra`. `key` turns a label
+    into its key in `fields` (default `label_key`); None when it has dealt with the label itself."""
+    extra: list[tuple[str, str]] = []
+    for label, raw in pairs:
+        k = label_key(label) if key is None else key(label, raw)
+        if k is None:
+            continue
+        known = fields.get(k)
+        if known is None:
+            extra.append((label, ", ".join(raw).rstrip(".")))
+            continue
+        name, read = known
+        value = read(raw)
+        if value is not None and name not in values:
+            values[name] = value
+    return tuple(extra)
+
+
+def write_labelled(sample: Any, writers: Writers) -> list[str]:
+    """The `Label: value` parts for a sample's fields that are not None, in `writers`' order (a
+    template is formatted with the field's value, a function gets the sample; None: left out),
+    then the sample's `extra` (label, text) pairs."""
+    parts: list[str] = []
+    for name, write in writers:
+        value = getattr(sample, name)
+        if value is None:
+            continue
+        part = write.format(value) if isinstance(write, str) else write(sample)
+        if part is not None:
+            parts.append(part)
+    parts.extend(f"{label}: {text}" for label, text in sample.extra)
+    return parts
+
+
+def first(read: Callable[[str], Any]) -> Callable[[list[str]], Any]:
+    """A `Fields` reader of a label's first value part: `first(number)`."""
+    return lambda raw: read(raw[0])
 
 
 def label_key(label: str) -> str:

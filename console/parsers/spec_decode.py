@@ -14,11 +14,20 @@ family and is not read here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.parsers.labelled import integer, label_key, number, percent, split_labelled
+from console.parsers.labelled import (
+    Fields,
+    Writers,
+    first,
+    integer,
+    number,
+    percent,
+    read_labelled,
+    split_labelled,
+    write_labelled,
+)
 
 _MARKERS = ("SpecDecoding metrics:", "Speculative metrics:")
 
@@ -57,19 +66,37 @@ def _per_position(values: list[str]) -> tuple[float, ...]:
     return tuple(n for n in numbers if n is not None)
 
 
-# label -> how to read it into which field. Both V1 wordings and V0's.
-_FIELDS: dict[str, tuple[str, Callable[[list[str], bool], Any]]] = {
-    "mean acceptance length": ("mean_acceptance_length", lambda v, _: number(v[0])),
-    "accepted throughput": ("accepted_throughput", lambda v, _: number(v[0])),
-    "drafted throughput": ("drafted_throughput", lambda v, _: number(v[0])),
-    "accepted": ("accepted_tokens", lambda v, _: integer(v[0])),
-    "drafted": ("drafted_tokens", lambda v, _: integer(v[0])),
-    "number of accepted tokens": ("accepted_tokens", lambda v, _: integer(v[0])),
-    "number of draft tokens": ("drafted_tokens", lambda v, _: integer(v[0])),
-    "per-position acceptance rate": ("per_position", lambda v, _: _per_position(v)),
-    "avg draft acceptance rate": ("draft_acceptance_rate_pct", lambda v, v0: percent(v[0], v0)),
-    "draft acceptance rate": ("draft_acceptance_rate_pct", lambda v, v0: percent(v[0], v0)),
-}
+def _fields(v0: bool) -> Fields:
+    """Label -> how to read it into which field: both V1 wordings and V0's (whose bare rates
+    are fractions)."""
+    return {
+        "mean acceptance length": ("mean_acceptance_length", first(number)),
+        "accepted throughput": ("accepted_throughput", first(number)),
+        "drafted throughput": ("drafted_throughput", first(number)),
+        "accepted": ("accepted_tokens", first(integer)),
+        "drafted": ("drafted_tokens", first(integer)),
+        "number of accepted tokens": ("accepted_tokens", first(integer)),
+        "number of draft tokens": ("drafted_tokens", first(integer)),
+        "per-position acceptance rate": ("per_position", _per_position),
+        "avg draft acceptance rate": ("draft_acceptance_rate_pct", lambda v: percent(v[0], v0)),
+        "draft acceptance rate": ("draft_acceptance_rate_pct", lambda v: percent(v[0], v0)),
+    }
+
+
+_FIELDS = {v0: _fields(v0) for v0 in (False, True)}
+
+# How vLLM's current line writes each field, in its order.
+_WRITERS: Writers = (
+    ("mean_acceptance_length", "Mean acceptance length: {:.2f}"),
+    ("accepted_throughput", "Accepted throughput: {:.2f} tokens/s"),
+    ("drafted_throughput", "Drafted throughput: {:.2f} tokens/s"),
+    ("accepted_tokens", "Accepted: {} tokens"),
+    ("drafted_tokens", "Drafted: {} tokens"),
+    ("per_position", lambda s: ("Per-position acceptance rate: "
+                                + ", ".join(f"{r:.3f}" for r in s.per_position))
+     if s.per_position else None),
+    ("draft_acceptance_rate_pct", "Avg Draft acceptance rate: {:.1f}%"),
+)
 
 
 def parse_spec_decode(message: str) -> SpecDecodeSample | None:
@@ -80,38 +107,12 @@ def parse_spec_decode(message: str) -> SpecDecodeSample | None:
             break
     else:
         return None
-    v0 = marker.startswith("Speculative")
     values: dict[str, Any] = {}
-    extra: list[tuple[str, str]] = []
-    for label, raw in split_labelled(message[idx + len(marker) :]):
-        known = _FIELDS.get(label_key(label))
-        if known is None:
-            extra.append((label, ", ".join(raw).rstrip(".")))
-            continue
-        name, read = known
-        value = read(raw, v0)
-        if value is not None and name not in values:
-            values[name] = value
-    return replace(SpecDecodeSample(extra=tuple(extra)), **values)
+    fields = _FIELDS[marker.startswith("Speculative")]
+    extra = read_labelled(split_labelled(message[idx + len(marker) :]), fields, values)
+    return replace(SpecDecodeSample(extra=extra), **values)
 
 
 def format_spec_decode(sample: SpecDecodeSample) -> str:
     """Write a sample as vLLM's current SpecDecoding line would (fields that are None left out)."""
-    parts: list[str] = []
-    if sample.mean_acceptance_length is not None:
-        parts.append(f"Mean acceptance length: {sample.mean_acceptance_length:.2f}")
-    if sample.accepted_throughput is not None:
-        parts.append(f"Accepted throughput: {sample.accepted_throughput:.2f} tokens/s")
-    if sample.drafted_throughput is not None:
-        parts.append(f"Drafted throughput: {sample.drafted_throughput:.2f} tokens/s")
-    if sample.accepted_tokens is not None:
-        parts.append(f"Accepted: {sample.accepted_tokens} tokens")
-    if sample.drafted_tokens is not None:
-        parts.append(f"Drafted: {sample.drafted_tokens} tokens")
-    if sample.per_position:
-        rates = ", ".join(f"{r:.3f}" for r in sample.per_position)
-        parts.append(f"Per-position acceptance rate: {rates}")
-    if sample.draft_acceptance_rate_pct is not None:
-        parts.append(f"Avg Draft acceptance rate: {sample.draft_acceptance_rate_pct:.1f}%")
-    parts.extend(f"{label}: {text}" for label, text in sample.extra)
-    return "SpecDecoding metrics: " + ", ".join(parts)
+    return "SpecDecoding metrics: " + ", ".join(write_labelled(sample, _WRITERS))

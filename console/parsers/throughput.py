@@ -14,11 +14,20 @@ and the front-end `2 Engines Aggregated: ...`. Fields this parser does not know 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.parsers.labelled import integer, label_key, number, split_labelled
+from console.parsers.labelled import (
+    Fields,
+    Writers,
+    first,
+    integer,
+    label_key,
+    number,
+    read_labelled,
+    split_labelled,
+    write_labelled,
+)
 
 _STARTS = ("Avg prompt throughput", "Avg generation throughput")
 _ENGINE = re.compile(r"Engine\s+(\d{1,9}):?\s*$")
@@ -50,20 +59,43 @@ class ThroughputSample:
     mm_cache_hit_rate_pct: float | None = None
 
 
-_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "avg prompt throughput": ("prompt_throughput", number),
-    "avg generation throughput": ("generation_throughput", number),
-    "running": ("running", integer),
-    "waiting": ("waiting", integer),
-    "pending": ("waiting", integer),
-    "kv cache usage": ("kv_cache_usage_pct", number),
-    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", number),
-    "gpu prefix cache hit rate": ("prefix_cache_hit_rate_pct", number),
-    "deferred": ("deferred", integer),
-    "preemptions": ("preemptions", integer),
-    "corrupted": ("corrupted", integer),
-    "mm cache hit rate": ("mm_cache_hit_rate_pct", number),
+_FIELDS: Fields = {
+    "avg prompt throughput": ("prompt_throughput", first(number)),
+    "avg generation throughput": ("generation_throughput", first(number)),
+    "running": ("running", first(integer)),
+    "waiting": ("waiting", first(integer)),
+    "pending": ("waiting", first(integer)),
+    "kv cache usage": ("kv_cache_usage_pct", first(number)),
+    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", first(number)),
+    "gpu prefix cache hit rate": ("prefix_cache_hit_rate_pct", first(number)),
+    "deferred": ("deferred", first(integer)),
+    "preemptions": ("preemptions", first(integer)),
+    "corrupted": ("corrupted", first(integer)),
+    "mm cache hit rate": ("mm_cache_hit_rate_pct", first(number)),
 }
+
+_KV_FETCH = "KV fetch: {} waiting to start, {} in progress, {} completed waiting"
+
+
+def _kv_usage(sample: ThroughputSample) -> str:
+    device = f"{sample.kv_cache_device} " if sample.kv_cache_device else ""
+    return f"{device}KV cache usage: {sample.kv_cache_usage_pct:.1f}%"
+
+
+# How vLLM's current line writes each field, in its order.
+_WRITERS: Writers = (
+    ("prompt_throughput", "Avg prompt throughput: {:.1f} tokens/s"),
+    ("generation_throughput", "Avg generation throughput: {:.1f} tokens/s"),
+    ("running", "Running: {} reqs"),
+    ("waiting", "Waiting: {} reqs"),
+    ("deferred", "Deferred: {} reqs"),
+    ("kv_fetch", lambda s: _KV_FETCH.format(*s.kv_fetch) if len(s.kv_fetch) == 3 else None),
+    ("preemptions", "Preemptions: {}"),
+    ("kv_cache_usage_pct", _kv_usage),
+    ("prefix_cache_hit_rate_pct", "Prefix cache hit rate: {:.1f}%"),
+    ("corrupted", "Corrupted: {} reqs"),
+    ("mm_cache_hit_rate_pct", "MM cache hit rate: {:.1f}%"),
+)
 
 
 def _kv_fetch(parts: list[str]) -> tuple[int, ...] | None:
@@ -83,60 +115,28 @@ def parse_throughput(message: str) -> ThroughputSample | None:
         m = _AGGREGATED.search(message, max(0, idx - 40), idx)
         if m is not None:
             values["aggregated_engines"] = int(m[1])
-    extra: list[tuple[str, str]] = []
-    for label, raw in split_labelled(message[idx:]):
-        text = ", ".join(raw)
+
+    def key_of(label: str, raw: list[str]) -> str | None:
         key = label_key(label)
         usage = _KV_USAGE.fullmatch(key)
         if usage is not None and "kv_cache_usage_pct" not in values:
             values["kv_cache_device"] = (usage["device"] or "").upper() or None
-            key = "kv cache usage"
-        elif key == "kv fetch":
+            return "kv cache usage"
+        if key == "kv fetch":
             values.setdefault("kv_fetch", _kv_fetch(raw))
-            continue
-        known = _FIELDS.get(key)
-        if known is None:
-            extra.append((label, text.rstrip(".")))
-            continue
-        name, read = known
-        value = read(text)
-        if value is not None and name not in values:
-            values[name] = value
-    return replace(ThroughputSample(extra=tuple(extra)), **values)
+            return None
+        return key
+
+    extra = read_labelled(split_labelled(message[idx:]), _FIELDS, values, key_of)
+    return replace(ThroughputSample(extra=extra), **values)
 
 
 def format_throughput(sample: ThroughputSample) -> str:
     """Write a sample as vLLM's current throughput line would (fields that are None left out)."""
-    parts: list[str] = []
-    if sample.prompt_throughput is not None:
-        parts.append(f"Avg prompt throughput: {sample.prompt_throughput:.1f} tokens/s")
-    if sample.generation_throughput is not None:
-        parts.append(f"Avg generation throughput: {sample.generation_throughput:.1f} tokens/s")
-    if sample.running is not None:
-        parts.append(f"Running: {sample.running} reqs")
-    if sample.waiting is not None:
-        parts.append(f"Waiting: {sample.waiting} reqs")
-    if sample.deferred is not None:
-        parts.append(f"Deferred: {sample.deferred} reqs")
-    if sample.kv_fetch is not None and len(sample.kv_fetch) == 3:
-        parts.append("KV fetch: {} waiting to start, {} in progress, {} completed waiting"
-                     .format(*sample.kv_fetch))
-    if sample.preemptions is not None:
-        parts.append(f"Preemptions: {sample.preemptions}")
-    if sample.kv_cache_usage_pct is not None:
-        device = f"{sample.kv_cache_device} " if sample.kv_cache_device else ""
-        parts.append(f"{device}KV cache usage: {sample.kv_cache_usage_pct:.1f}%")
-    if sample.prefix_cache_hit_rate_pct is not None:
-        parts.append(f"Prefix cache hit rate: {sample.prefix_cache_hit_rate_pct:.1f}%")
-    if sample.corrupted is not None:
-        parts.append(f"Corrupted: {sample.corrupted} reqs")
-    if sample.mm_cache_hit_rate_pct is not None:
-        parts.append(f"MM cache hit rate: {sample.mm_cache_hit_rate_pct:.1f}%")
-    parts.extend(f"{label}: {text}" for label, text in sample.extra)
     if sample.engine is not None:
         head = f"Engine {sample.engine}: "
     elif sample.aggregated_engines is not None:
         head = f"{sample.aggregated_engines} Engines Aggregated: "
     else:
         head = ""
-    return head + ", ".join(parts)
+    return head + ", ".join(write_labelled(sample, _WRITERS))

@@ -8,7 +8,7 @@ expectations are the oracle for tests and for colleagues writing checks against 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 SwaFlavour = Literal["pr", "upstream", "none"]
@@ -168,10 +168,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         name="incomplete-build",
         description="PR #40898 build whose install is not whole (a file missing, a hash "
                     "mismatch, no compiled extension); the server still runs",
-        build=Build(
-            version=PR_BUILD.version, swa="pr", offset_fix=True, copies_swa_fields=True,
-            compiled_ext="_C.abi3.so", commit=_PR_COMMIT, requested_revision=PR_REVISION,
-            missing=("vllm/v1/attention/backends/flash_attn.py", "vllm/_C.abi3.so"),
+        build=replace(
+            PR_BUILD, missing=("vllm/v1/attention/backends/flash_attn.py", "vllm/_C.abi3.so"),
             tampered=("vllm/model_executor/models/qwen3_dflash.py",)),
         draft=RIGHT_DRAFT,
         expected=Expected(
@@ -183,10 +181,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         name="fields-dropped",
         description="PR-branch build whose speculators extraction drops the SWA fields; draft "
                     "in speculators format: acceptance ~3.4",
-        build=Build(
-            version="0.1.dev15988+g5e2a91c04", swa="pr", offset_fix=True,
-            copies_swa_fields=False, compiled_ext="_C.abi3.so",
-            commit="5e2a91c04b7d3e8f1a6c2d9b0e4f7a3c8d1b5e62", requested_revision=PR_REVISION),
+        build=replace(
+            PR_BUILD, version="0.1.dev15988+g5e2a91c04", copies_swa_fields=False,
+            commit="5e2a91c04b7d3e8f1a6c2d9b0e4f7a3c8d1b5e62"),
         draft=DraftSpec(RIGHT_MASK_TOKEN_ID, RIGHT_TARGET_LAYER_IDS, RIGHT_LAYER_TYPES,
                         format="speculators"),
         expected=Expected(
@@ -199,11 +196,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         name="offset-bug",
         description="PR-branch build from before #40727: aux layers not shifted by +1, "
                     "acceptance ~2.1",
-        build=Build(
-            version="0.1.dev15870+g9b4d2e7a1", swa="pr", offset_fix=False,
-            copies_swa_fields=True, compiled_ext="_C.abi3.so",
-            commit="9b4d2e7a1c5f8e3d6b0a2f4c7e1d9b3a5c8f2e60", requested_revision=PR_REVISION,
-            banner="api_server"),
+        build=replace(
+            PR_BUILD, version="0.1.dev15870+g9b4d2e7a1", offset_fix=False,
+            commit="9b4d2e7a1c5f8e3d6b0a2f4c7e1d9b3a5c8f2e60", banner="api_server"),
         draft=RIGHT_DRAFT,
         expected=Expected(
             links=_links("pass", "pass", "fail", "pass"),

@@ -6,7 +6,7 @@
         bin/vllm                                         console script
     ROOT/models/Qwen3.6-27B/config.json (+ generation/tokenizer config)
     ROOT/models/Qwen3.6-27B-DFlash/config.json
-    ROOT/bin/nvidia-smi
+    ROOT/bin/nvidia-smi, sim_gpu.py  the GPUs' tool, and the simulated driver it reads
     ROOT/logs/vllm-serve.log        where launchers send the server's output
     ROOT/.sim/sim.json              scenario and timings; .sim/gpu/ holds the GPU memory claims
 
@@ -30,6 +30,8 @@ from console.sim.package import install, shebang
 from console.sim.scenarios import Scenario, get_scenario
 
 NVIDIA_SMI_SOURCE = Path(__file__).resolve().parent / "host-bin" / "nvidia_smi.py"
+#: The simulated driver nvidia-smi and the fake vLLM both read (written beside nvidia-smi).
+SIM_GPU_SOURCE = NVIDIA_SMI_SOURCE.with_name("sim_gpu.py")
 MANAGED = ("venv", "models", "bin", ".sim")
 SERVE_LOG = "logs/vllm-serve.log"
 NUM_SPECULATIVE_TOKENS = 15
@@ -160,6 +162,7 @@ def _write_nvidia_smi(tree: SimTree) -> None:
     tree.nvidia_smi.parent.mkdir(parents=True, exist_ok=True)
     tree.nvidia_smi.write_text(shebang(tree.python) + "\n" + NVIDIA_SMI_SOURCE.read_text())
     tree.nvidia_smi.chmod(0o755)
+    shutil.copyfile(SIM_GPU_SOURCE, tree.nvidia_smi.with_name(SIM_GPU_SOURCE.name))
 
 
 def materialise(scenario_name: str, root: Path | str, *, base_python: str | None = None,

@@ -42,15 +42,24 @@ def _pdeathsig():
         pass
 
 
-def parse_gpu_row(line):
-    """One `--query-gpu=GPU_FIELDS` CSV row as a dict, or None when it is not one."""
+def _csv_row(line, min_fields):
+    """A CSV row's stripped parts and its first one as a whole number (the GPU index, the
+    pid), or None when the row is too short or starts with no number (a header, an error)."""
     parts = [p.strip() for p in line.split(",")]
-    if len(parts) < 8:
+    if len(parts) < min_fields:
         return None
     try:
-        index = int(parts[0])
+        return int(parts[0]), parts
     except ValueError:
         return None
+
+
+def parse_gpu_row(line):
+    """One `--query-gpu=GPU_FIELDS` CSV row as a dict, or None when it is not one."""
+    row = _csv_row(line, 8)
+    if row is None:
+        return None
+    index, parts = row
     # A GPU name could hold a comma: the name is everything between uuid and the last 5 values.
     name = ",".join(parts[2:len(parts) - 5]).strip()
     util, used, total, temp, power = (_number(p) for p in parts[-5:])
@@ -61,13 +70,10 @@ def parse_gpu_row(line):
 
 def parse_app_row(line):
     """One `--query-compute-apps=APP_FIELDS` CSV row as a dict, or None when it is not one."""
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) < 3:
+    row = _csv_row(line, 3)
+    if row is None:
         return None
-    try:
-        pid = int(parts[0])
-    except ValueError:
-        return None
+    pid, parts = row
     return {"pid": pid, "used_mib": _round(_number(parts[1])), "gpu_uuid": parts[2]}
 
 

@@ -1,12 +1,11 @@
 """nvidia-smi for the simulated host (installed as ROOT/bin/nvidia-smi).
 
-The GPUs are described by ROOT/.sim/sim.json. Memory in use is the sum of the records in
-ROOT/.sim/gpu/<pid>.json whose process is still alive (and not a zombie), so a killed EngineCore
-frees its memory and an orphaned one keeps holding it. Output follows the real tool for the forms
-the console uses: --query-gpu / --query-compute-apps with --format=csv[,noheader][,nounits],
--l / -lms loops, -L, and the default table.
+The GPUs are described by ROOT/.sim/sim.json. Memory in use is the sum of the live claims in
+ROOT/.sim/gpu/ (`sim_gpu`, the simulated driver beside this script). Output follows the real
+tool for the forms the console uses: --query-gpu / --query-compute-apps with
+--format=csv[,noheader][,nounits], -l / -lms loops, -L, and the default table.
 
-Stdlib only and self-contained: it runs with the host's Python, beside no console code.
+Stdlib only: it runs with the host's Python, beside no console code but `sim_gpu`.
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from sim_gpu import live_holders
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = "570.133.20"
@@ -38,30 +39,6 @@ def _settings() -> dict[str, Any]:
         return {}
 
 
-def _stat(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def _alive(record: dict[str, Any]) -> bool:
-    pid = int(record.get("pid", 0))
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    stat = _stat(pid)
-    if stat is None or stat[0] in ("Z", "X"):
-        return False
-    start = record.get("start_ticks")
-    return start is None or int(stat[19]) == start
-
-
 def _process_name(pid: int, fallback: str) -> str:
     try:
         argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
@@ -76,14 +53,7 @@ def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     count = int(settings.get("gpus", 1))
     total = int(settings.get("gpu_memory_total_mib", 143771))
     name = str(settings.get("gpu_name", "NVIDIA H200"))
-    procs = []
-    for path in sorted((ROOT / ".sim" / "gpu").glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if _alive(record) and 0 <= int(record.get("gpu", 0)) < count:
-            procs.append(record)
+    procs = [r for r in live_holders(ROOT / ".sim" / "gpu") if 0 <= int(r.get("gpu", 0)) < count]
     gpus = []
     rng = random.Random()
     for i in range(count):
