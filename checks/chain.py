@@ -14,17 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from checks import select
 from checks.configs import ConfigRead, read_configs
 from checks.context import ChainContext, settings_evidence
-from checks.links import code_present, config_correct, fields_extracted, runtime_activation
+from checks.links import (
+    code_present,
+    config_correct,
+    fields_extracted,
+    method_configs,
+    runtime_activation,
+)
+from checks.links.config_correct import Finding
+from checks.links.runtime_activation import RunLog
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
-from checks.profile import Profile, ProfileError, load_profile
+from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
-from console.discovery import configured_port, effective_serve, resolve_serve
+from console.discovery import (
+    ServeArgs,
+    configured_port,
+    effective_serve,
+    parse_serve_argv,
+    resolve_serve,
+)
 from console.host import Host, HostError
 from console.remote_scripts import RemoteScripts, ScriptRun, run_json, shown_command
 from console.restart.last import read_last_launch
@@ -59,6 +75,23 @@ class _Probes:
         self.ctx = ctx
         self._tasks: dict[str, asyncio.Task[Any]] = {}
 
+    def rebind(self, ctx: ChainContext) -> None:
+        """Judge with another context (the profile picked for the engine): the configs read
+        stays; the log is read again only when the new profile reads it differently."""
+        old = self.ctx.profile.links.runtime_activation
+        self.ctx = ctx
+        if ctx.profile.links.runtime_activation != old:
+            self._tasks.pop("log", None)
+
+    async def run_log(self) -> RunLog | None:
+        """The current run of the log, read the way this profile reads it."""
+        run = await self.log()
+        if run is None or run.data is None:
+            return None
+        return runtime_activation.read_run(run.data.get("lines") or [],
+                                           self.ctx.profile.links.runtime_activation,
+                                           run.data.get("tail") or [])
+
     def _task(self, key: str, make: Callable[[], Awaitable[Any]]) -> asyncio.Task[Any]:
         if key not in self._tasks:
             self._tasks[key] = asyncio.ensure_future(make())
@@ -92,7 +125,9 @@ class _Probes:
         links = self.ctx.profile.links
 
         async def make() -> ScriptRun | None:
-            draft = (await self.configs())["draft"]
+            # MTP heads live in the target's checkpoint: its config is the one vLLM builds.
+            which = "target" if self.ctx.profile.kind == "mtp" else "draft"
+            draft = (await self.configs())[which]
             if not python or not draft.ok:
                 return None
             params = fields_extracted.payload(links.fields_extracted, draft.path,
@@ -125,8 +160,34 @@ def _reference(ctx: ChainContext, draft: ConfigRead) -> Reference | None:
         return None
 
 
+async def _method_findings(ctx: ChainContext, probes: _Probes, draft: ConfigRead,
+                           target: ConfigRead) -> list[Finding] | None:
+    """Config-correct's findings for kinds other than DFlash (None: DFlash's own)."""
+    profile = ctx.profile
+    spec = profile.links.config_correct
+    asked, max_len = ctx.asked, ctx.max_model_len
+    if profile.kind in ("ngram", "mtp", "draft-model") and (not asked or max_len is None):
+        log = await probes.run_log()  # no command line: what the API server logged
+        if log is not None:
+            asked = asked or select.asked_in_log(log.asked)
+            logged = log.asked.get("max_model_len")
+            max_len = max_len if max_len is not None else \
+                (logged if isinstance(logged, int) else None)
+    if profile.kind == "eagle3":
+        return method_configs.eagle3(draft.data, target.data, spec) if draft.data else []
+    if profile.kind == "draft-model":
+        return method_configs.draft_model(draft.data, target.data, max_len) \
+            if draft.data else []
+    if profile.kind == "ngram":
+        return method_configs.ngram(asked, spec)
+    if profile.kind == "mtp":
+        return method_configs.mtp(target.data, asked, spec)
+    return None
+
+
 async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult:
     links = ctx.profile.links
+    kind = ctx.profile.kind
     serve = ctx.serve
     host = ctx.host.name
     if link_id == "code-present":
@@ -135,19 +196,79 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
                                      host=host)
     if link_id == "fields-extracted":
         configs = await probes.configs()
+        if links.fields_extracted.probe == "speculative-config":
+            return fields_extracted.evaluate_engine_config(
+                links.fields_extracted, links.runtime_activation, ctx.asked,
+                await probes.log(), settings_evidence(ctx, "log"), host=host)
+        which = "target" if kind == "mtp" else "draft"
         return fields_extracted.evaluate(links.fields_extracted, serve.python.value,
-                                         configs["draft"], await probes.fields(),
-                                         settings_evidence(ctx, "python", "draft"), host=host)
+                                         configs[which], await probes.fields(),
+                                         settings_evidence(ctx, "python", which), host=host,
+                                         kind=kind)
     if link_id == "config-correct":
         configs = await probes.configs()
-        return config_correct.evaluate(links.config_correct, configs["draft"],
-                                       configs["target"], _reference(ctx, configs["draft"]),
-                                       settings_evidence(ctx, "draft", "target"), host=host)
+        draft, target = configs["draft"], configs["target"]
+        return config_correct.evaluate(links.config_correct, draft, target,
+                                       _reference(ctx, draft),
+                                       settings_evidence(ctx, "draft", "target"), host=host,
+                                       kind=kind, method_findings=await _method_findings(
+                                           ctx, probes, draft, target))
     configs = await probes.configs()
     return runtime_activation.evaluate(
         links.runtime_activation, serve.log.value, await probes.log(), configs["draft"],
         settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
-        host_label=ctx.host_label, host=host, checked_draft=serve.draft.value)
+        host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
+        methods=ctx.profile.methods, expected=ctx.profile.acceptance,
+        target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]))
+
+
+CLOCK_GRAIN = 1.0
+"""Seconds of slack between a config's mtime and the process start (both from the host)."""
+
+
+def _changed_since(ctx: ChainContext, draft: ConfigRead) -> str:
+    """Words when the draft config was written after the running server started (`a` before
+    the restart), else ""."""
+    proc = ctx.serve.process
+    if proc is None or proc.start_time is None or draft.mtime is None:
+        return ""
+    if draft.mtime <= proc.start_time + CLOCK_GRAIN:
+        return ""
+    late = draft.mtime - proc.start_time
+    return f"{draft.path} was written {late:.0f} s after pid {proc.pid} started"
+
+
+def _launch(ctx: ChainContext, last: Mapping[str, Any]) -> tuple[ServeArgs | None, str]:
+    """The launch's arguments and where they come from: the serve process, else the
+    console's last launch of it."""
+    proc = ctx.serve.process
+    if proc is not None:
+        return proc.args, f"the serve command line, pid {proc.pid}"
+    argv = last.get("argv")
+    if isinstance(argv, list) and argv:
+        return parse_serve_argv([str(a) for a in argv]), "the console's last launch"
+    return None, ""
+
+
+async def _pick(ctx: ChainContext, probes: _Probes, last: Mapping[str, Any]) -> ChainContext:
+    """The context with the profile for the engine's method (`--profile auto`)."""
+    args, where = _launch(ctx, last)
+    draft = (await probes.configs())["draft"]
+    asked: Mapping[str, Any] = args.speculative if args else {}
+    method = select.infer_method(asked, draft.data) if asked else None
+    if method is None:
+        log = await probes.run_log()  # the default profile's reading: the same run marks
+        if log is not None:
+            logged = select.asked_in_log(log.asked)
+            if log.engine_method:
+                method, where = method_family(log.engine_method), "the engine start line"
+            elif logged:
+                method = select.infer_method(logged, draft.data)
+                where = "the log's `non-default args`"
+    names = [draft.model, draft.path.rsplit("/config.json", 1)[0]]
+    choice = select.choose(method, where, draft=draft.data, draft_names=names,
+                           reference=ctx.reference.config if ctx.reference else None)
+    return replace(ctx, profile=choice.profile, choice=choice.why)
 
 
 async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | None = None,
@@ -177,7 +298,18 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
                        scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
                        match=settings.match, discovery_command=command)
+    args, _where = _launch(ctx, last)
+    if args is not None:
+        ctx = replace(ctx, asked=args.speculative, max_model_len=args.max_model_len)
     probes = _Probes(ctx)
+    if profile.auto:
+        try:
+            ctx = await _pick(ctx, probes, last)
+        except Exception as exc:  # a bug must cost the choice, never the report
+            ctx = replace(ctx, choice=f"profile {profile.name}: the default (picking one "
+                                      f"failed: {type(exc).__name__}: {exc})")
+        probes.rebind(ctx)
+        profile = ctx.profile
 
     async def judged(link_id: str) -> LinkResult:
         try:
@@ -195,4 +327,4 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     return ChainReport(host=host_label or host.name, profile=profile.name, links=tuple(links),
                        broken_link=broken_link(links),
                        root_cause=root_cause(links, profile.requires()),
-                       seconds=time.monotonic() - started)
+                       seconds=time.monotonic() - started, warnings=ctx.serve.warnings)

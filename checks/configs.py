@@ -38,6 +38,8 @@ class ConfigRead:
     exit: int | None = None
     link_failed: bool = False
     """The read failed because the link to the host did (not because of the file)."""
+    mtime: float | None = None
+    """When the file was last written (seconds since the epoch, the host's clock)."""
 
     @property
     def ok(self) -> bool:
@@ -80,12 +82,16 @@ def parse_read(name: str, info: Mapping[str, Any], run: ScriptRun, host: str) ->
     except json.JSONDecodeError as exc:
         return replace(base, problem=f"{base.path} is not valid JSON: line {exc.lineno} "
                                      f"column {exc.colno}: {exc.msg}")
+    except ValueError as exc:  # a number too long to convert (`int` refuses > 4300 digits)
+        return replace(base, problem=f"{base.path} is not valid JSON: {exc}")
     except RecursionError:  # 200k levels of nesting: invalid, never an internal error
         return replace(base, problem=f"{base.path} is not valid JSON: nested deeper than "
                                      f"{sys.getrecursionlimit()} levels")
     if not isinstance(data, dict):
         return replace(base, problem=f"{base.path} is not a JSON object")
-    return replace(base, data=data)
+    mtime = info.get("mtime")
+    return replace(base, data=data, mtime=float(mtime) if isinstance(mtime, int | float)
+                   and not isinstance(mtime, bool) else None)
 
 
 async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, str],

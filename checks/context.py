@@ -3,7 +3,9 @@ evidence of where each setting came from (configured, or discovered from the pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from checks.models import Evidence
 from checks.profile import Profile
@@ -30,6 +32,11 @@ class ChainContext:
     """The words that found (or did not find) the serve process."""
     discovery_command: str = ""
     """The discovery probe as run on the host (empty when it could not run)."""
+    choice: str = ""
+    """Why this profile judges the host (picked from the engine's method), for the evidence."""
+    asked: Mapping[str, Any] = field(default_factory=dict)
+    """The speculative config the launch asked for (command line, else `non-default args`)."""
+    max_model_len: int | None = None
 
 
 def _line(name: str, setting: Resolved) -> str:
@@ -52,4 +59,6 @@ def settings_evidence(ctx: ChainContext, *names: str) -> Evidence:
         lines.insert(0, f"discovery failed: {ctx.discovery_error}")
     lines.extend(serve.notes)
     lines.insert(0, f"/proc scan for the login user's processes matching {ctx.match!r}")
+    if ctx.choice:
+        lines.insert(0, ctx.choice)
     return Evidence.make("discovery", ctx.discovery_command, None, "\n".join(lines))

@@ -95,6 +95,9 @@ class ChainReport(_Frozen):
     """The failing link whose own prerequisites hold, or None."""
     seconds: float = Field(default=0.0, exclude=True)
     """Wall time of the chain (not part of `--json`)."""
+    warnings: tuple[str, ...] = Field(default=(), exclude=True)
+    """Where the configuration disagrees with the running server (a stale `log`), from
+    `console.discovery.effective_serve`; printed by `check` (not part of `--json`)."""
 
     @property
     def exit_code(self) -> int:

@@ -12,21 +12,33 @@ Symbol specs (code-present `variants[].symbols`), checked on the source with `as
 - `func:'text'` — the string literal `text` appears inside function `func`;
 - `~word` — the identifier `word` appears anywhere in the file.
 
+A profile's `kind` says which built-in judgement its links use (DFlash with or without SWA,
+EAGLE-3, a draft model, n-gram, MTP), `methods` which of vLLM's speculative methods it judges (the
+chain picks the profile from the running engine's method), and `acceptance` the mean acceptance
+length the method reaches when it works, with its source (the spec pane, the fleet table and
+runtime activation flag a value far below it).
+
 Unknown keys are an error naming the key, like the hosts file.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
+from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from checks.models import LINK_IDS
 
 DEFAULT_PROFILE = "dflash-swa"
+AUTO = "auto"
+"""`--profile auto` (the default): the chain picks the profile from the engine's method."""
+KINDS = ("dflash-swa", "dflash", "eagle3", "draft-model", "ngram", "mtp")
+"""The built-in judgements a profile's links can use."""
 
 
 class ProfileError(Exception):
@@ -92,14 +104,16 @@ class CodePresentSpec(LinkSpec):
 
 
 class FieldsExtractedSpec(LinkSpec):
-    """Fields extracted: the config vLLM builds from the draft keeps these fields."""
+    """Fields extracted: the config vLLM builds from the draft keeps these fields (probe
+    `fields-extracted`), or, for a method without a draft config (n-gram), the engine's own
+    speculative config carries what the launch asked for (probe `speculative-config`)."""
 
-    probe: str = "fields-extracted"
-    fields: tuple[str, ...]
+    probe: Literal["fields-extracted", "speculative-config"] = "fields-extracted"
+    fields: tuple[str, ...] = ()
     """Fields that must survive the host's own extraction."""
     format_key: str = "speculators_model_type"
     """A draft config with this key is in the speculators format (else native)."""
-    extractor: str
+    extractor: str = ""
     """`module:qualname` of the host's extraction function (called with the config dict)."""
     static_source: str = ""
     """Source of the per-algorithm updaters, read statically as a labelled fallback."""
@@ -129,7 +143,14 @@ class RuntimeActivationSpec(LinkSpec):
     refusals: tuple[Refusal, ...] = ()
     """Messages that mean vLLM refused the drafter's attention layout."""
     failures: tuple[str, ...] = ()
-    """Messages that mean the engine did not start."""
+    """Messages that mean the engine did not start, or died."""
+    loaded: tuple[str, ...] = ()
+    """Messages that show the drafter was built or loaded (positive evidence; kinds other than
+    `dflash-swa`, whose layers only a traced run shows)."""
+    tail_keywords: tuple[str, ...] = ("SpecDecoding metrics", "EngineDeadError",
+                                      "Traceback (most recent call last)", "Error")
+    """Lines looked for in the log's last part, past the end of start-up: an engine that died
+    on its first request, and the latest acceptance."""
 
 
 class ConfigCorrectSpec(LinkSpec):
@@ -142,6 +163,38 @@ class ConfigCorrectSpec(LinkSpec):
     """Valid `layer_types` values."""
     sliding_value: str = "sliding_attention"
     """The `layer_types` value that needs a window."""
+    limits: Mapping[str, Limit] = Field(default_factory=dict)
+    """Sane ranges for speculative-config numbers (n-gram: `prompt_lookup_min`, ...)."""
+    eagle3_architectures: tuple[str, ...] = ()
+    """Architectures that are EAGLE-3 heads (kind `eagle3`)."""
+    mtp_fields: tuple[str, ...] = ()
+    """Target config fields that count its MTP layers (kind `mtp`), first found wins."""
+
+
+class Limit(_Strict):
+    """A sane range for one number, and why."""
+
+    min: int
+    max: int
+    why: str = ""
+
+
+class Acceptance(_Strict):
+    """The mean acceptance length (tokens per verification step, the bonus token included) a
+    working drafter of this kind reaches, and where that figure comes from."""
+
+    low: float
+    """Below this, the drafter is not doing its job (flagged)."""
+    high: float
+    """What a well-matched drafter reaches on favourable traffic."""
+    source: str
+    """Where the range comes from (a paper, a model card, a measurement)."""
+    workload_bound: bool = False
+    """Acceptance depends on the traffic more than on the setup (n-gram): a low value is
+    reported as such, never as a fault."""
+
+    def describe(self) -> str:
+        return f"{self.low:g}-{self.high:g} ({self.source})"
 
 
 class ReferenceSpec(_Strict):
@@ -180,6 +233,13 @@ class Profile(_Strict):
     """The profile's name (`--profile NAME`)."""
     title: str = ""
     """One line saying what it verifies."""
+    kind: Literal["dflash-swa", "dflash", "eagle3", "draft-model", "ngram", "mtp"] = \
+        "dflash-swa"
+    """Which built-in judgement the links use (see KINDS)."""
+    methods: tuple[str, ...] = ()
+    """vLLM speculative methods (`speculative_config.method`) this profile judges."""
+    acceptance: Acceptance | None = None
+    """The expected mean acceptance length, with its source."""
     watch: tuple[str, ...] = ()
     """Functions (`module:qualname`) a traced restart should wrap and report."""
     links: LinksSpec
@@ -188,6 +248,8 @@ class Profile(_Strict):
     """Reference draft configs, chosen by the draft's name."""
     base_dir: str = Field(default="", exclude=True)
     """Where the profile file lies (reference paths are relative to it); set by the loader."""
+    auto: bool = Field(default=False, exclude=True)
+    """Loaded as `auto`: the chain replaces it with the profile for the engine's method."""
 
     @model_validator(mode="after")
     def _requires_name_links(self) -> Profile:
@@ -217,16 +279,22 @@ def shipped_profiles() -> list[str]:
 
 
 def load_profile(name_or_path: str | None = None) -> Profile:
-    """A shipped profile by name, or a profile TOML file by path. Raises ProfileError."""
-    spec = name_or_path or DEFAULT_PROFILE
+    """A shipped profile by name, or a profile TOML file by path. Raises ProfileError.
+    `auto` (or nothing) gives the default profile: callers that can, pick one per engine
+    (`checks.select`)."""
+    spec = name_or_path if name_or_path and name_or_path != AUTO else DEFAULT_PROFILE
     looks_like_path = "/" in spec or spec.endswith(".toml")
     if not looks_like_path:
         resource = resources.files("checks").joinpath("profiles", f"{spec}.toml")
         if not resource.is_file():
             raise ProfileError(f"no profile named {spec!r} (shipped: "
-                               f"{', '.join(shipped_profiles())}; or give a path to a .toml)")
+                               f"{', '.join(shipped_profiles())}; `auto` picks one from the "
+                               "engine's speculative method; or give a path to a .toml)")
         base = Path(str(resource)).parent
-        return _parse(resource.read_text(encoding="utf-8"), f"profile {spec}", base)
+        profile = _parse(resource.read_text(encoding="utf-8"), f"profile {spec}", base)
+        if not name_or_path or name_or_path == AUTO:
+            profile = profile.model_copy(update={"auto": True})
+        return profile
     path = Path(spec).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
@@ -235,6 +303,42 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"profile {path}: cannot read: {exc}") from None
     return _parse(text, f"profile {path}", path.resolve().parent)
+
+
+def method_family(method: str | None) -> str | None:
+    """vLLM's speculative method names folded the way vLLM itself folds them: every
+    `*_mtp` is `mtp` (vLLM 0.32 rewrites them), `ngram_gpu` is `ngram`."""
+    if not method:
+        return None
+    method = method.strip().lower()
+    if method.endswith("_mtp"):
+        return "mtp"
+    if method == "ngram_gpu":
+        return "ngram"
+    return method
+
+
+@cache
+def shipped_by_method() -> dict[str, tuple[str, ...]]:
+    """{method: names of the shipped profiles that judge it}."""
+    out: dict[str, list[str]] = {}
+    for name in shipped_profiles():
+        for method in load_profile(name).methods:
+            out.setdefault(method, []).append(name)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+@cache  # the panes ask on every spec-decode sample: the shipped files are read once
+def expected_acceptance(method: str | None) -> Acceptance | None:
+    """The expected acceptance range for an engine running `method` (headless: the spec pane
+    and the fleet table use it), from the shipped profile that judges the method (for
+    DFlash, the SWA one: the figure is the same)."""
+    names = shipped_by_method().get(method_family(method) or "", ())
+    for name in names:
+        acceptance = load_profile(name).acceptance
+        if acceptance is not None:
+            return acceptance
+    return None
 
 
 def _parse(text: str, where: str, base: Path) -> Profile:

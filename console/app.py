@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from checks.models import ChainReport
+from console.display import safe_text
 from console.draft_diff import DraftDiff
 from console.restart import RestartResult, RestartStep
 from console.screens.confirm import ConfirmScreen
@@ -31,6 +32,7 @@ from console.screens.evidence import EvidenceScreen
 from console.screens.fleet import FleetRow, FleetScreen
 from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
+from console.screens.restart import RestartScreen
 from console.screens.url_only import show_url_only
 from console.session import ActionError, HostSession
 from console.settings import APP_NAME
@@ -237,6 +239,9 @@ class ConsoleApp(App[int]):
         top = self.screen_stack[-1] if self.screen_stack else None
         if isinstance(top, FleetScreen):
             top.update_row(self._fleet_row(host))  # applied at most twice a second
+        if isinstance(event, ev.ServeWarning):  # a stale `log` in the hosts file, say
+            self.notify(safe_text(f"{host}: {event.text}", 600), severity="warning",
+                        timeout=20, markup=False)  # host paths are data, never markup
         if screen is None:
             return
         session = self.sessions[host]
@@ -349,7 +354,7 @@ class ConsoleApp(App[int]):
                 or not diff.rows else "the draft config already matches the reference"
             self.notify(why, severity="warning")
             return
-        changes = "\n".join(f"  {r.field}: {r.actual!r} -> {r.expected!r}" for r in diff.wrong)
+        changes = "\n".join(f"  {c.line()}" for c in diff.changes)  # JSON values
         body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
                 f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
                 "reads it at its next start: restart afterwards (r).")
@@ -383,12 +388,14 @@ class ConsoleApp(App[int]):
         title = "Restart vllm serve with the activation trace?" if trace else \
             "Restart vllm serve?"
 
+        dialog = RestartScreen(title, plan, self.sessions[host].edit_plan)
+
         def confirmed(ok: bool | None) -> None:
             if ok:
                 self._restarting.add(host)
-                self._restart_worker(host, plan)
+                self._restart_worker(host, dialog.plan)  # with the person's edits
 
-        self.push_screen(ConfirmScreen(title, plan.describe(), "Restart"), confirmed)
+        self.push_screen(dialog, confirmed)
 
     @work(group="restart", exclusive=False, exit_on_error=False)
     async def _restart_worker(self, host: str, plan: object) -> None:

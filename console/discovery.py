@@ -9,9 +9,14 @@ command line it reads the target (`serve TARGET` or `--model`), the draft and nu
 speculative tokens (`--speculative-config JSON`, also `--speculative_config` and the dotted
 `--speculative-config.model X` form) and the URL (`--host`/`--port`, default 127.0.0.1:8000).
 
-`effective_serve(settings, process)` merges it with the configuration: configured values win;
-discovered ones fill the gaps; with no process, the configured ones are all there is, and the
-notes say so (for the evidence).
+`effective_serve(settings, process)` is the console's one precedence rule, used by telemetry
+(the log pane, the URL it asks), the checks and the restart (the log it appends to, the
+interpreter, the URL it verifies): a configured value wins; a discovered one fills the gap; with
+no process, this host entry's last launch by the console fills in, else the configuration is all
+there is. Where a configured value disagrees with what the running process really uses (a stale
+`log` in the hosts file), the answer carries a warning naming both, which `status`, `check` and
+the TUI show: the console keeps to the configuration (the restart relaunches into the configured
+log too, so the log pane and the new run agree) and never silently overrides it.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ class ServeArgs:
     speculative_method: str | None = None
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    speculative: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The whole speculative config asked for (`--speculative-config`, its dotted keys and the
+    `--spec-*` flags): the checks judge its numbers (n-gram's `prompt_lookup_*`)."""
+    max_model_len: int | None = None
 
     @property
     def url(self) -> str:
@@ -187,6 +196,12 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
         if isinstance(loaded, dict):
             spec.update(loaded)
     spec.update(_dotted(argv, "--speculative-config"))
+    # `--spec-method M --spec-model D --spec-tokens N` (vLLM 0.30+) fill what the config lacks.
+    for flag, key in (("--spec-method", "method"), ("--spec-model", "model"),
+                      ("--spec-tokens", "num_speculative_tokens")):
+        value = _option(argv, _spellings(flag))
+        if value is not None and spec.get(key) is None:
+            spec[key] = value
     draft = spec.get("model")
     method = spec.get("method")
     n = spec.get("num_speculative_tokens", spec.get("num_spec_tokens"))
@@ -200,6 +215,8 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
         speculative_method=method if isinstance(method, str) else None,
         host="127.0.0.1" if host in ("localhost",) else host,
         port=port,
+        speculative=spec,
+        max_model_len=_int(_option(argv, _spellings("--max-model-len"))),
     )
 
 
@@ -380,6 +397,31 @@ class EffectiveServe:
     url: Resolved
     process: ServeProcess | None
     notes: tuple[str, ...] = ()
+    """Everything worth saying about the resolution, warnings included."""
+    warnings: tuple[str, ...] = ()
+    """Where the configuration disagrees with the running process (also among `notes`)."""
+
+
+_WHAT = {"log": "writes its output to", "python": "runs", "target": "serves",
+         "draft": "drafts with", "url": "listens on"}
+
+
+def disagreement(key: str, configured: str, pid: int, really: str) -> str:
+    """The warning for a configured value the running process does not use."""
+    return (f"warning: configured {key} {configured} is not what pid {pid} uses (it "
+            f"{_WHAT[key]} {really}); the console and a restart keep to the configured one: "
+            f"correct or remove `{key}` in the hosts file")
+
+
+def _same(key: str, configured: str, process: ServeProcess) -> bool:
+    """Whether a configured value names what the process uses: a URL by its port (the host
+    part is how the laptop or a config file spells the address), a path without its trailing
+    slash."""
+    if key == "url":
+        return configured_port(configured) == process.args.port
+    found = {"log": process.log, "python": process.python, "target": process.target,
+             "draft": process.draft}[key] or ""
+    return configured.rstrip("/") == found.rstrip("/")
 
 
 def effective_serve(settings: ServeSettings, process: ServeProcess | None,
@@ -423,15 +465,16 @@ def effective_serve(settings: ServeSettings, process: ServeProcess | None,
         notes.append(f"the serve log {process.log} was rotated or deleted while pid "
                      f"{process.pid} still writes to it")
     resolved: dict[str, Resolved] = {}
+    warnings: list[str] = []
     for key, found_value in discovered.items():
         configured = getattr(settings, key)
         if configured:
             resolved[key] = Resolved(configured, "configured")
-            if found_value and found_value != configured:
-                notes.append(f"configured {key} {configured} differs from the running "
-                             f"process's {found_value}")
+            if process is not None and found_value and not _same(key, configured, process):
+                warnings.append(disagreement(key, configured, process.pid, found_value))
         elif found_value:
             resolved[key] = Resolved(found_value, found)
         else:
             resolved[key] = Resolved("", "")
-    return EffectiveServe(process=process, notes=tuple(notes), **resolved)
+    return EffectiveServe(process=process, notes=(*notes, *warnings),
+                          warnings=tuple(warnings), **resolved)

@@ -53,6 +53,8 @@ class DraftDiff:
     error: str = ""
     draft: Mapping[str, Any] = field(default_factory=dict, repr=False)
     reference_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    changes: tuple[Change, ...] = ()
+    """What applying the reference (`a`) writes, in the draft's format."""
 
     @property
     def wrong(self) -> tuple[FieldRow, ...]:
@@ -94,10 +96,107 @@ def pick_reference(profile: Profile, draft_dir: str, draft: Mapping[str, Any],
 
 def compare(draft: Mapping[str, Any], reference: Mapping[str, Any] | None,
             fields: tuple[str, ...]) -> tuple[FieldRow, ...]:
+    """The compared fields the draft's format carries (a speculators config's `architectures`
+    names the speculator class, not the model: never compared, as in config-correct)."""
     if reference is None:
         return ()
     mine, ref = dc.normalised(draft), dc.normalised(reference)
-    return tuple(FieldRow(k, ref[k], mine.get(k), k in mine) for k in fields if k in ref)
+    return tuple(FieldRow(k, ref[k], mine.get(k), k in mine) for k in fields
+                 if k in ref and not _not_carried(draft, k))
+
+
+def _not_carried(draft: Mapping[str, Any], key: str) -> bool:
+    return key == "architectures" and dc.is_speculators(draft)
+
+
+def json_value(value: Any) -> str:
+    """A config value as the file shows it (`null`, `"full_attention"`), cut when long."""
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One write `a` makes: where in config.json (a dotted path), the value there now (absent
+    when `present` is false), the new value, and why when it is not the reference's."""
+
+    where: tuple[str, ...]
+    old: Any
+    new: Any
+    present: bool
+    why: str = ""
+
+    def line(self) -> str:
+        """`dflash_config.mask_token_id: 248064 -> 248070`, JSON values."""
+        old = json_value(self.old) if self.present else "(absent)"
+        return f"{'.'.join(self.where)}: {old} -> {json_value(self.new)}" + \
+            (f"  ({self.why})" if self.why else "")
+
+
+def _place(draft: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """Where this draft's format keeps `key`: `dflash_config` for a nested DFlash field,
+    `transformer_layer_config` for a speculators layer field, else the top level."""
+    section = draft.get("dflash_config")
+    if isinstance(section, Mapping) and (key in section or key in ("mask_token_id",
+                                                                    "target_layer_ids")
+                                         and key not in draft):
+        return ("dflash_config", key)
+    if dc.is_speculators(draft):
+        layer = draft.get("transformer_layer_config")
+        if key == "target_layer_ids" and "target_layer_ids" not in draft and \
+                "aux_hidden_state_layer_ids" in draft:
+            return ("aux_hidden_state_layer_ids",)
+        if isinstance(layer, Mapping) and key in layer and key not in draft:
+            return ("transformer_layer_config", key)
+    return (key,)
+
+
+def _get(cfg: Mapping[str, Any], where: tuple[str, ...]) -> tuple[bool, Any]:
+    node: Any = cfg
+    for part in where:
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _set(cfg: dict[str, Any], where: tuple[str, ...], value: Any) -> None:
+    node = cfg
+    for part in where[:-1]:
+        node = node.setdefault(part, {})
+    node[where[-1]] = copy.deepcopy(value)
+
+
+def planned_changes(draft: Mapping[str, Any], reference: Mapping[str, Any],
+                    fields: tuple[str, ...]) -> tuple[Change, ...]:
+    """What `a` writes, in the draft's own format: each compared field that differs from the
+    reference, where the format keeps it (fields the format does not carry are left alone);
+    then what the console would otherwise warn about in the result (sliding layers with
+    `use_sliding_window: false`, which makes HF drop the window)."""
+    ref = dc.normalised(reference)
+    mine = dc.normalised(draft)
+    changes = []
+    for key in fields:
+        if key not in ref or _not_carried(draft, key) or (key in mine and mine[key] == ref[key]):
+            continue
+        where = _place(draft, key)
+        present, old = _get(draft, where)
+        changes.append(Change(where, old, ref[key], present))
+    after = _with(draft, changes)
+    if dc.sliding_layers(dc.normalised(after)) and dc.normalised(after).get(
+            "use_sliding_window") is False:
+        where = _place(draft, "use_sliding_window")
+        changes.append(Change(where, False, True, True, "HF drops sliding_window when it is "
+                                                        "false"))
+    return tuple(changes)
+
+
+def _with(draft: Mapping[str, Any], changes: tuple[Change, ...] | list[Change]
+          ) -> dict[str, Any]:
+    out = copy.deepcopy(dict(draft))
+    for change in changes:
+        _set(out, change.where, change.new)
+    return out
 
 
 def json_diff(draft: Mapping[str, Any], reference: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -135,26 +234,14 @@ async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_d
                      reference_source=ref.source if ref else "",
                      rows=compare(draft, ref.config if ref else None, spec.compare),
                      findings=findings, full_diff=json_diff(draft, ref.config if ref else None),
-                     draft=draft, reference_config=ref.config if ref else {})
+                     draft=draft, reference_config=ref.config if ref else {},
+                     changes=planned_changes(draft, ref.config, spec.compare) if ref else ())
 
 
 def with_reference_values(draft: Mapping[str, Any], reference: Mapping[str, Any],
                           fields: tuple[str, ...]) -> dict[str, Any]:
-    """The draft with each compared field set to the reference's value, where the draft keeps
-    it: inside `dflash_config` when the draft nests it there, else at the top level."""
-    out = copy.deepcopy(dict(draft))
-    ref = dc.normalised(reference)
-    section = out.get("dflash_config") if isinstance(out.get("dflash_config"), dict) else None
-    for key in fields:
-        if key not in ref:
-            continue
-        if section is not None and (key in section or key in ("mask_token_id",
-                                                                "target_layer_ids")
-                                    and key not in out):
-            section[key] = copy.deepcopy(ref[key])
-        else:
-            out[key] = copy.deepcopy(ref[key])
-    return out
+    """The draft with `planned_changes` made."""
+    return _with(draft, planned_changes(draft, reference, fields))
 
 
 async def apply_reference(host: Host, diff: DraftDiff, fields: tuple[str, ...],

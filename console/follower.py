@@ -35,14 +35,13 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from console.display import DISPLAY_MAX, plain_ascii, safe_text
-from console.host import ConnectionState, Host, HostError, StreamHandle
+from console.host import ConnectionState, Host, HostError, StreamHandle, backoff
 from console.parsers.lines import LineAssembler
 from console.parsers.redact import may_hold_secret, redact_text
 from console.remote_scripts import RemoteScripts, python_line
 
 SIG_BYTES = 64
 MIB = 1024 * 1024
-RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 class FollowState(StrEnum):
@@ -225,18 +224,20 @@ class LogFollower:
     """Follows one log file on a host. `run(on_batch)` until `stop()` or cancellation; it
     resumes by byte position after a lost link. `recent()` is the bounded ring of lines."""
 
-    def __init__(self, host: Host, path: str, *, start: str = "run",
+    def __init__(self, host: Host, path: str, *, start: str = "run", offset: int = 0,
                  backlog_bytes: int = 16 * MIB, head_bytes: int = 2 * MIB,
                  max_lines: int = 100_000, max_bytes: int = 64 * MIB,
                  max_line_bytes: int = 16 * MIB, batch_s: float = 0.05,
                  idle_flush_s: float = 0.005, min_gap_s: float = 0.02, poll_s: float = 0.01,
                  python: str = "", scripts: RemoteScripts | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if start not in ("run", "end", "begin"):
-            raise ValueError(f"start must be run, end or begin, not {start!r}")
+        if start not in ("run", "end", "begin", "offset"):
+            raise ValueError(f"start must be run, end, begin or offset, not {start!r}")
         self.host = host
         self.path = path
         self.start = start
+        self.offset = offset
+        """Where `start="offset"` begins (a restart's log, from its marker on)."""
         self.backlog_bytes = backlog_bytes
         self.head_bytes = head_bytes
         self.max_lines = max_lines
@@ -296,6 +297,8 @@ class LogFollower:
         else:
             args += ["--start", self.start, "--backlog", str(self.backlog_bytes),
                      "--head", str(self.head_bytes)]
+            if self.start == "offset":
+                args += ["--offset", str(self.offset)]
         if once:
             args.append("--once")
         return python_line(await self.scripts.bundle(), "follow", args, python=self.python)
@@ -342,15 +345,13 @@ class LogFollower:
         await self._flush(on_batch)
 
     async def _wait_retry(self, attempt: int) -> None:
-        delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
-        wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is not None:
-            # SSHHost reconnects on its own; start again as soon as it is back (the attempts
-            # that failed while it was down say nothing about the link now up).
-            if self.host.link.state is not ConnectionState.CONNECTED:
-                delay = RETRY_S[0]
-            with contextlib.suppress(TimeoutError):
-                await wait_connected(timeout=30)
+        delay = backoff(attempt)
+        # SSHHost reconnects on its own; start again as soon as it is back (the attempts
+        # that failed while it was down say nothing about the link now up).
+        if self.host.link.state is not ConnectionState.CONNECTED:
+            delay = backoff(0)
+        with contextlib.suppress(TimeoutError):
+            await self.host.wait_connected(timeout=30)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), delay)  # stop() cuts the wait short
 

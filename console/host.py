@@ -9,9 +9,18 @@ from __future__ import annotations
 import abc
 import math
 import shlex
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+RECONNECT_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
+"""The one backoff of the console: the link's reconnects, and the agent and log follower
+started again after they ended (README: reconnected with backoff 0.5, 1, 2, 4, 8, 10 s)."""
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try number `attempt` (0: the first retry)."""
+    return RECONNECT_S[min(max(attempt, 0), len(RECONNECT_S) - 1)]
 
 
 class HostError(Exception):
@@ -170,6 +179,15 @@ class Host(abc.ABC):
     @abc.abstractmethod
     def link(self) -> LinkStatus:
         """The link's state now."""
+
+    @abc.abstractmethod
+    def add_listener(self, callback: Callable[[LinkStatus], None]) -> None:
+        """Call `callback(LinkStatus)` on every change of the link's state (telemetry shows
+        it; the followers resume when it is back)."""
+
+    @abc.abstractmethod
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until the link is up (after a reconnect, say); TimeoutError after `timeout`."""
 
     @abc.abstractmethod
     async def connect(self) -> None:

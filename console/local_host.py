@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from console.host import (
     CommandResult,
@@ -34,6 +34,12 @@ class LocalHost(Host):
     @property
     def link(self) -> LinkStatus:
         return LinkStatus(ConnectionState.CONNECTED, "this machine")
+
+    def add_listener(self, callback: Callable[[LinkStatus], None]) -> None:
+        """This machine's link never changes: nothing to call back."""
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Always connected."""
 
     async def connect(self) -> None:
         return None

@@ -15,19 +15,26 @@ from pathlib import Path
 from typing import Any
 
 from checks.models import ChainReport
-from checks.profile import Profile, ProfileError, load_profile
+from checks.profile import Acceptance, Profile, ProfileError, expected_acceptance, load_profile
 from checks.references import ReferenceError, load_reference_file
 from console.display import safe_text
 from console.draft_diff import DraftDiff, apply_reference, load_draft_diff
 from console.host import Host, HostError
-from console.parsers.redact import redact
-from console.restart import RestartPlan, RestartResult, RestartStep, plan_restart, restart
+from console.parsers.redact import redact, redact_text
+from console.restart import (
+    RestartError,
+    RestartPlan,
+    RestartResult,
+    RestartStep,
+    plan_restart,
+    restart,
+)
+from console.restart.edit import edit_plan, parse_argv, parse_env
+from console.restart.last import seen_launch
 from console.settings import HostConfig
 from console.telemetry.events import TelemetryEvent
 from console.telemetry.host_telemetry import HostTelemetry
 from console.telemetry.snapshot import HostSnapshot
-
-EXPECTED_ACCEPTANCE = {"dflash": 6.4}
 
 
 class ActionError(Exception):
@@ -74,10 +81,11 @@ class HostSession:
                 raise ActionError(str(exc)) from None
         return self._profile
 
-    def expected_acceptance(self) -> float | None:
+    def expected_acceptance(self) -> Acceptance | None:
+        """The range the running method's profile expects (`checks.profile`), with its source."""
         spec = self.snapshot.run.speculative or self.snapshot.serve.speculative
         method = spec.method if spec else None
-        return EXPECTED_ACCEPTANCE.get(method or "dflash")
+        return expected_acceptance(method or "dflash")
 
     async def run(self, on_event: Callable[[TelemetryEvent], Any]) -> None:
         """Telemetry until cancelled (reconnects on its own)."""
@@ -127,12 +135,27 @@ class HostSession:
         return backup
 
     async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
+        """The plan for `r`/`R`. When no server runs, the last launch started again is this
+        entry's record on the host or the server this session last saw running, whichever
+        started later (a server started by hand that exited leaves no record)."""
         if self.readonly:
             raise ActionError("read-only: restart refused (--readonly)")
+        process = self.telemetry.last_process
+        seen = seen_launch(process, self.name) if process is not None else None
         try:
-            return await plan_restart(self.host, self.config, trace=trace)
+            return await plan_restart(self.host, self.config, trace=trace, seen=seen)
         except (HostError, Exception) as exc:  # noqa: BLE001 - shown to the person
             raise ActionError(f"cannot plan the restart: {exc}") from None
+
+    def edit_plan(self, plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
+        """`plan` with the person's environment (`NAME=value`, `-NAME`) and command line
+        changes, as the restart dialog takes them; ActionError says what is wrong with them."""
+        try:
+            return edit_plan(plan, env=parse_env(env),
+                             argv=parse_argv(argv) if argv.strip() else (),
+                             url=self.config.serve.url, match=self.config.serve.match)
+        except RestartError as exc:
+            raise ActionError(str(exc)) from None
 
     async def restart(self, plan: RestartPlan,
                       on_progress: Callable[[RestartStep], Awaitable[None] | None] | None = None
@@ -158,7 +181,8 @@ class HostSession:
                 "findings": [f.__dict__ for f in diff.findings],
                 "full_diff": list(diff.full_diff)},
             "gpus": snap.status_json()["gpus"],
-            "log_window": [safe_text(line) for line in log_window],
+            # Redacted here too: a caller may hand raw lines (the TUI's are display lines).
+            "log_window": [safe_text(redact_text(line)) for line in log_window],
         })
 
     def export(self, directory: Path, log_window: list[str]) -> Path:

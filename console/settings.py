@@ -65,8 +65,9 @@ class GpuSettings(_Strict):
 class ChecksSettings(_Strict):
     """The verification chain's configuration."""
 
-    profile: str = _override("NAME|PATH", "dflash-swa")
-    """A shipped profile name or a path to a profile TOML file."""
+    profile: str = _override("NAME|PATH", "auto")
+    """`auto` (the profile for the engine's speculative method), a shipped profile name, or a
+    path to a profile TOML file."""
     reference: str = _override("PATH")
     """A reference draft config.json (local path); else the profile's reference for the drafter."""
 

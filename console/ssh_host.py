@@ -26,6 +26,7 @@ from console.host import (
     HostKeyError,
     LinkStatus,
     StreamHandle,
+    backoff,
     bounded_command,
     detached_shell_line,
     parse_detached_pid,
@@ -65,7 +66,6 @@ else:
 
 CHUNK = 256 * 1024
 MAX_CHANNELS = 4
-BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
 
 # Exit codes of the read helper below: the remote shell tells us *why* a read failed.
 _READ_MISSING, _READ_DENIED, _READ_DIR = 3, 4, 5
@@ -294,7 +294,7 @@ class SSHHost(Host):
                 why = self._status.detail or "not connected"
             attempt = 0
             while not self._closing:
-                delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+                delay = backoff(attempt)
                 self._set(ConnectionState.RECONNECTING, why, delay)
                 await asyncio.sleep(delay)
                 try:

@@ -65,6 +65,8 @@ class Checklist(OptionList):
 
     def _update_title(self, state: ChecklistState) -> None:
         title = "Checklist"
+        if state.report is not None:  # which profile judged (picked from the engine's method)
+            title += f" · {state.report.profile}"
         if state.running:
             title += " · running…"
         elif state.report is not None:

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from checks.profile import Acceptance
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from widgets.gpu_pane import SPARK
 
@@ -20,7 +21,8 @@ class SpecView:
     """The state to render and the acceptance length the profile expects (e.g. ~6.4)."""
 
     state: SpecDecodeState | None = None
-    expected: float | None = None
+    expected: float | Acceptance | None = None
+    """A figure (flagged below 80 % of it) or the profile's range (flagged below its low)."""
 
 
 def acceptance_chart(values: list[float], expected: float | None, width: int,
@@ -75,7 +77,9 @@ class SpecPane(Widget):
             return head
         latest = state.latest
         length = latest.mean_acceptance_length
-        good = expected is None or (length is not None and length >= 0.8 * expected)
+        low, expected = (expected.low, expected.high) if isinstance(expected, Acceptance) \
+            else (0.8 * expected if expected is not None else None, expected)
+        good = low is None or (length is not None and length >= low)
         colour = v.get("status-ok" if good else "status-fail", "")
         line = Text()
         line.append("acceptance length ", style="bold")

@@ -149,25 +149,38 @@ def check_invariants(draft: Mapping[str, Any], target: Mapping[str, Any] | None,
     return out
 
 
+NO_DRAFT_KINDS = ("ngram", "mtp")
+"""Kinds whose drafter has no config of its own (n-gram: none; MTP: the target's layers)."""
+
+
 def evaluate(spec: ConfigCorrectSpec, draft: ConfigRead, target: ConfigRead,
-             reference: Reference | None, context: Evidence, *, host: str = "the host"
+             reference: Reference | None, context: Evidence, *, host: str = "the host",
+             kind: str = "dflash-swa", method_findings: list[Finding] | None = None
              ) -> LinkResult:
-    """The verdict for the draft config."""
+    """The verdict for the draft config: DFlash's invariants, or `method_findings` (the
+    profile's kind's own, `checks.links.method_configs`), and the reference when there is one."""
     title = spec.title
-    evidence = [context, draft.evidence()]
-    if draft.data is None:
+    needs_draft = kind not in NO_DRAFT_KINDS
+    evidence = [context, draft.evidence()] if needs_draft else [context]
+    if needs_draft and draft.data is None:
         hint = LINK_HINT.format(host=host) if draft.link_failed else \
             "fix the draft path (--draft) or the file, then check again"
         return result(LINK, title, Status.ERROR, draft.problem, hint, evidence)
     evidence.append(target.evidence())
-    findings = check_invariants(draft.data, target.data, spec)
-    if reference is not None:
+    if method_findings is not None:
+        findings = list(method_findings)
+    else:
+        assert draft.data is not None
+        findings = check_invariants(draft.data, target.data, spec)
+    if reference is not None and draft.data is not None and needs_draft:
         findings = compare_reference(draft.data, reference.config, spec.compare) + findings
     fails = [f for f in findings if f.level == "fail"]
     warns = [f for f in findings if f.level == "warn"]
     lines = [f"{f.level.upper():4}  {f.message}" for f in findings]
     if reference is None:
-        lines.insert(0, "no reference for this drafter: invariants only")
+        lines.insert(0, "no reference for this drafter: invariants only" if needs_draft else
+                     f"{kind}: no draft config of its own; judged: the launch's speculative "
+                     "config and the target's config")
     else:
         lines.insert(0, f"reference {reference.name} ({reference.source})")
     if target.data is None:
@@ -186,15 +199,20 @@ def evaluate(spec: ConfigCorrectSpec, draft: ConfigRead, target: ConfigRead,
                          + short_list((f.short or f.message for f in ref_fails), 4))
         if other:
             parts.append(short_list((f.message for f in other), 2))
-        hint = f"fix {draft.path}" + (f" from the reference {reference.name} "
-                                      f"(the console's draft diff shows each field)"
-                                      if reference else "") + "; then restart vllm serve"
+        fix = {"ngram": "relaunch with n-gram numbers inside these limits "
+                        "(--speculative-config)",
+               "mtp": "serve a checkpoint that carries its MTP layers, or another method"}
+        hint = fix.get(kind) or f"fix {draft.path}" + (
+            f" from the reference {reference.name} (the console's draft diff shows each field)"
+            if reference else "") + "; then restart vllm serve"
         if warns:
             hint += "; also: " + "; ".join(w.message for w in warns)
         return result(LINK, title, Status.FAIL, "; ".join(parts), hint, evidence, details)
     against = f"matches {reference.name}" if reference else "no reference for this drafter"
+    if not needs_draft:
+        against = "; ".join(f.message for f in findings if f.level == "ok")[:200] or "nothing"
     summary = f"{against}; invariants hold" + (f" ({len(warns)} warning(s))" if warns else "")
     hint = "; ".join(w.message for w in warns)
-    if reference is None:
+    if reference is None and needs_draft:
         hint = (hint + "; " if hint else "") + "pass --reference PATH to compare field by field"
     return result(LINK, title, Status.PASS, summary, hint, evidence, details)

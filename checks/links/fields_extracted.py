@@ -15,7 +15,7 @@ from typing import Any
 from checks.configs import ConfigRead
 from checks.links.common import LINK_HINT, result, run_evidence, short_list, show
 from checks.models import Evidence, LinkResult, Status
-from checks.profile import FieldsExtractedSpec
+from checks.profile import FieldsExtractedSpec, RuntimeActivationSpec
 from console.remote_scripts import ScriptRun
 
 LINK = "fields-extracted"
@@ -101,9 +101,10 @@ def _excerpt(data: Mapping[str, Any], cmp: Mapping[str, list[str]] | None) -> st
 
 
 def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
-             run: ScriptRun | None, context: Evidence, *, host: str = "the host"
-             ) -> LinkResult:
-    """The verdict from the fields probe's facts."""
+             run: ScriptRun | None, context: Evidence, *, host: str = "the host",
+             kind: str = "dflash-swa") -> LinkResult:
+    """The verdict from the fields probe's facts (`kind` other than `dflash-swa`: every
+    listed field config.json has must survive)."""
     title = spec.title
     if not python:
         return result(LINK, title, Status.ERROR,
@@ -161,7 +162,12 @@ def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
     how = "HF (transformers.AutoConfig)" if native else \
         f"speculators {data.get('algorithm')!r} extraction"
     lost = cmp["dropped"] + cmp["changed"]
-    harmful = [k for k in cmp["lost"] if k in significant(source)]
+    harmful = [k for k in cmp["lost"] if k in (significant(source) if kind == "dflash-swa"
+                                                else set(source))]
+    if harmful and kind != "dflash-swa":
+        return result(LINK, title, Status.FAIL, f"{how} loses {short_list(harmful, 4)}",
+                      "vLLM builds the drafter without them: use a vLLM whose conversion keeps "
+                      "them, or give them in the form this vLLM reads", evidence, details)
     if harmful:
         hint = ("this vLLM's speculators conversion does not carry the SWA fields: install the "
                 "PR #40898 branch or vLLM >= 0.26 (algos.py copies them)") if not native else \
@@ -184,3 +190,53 @@ def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
                 "layers")
     return result(LINK, title, Status.PASS, f"{how} keeps {short_list(cmp['kept'], 4)}{note}",
                   hint, evidence, details)
+
+
+def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSpec,
+                           asked: Mapping[str, Any], run: ScriptRun | None, context: Evidence,
+                           *, host: str = "the host") -> LinkResult:
+    """Probe `speculative-config` (a method with no draft config, n-gram): the engine's start
+    line carries the method and the number of tokens the launch asked for."""
+    from checks.links.method_configs import ngram_lookup
+    from checks.links.runtime_activation import read_run
+    from checks.select import asked_in_log
+
+    title = spec.title
+    if run is None or run.data is None:
+        why = run.error if run else "no serve log to read"
+        hint = LINK_HINT.format(host=host) if run and run.link_failed else \
+            "pass --log with the file vllm serve writes to"
+        return result(LINK, title, Status.ERROR, f"cannot read the engine's config: {why}",
+                      hint, [context])
+    data = run.data
+    log = read_run(data.get("lines") or [], rspec)
+    config = dict(asked) or asked_in_log(log.asked)
+    lo, hi = ngram_lookup(config) if config else (None, None)
+    lines = [f"asked: {show(config, 300)}" if config else "asked: unknown (no process, no "
+             "`non-default args` line)",
+             f"engine line: {log.engine_line[:400] if log.engine_line else 'none in this run'}",
+             f"prompt lookup as vLLM settles it: min {lo}, max {hi}"]
+    evidence = [context, run_evidence("engine-config", run, "\n".join(lines))]
+    details = {"asked": config, "engine_method": log.engine_method,
+               "engine_tokens": log.engine_tokens}
+    if log.engine_line is None:
+        return result(LINK, title, Status.UNKNOWN, "no engine start line in the current run: "
+                      "the engine's own speculative config is not known yet",
+                      "check again once the server is up", evidence, details)
+    differ = []
+    want_method = config.get("method")
+    if want_method and log.engine_method and want_method != log.engine_method:
+        differ.append(f"method {log.engine_method!r} (asked {want_method!r})")
+    want_n = config.get("num_speculative_tokens")
+    if want_n is not None and log.engine_tokens is not None and \
+            str(want_n) != str(log.engine_tokens):
+        differ.append(f"{log.engine_tokens} speculative tokens (asked {want_n})")
+    if differ:
+        return result(LINK, title, Status.FAIL, f"the engine runs {', '.join(differ)}",
+                      "the running engine is not the launch you checked: restart it with the "
+                      "config you want", evidence, details)
+    return result(LINK, title, Status.PASS,
+                  f"the engine's speculative config carries method {log.engine_method!r} and "
+                  f"{log.engine_tokens} speculative tokens"
+                  + (f" (prompt lookup {lo}-{hi})" if lo is not None else ""),
+                  "", evidence, details)

@@ -21,20 +21,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checks import draftconfig as dc
 from checks.configs import ConfigRead
+from checks.links import method_activation
 from checks.links.common import LINK_HINT, result, run_evidence, short_list
 from checks.models import Evidence, LinkResult, Status
-from checks.profile import Refusal, RuntimeActivationSpec
+from checks.profile import Acceptance, Refusal, RuntimeActivationSpec
 from checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
 from console.parsers.aux import parse_aux_layers
 from console.parsers.classifier import classify
-from console.parsers.engine import EngineConfig, VersionBanner
+from console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
 from console.parsers.errors import ErrorKind, parse_error
-from console.parsers.prefix import parse_line
+from console.parsers.prefix import LogLine, parse_line
+from console.parsers.spec_decode import parse_spec_decode
 from console.remote_scripts import ScriptRun
 from console.telemetry.startup import RunMark, current_run_start, run_mark
 
@@ -47,8 +49,14 @@ def payload(spec: RuntimeActivationSpec, path: str, pid: int | None) -> dict[str
     """The log probe's parameters."""
     return {"path": path, "pid": pid, "start_markers": list(spec.start_markers),
             "ready_markers": list(spec.ready_markers),
-            "keywords": [*spec.keywords, *spec.failures, TRACE_TAG],
+            "keywords": [*spec.keywords, *spec.failures, *spec.loaded, TRACE_TAG],
+            "tail_keywords": [*spec.tail_keywords, *spec.failures], "tail_bytes": TAIL_BYTES,
             "max_lines": 400, "max_line": 65536, "lookback": LOOKBACK}
+
+
+TAIL_BYTES = 1 << 20
+"""How much of the log's end is searched past start-up (a crash on the first request, the
+latest acceptance): vLLM writes ~1 KB every 10 s when idle, more under traffic."""
 
 
 # How far before the last run mark the probe reads: the same run's earlier marks (restart
@@ -79,6 +87,19 @@ class RunLog:
     """A restart's marker line that starts the run, when there is one."""
     hook_errors: tuple[str, ...] = ()
     """The trace hook's own `hook error:` lines (not trace events)."""
+    engine_method: str | None = None
+    """The speculative method the engine start line names."""
+    engine_tokens: int | None = None
+    asked: Mapping[str, Any] = field(default_factory=dict)
+    """`non-default args`, as the API server logged them."""
+    loaded: tuple[str, ...] = ()
+    """Lines that show the drafter built or loaded (the profile's `loaded`)."""
+    died: tuple[str, ...] = ()
+    """Failures and exceptions after start-up (an engine that died on a request)."""
+    acceptance: float | None = None
+    """The latest `SpecDecoding metrics` mean acceptance length."""
+    drafted: int = 0
+    """Draft tokens in the `SpecDecoding metrics` lines seen past start-up."""
 
     @property
     def traced(self) -> bool:
@@ -86,9 +107,52 @@ class RunLog:
         return self.marker is not None and self.marker.rstrip().endswith("trace=on")
 
 
-def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
+def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec,
+             tail: Sequence[Sequence[Any]] = ()) -> RunLog:
     """Sort the current run's lines into what the link needs (without a run mark, the lines
-    are a log's tail: read, but `started` is False)."""
+    are a log's tail: read, but `started` is False). `tail`: the lines past start-up."""
+    run = _read_run(lines, spec)
+    if not run.started or not tail:
+        return run
+    return _read_tail(run, tail, spec)
+
+
+def _read_tail(run: RunLog, tail: Sequence[Sequence[Any]],
+               spec: RuntimeActivationSpec) -> RunLog:
+    died: list[str] = []
+    acceptance, drafted = None, 0
+    start = run.start_offset or 0
+    for offset, raw in tail:
+        if not isinstance(offset, int) or offset < start:
+            continue
+        line = parse_line(str(raw))
+        message = line.message
+        sample = parse_spec_decode(message)
+        if sample is not None:
+            acceptance = sample.mean_acceptance_length if \
+                sample.mean_acceptance_length is not None else acceptance
+            drafted += sample.drafted_tokens or 0
+            continue
+        if _broke(line, spec):
+            died.append(message.strip())
+    return replace(run, died=tuple(dict.fromkeys([*run.died, *died])), acceptance=acceptance,
+                   drafted=drafted)
+
+
+def _broke(line: LogLine, spec: RuntimeActivationSpec) -> bool:
+    """A line past start-up that says the engine broke: a failure marker (`EngineDeadError`),
+    or an exception the engine's own processes logged as an error (a request the API server
+    refused, a client's 404, is not the engine breaking)."""
+    if any(f in line.text for f in spec.failures):
+        return True
+    if line.proc is None or line.proc.startswith("APIServer") or \
+            line.level not in ("ERROR", "CRITICAL"):
+        return False
+    error = parse_error(line.message, line.level)
+    return error is not None and error.kind is ErrorKind.EXCEPTION
+
+
+def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
     parsed = [(offset, classify(parse_line(str(raw)))) for offset, raw in lines]
     first = current_run_start(run_mark(event) for _offset, event in parsed)
     patterns = [(r, re.compile(r.pattern)) for r in spec.refusals]
@@ -100,6 +164,11 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
     trace: list[TraceEvent] = []
     trace_lines: list[str] = []
     hook_errors: list[str] = []
+    loaded: list[str] = []
+    asked: Mapping[str, Any] = {}
+    engine_method: str | None = None
+    engine_tokens: int | None = None
+    died: list[str] = []
     ready = False
     for _offset, event in parsed[first or 0:]:
         line = event.line
@@ -116,9 +185,16 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
                 engine_line, version = text, event.payload.version or version
                 if event.payload.speculative is not None:
                     engine_draft = event.payload.speculative.model
+                    engine_method = event.payload.speculative.method
+                    engine_tokens = event.payload.speculative.num_spec_tokens
+            continue
+        if mark is RunMark.ARGS and isinstance(event.payload, NonDefaultArgs):
+            asked = asked or event.payload.args
             continue
         if mark is not None:
             continue
+        if any(m in text for m in spec.loaded):
+            loaded.append(message.strip())
         if TRACE_TAG in text:
             trace_event = parse_trace_line(text)
             if trace_event is not None:
@@ -134,9 +210,13 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
             if pattern.search(text):
                 refusals.append((refusal, message.strip()))
                 break
+        error = parse_error(message, line.level)
+        if ready:  # past start-up: the engine came up, then broke on a request
+            if _broke(line, spec):
+                died.append(message.strip())
+            continue
         if any(f in text for f in spec.failures):
             failures.append(message.strip())
-        error = parse_error(message, line.level)
         if "[type=" in message and exceptions and "validation error" in exceptions[-1]:
             # pydantic's reason, on the line after its `ValidationError: N validation error
             # for X` (which says little by itself); parse_error calls it a ValueError too.
@@ -148,7 +228,8 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Run
     return RunLog(first is not None, parsed[first][0] if first is not None else None,
                   engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
                   tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready,
-                  marker, tuple(hook_errors))
+                  marker, tuple(hook_errors), engine_method, engine_tokens, asked,
+                  tuple(loaded), tuple(dict.fromkeys(died)))
 
 
 @dataclass(frozen=True)
@@ -310,6 +391,14 @@ def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
         lines.append(f"aux layers: {log.aux_line}")
     lines += [f"refusal: {text}" for _r, text in log.refusals[:3]]
     lines += [f"failure: {text}" for text in log.failures[:3]]
+    lines += [f"after start-up: {text[:300]}" for text in log.died[:4]]
+    lines += [f"drafter: {text[:200]}" for text in log.loaded[:4]]
+    if log.engine_method:
+        lines.append(f"speculative method (engine line): {log.engine_method}"
+                     + (f", {log.engine_tokens} tokens" if log.engine_tokens else ""))
+    if log.acceptance is not None:
+        lines.append(f"latest acceptance length (SpecDecoding metrics): {log.acceptance:.2f}; "
+                     f"{log.drafted} draft tokens since start-up")
     lines += [f"exception: {text}" for text in log.exceptions[:3]]
     lines += [f"trace: {text[:300]}" for text in log.trace_lines[:12]]
     lines += [f"trace hook: {text[:300]}" for text in log.hook_errors[:3]]
@@ -345,8 +434,30 @@ def _before_engine(title: str, log: RunLog, evidence: list[Evidence]) -> LinkRes
 
 def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
-             host: str = "the host", checked_draft: str = "") -> LinkResult:
-    """The verdict from the current run of the log."""
+             host: str = "the host", checked_draft: str = "", kind: str = "dflash-swa",
+             methods: Sequence[str] = (), expected: Acceptance | None = None,
+             target: Mapping[str, Any] | None = None, changed_since: str = "") -> LinkResult:
+    """The verdict from the current run of the log (kinds other than `dflash-swa`: judged by
+    `checks.links.method_activation` once the engine line is there). `changed_since`: the
+    draft config was written after this run started (in words): the run's evidence is about
+    the old config, so the verdict is `unknown`, "restart to apply", never a failure."""
+    link = _evaluate(spec, log_path, run, draft, context, watch=watch, host_label=host_label,
+                     host=host, checked_draft=checked_draft, kind=kind, methods=methods,
+                     expected=expected, target=target)
+    if not changed_since or link.status is Status.ERROR:
+        return link
+    return result(LINK, link.title, Status.UNKNOWN,
+                  f"config changed on disk since this run started; restart to apply "
+                  f"({changed_since}; the running engine has the old one: {link.summary})",
+                  f"restart vllm serve (r, or `vllm-console restart {host_label}`) to load the "
+                  "new config, then check again", link.evidence,
+                  {**link.details, "config_changed": changed_since})
+
+
+def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
+              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
+              host: str, checked_draft: str, kind: str, methods: Sequence[str],
+              expected: Acceptance | None, target: Mapping[str, Any] | None) -> LinkResult:
     title = spec.title
     trace_hint = (f"run `vllm-console restart {host_label} --trace`: the traced run logs how "
                   "each drafter layer is built, which turns this into pass or fail")
@@ -367,7 +478,7 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
         summary, hint = _log_problem(state, host)
         return result(LINK, title, Status.ERROR, summary, hint,
                       [context, run_evidence("log-scan", run, str(state))])
-    log = read_run(data.get("lines") or [], spec)
+    log = read_run(data.get("lines") or [], spec, data.get("tail") or [])
     evidence = [context, run_evidence("log-scan", run, _excerpt(data, log))]
     if not log.started:
         ends = f"; the log ends with {log.exceptions[-1][:200]}" if log.exceptions else ""
@@ -378,19 +489,14 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                       f"pass --log with the current log, or {trace_hint}", evidence)
     if log.engine_line is None:
         return _before_engine(title, log, evidence)
+    if kind != "dflash-swa":
+        return method_activation.judge(kind, spec, log, evidence, cfg=draft.data, target=target,
+                                       methods=methods, expected=expected, watch=watch,
+                                       trace_hint=trace_hint, checked_draft=checked_draft)
     cfg = draft.data
     ids = dc.target_layer_ids(cfg) if cfg is not None else None
-    fails: list[str] = []
-    hints: list[str] = []
+    fails, hints = method_activation.failures(log)
     notes: list[str] = []
-    if log.refusals:
-        refusal, text = log.refusals[0]
-        fails.append(f"vLLM refused the drafter: {text[:200]}")
-        hints.append(refusal.hint)
-    elif log.failures:
-        cause = log.exceptions[0] if log.exceptions else log.failures[0]
-        fails.append(f"the engine failed to start: {cause[:200]}")
-        hints.append("read the traceback in the log (the console's log pane), fix, restart")
     aux_ok = False
     if log.aux is None:
         notes.append("no aux-layer line")
@@ -418,13 +524,15 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
         notes.append(f"the current run serves draft {log.engine_draft}, not the checked "
                      f"{checked_draft}")
     details = {"aux": list(log.aux) if log.aux else None, "aux_ok": aux_ok,
-               "trace": trace.status, "ready": log.ready, "version": log.version}
+               "trace": trace.status, "ready": log.ready, "version": log.version,
+               **method_activation.acceptance_details(expected, log.acceptance)}
     if fails:
         return result(LINK, title, Status.FAIL, "; ".join(fails[:2]),
                       "; ".join(dict.fromkeys(hints)), evidence, details)
     if trace.status == "pass" and aux_ok:
-        return result(LINK, title, Status.PASS, f"{notes[0]}; {trace.message}", "", evidence,
-                      details)
+        flag = method_activation.acceptance_flag(expected, log.acceptance)
+        return result(LINK, title, Status.PASS, f"{notes[0]}; {trace.message}"
+                      + (f" ({flag})" if flag else ""), flag, evidence, details)
     if trace.status == "pass":
         return result(LINK, title, Status.UNKNOWN,
                       f"{trace.message}, but {notes[0]}: the #40727 offset is unconfirmed",

@@ -48,6 +48,7 @@ def render(report: ChainReport, *, colour: bool = False) -> str:
     """The human table: links, then broken link and root cause, then hints."""
     width = max(len(link.id) for link in report.links)
     lines = [f"{report.host}: {report.profile} chain"]
+    lines += [safe_text(warning, 600) for warning in report.warnings]
     for link in report.links:
         status = _paint(f"{link.status.value.upper():<7}", link.status, colour)
         lines.append(f"  {status}  {link.id:<{width}}  {safe_text(link.summary, 400)}")

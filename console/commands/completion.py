@@ -40,10 +40,10 @@ def _value_words(dest: str) -> tuple[str, ...]:
         from console.sim import SCENARIOS
 
         return tuple(SCENARIOS)
-    if dest == "profile":  # a shipped name, or a file (offered too)
+    if dest == "profile":  # auto, a shipped name, or a file (offered too)
         from checks.profile import shipped_profiles
 
-        return tuple(shipped_profiles())
+        return ("auto", *shipped_profiles())
     return ()
 
 

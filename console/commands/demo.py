@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         tree = materialise(args.scenario, root / "host", port=free_port(), gpus=2,
                            startup_s=4.0, metrics_interval_s=2.0)
-        start_background(tree)
+        record(tree, start_background(tree).pid)
         return open_console(tree, theme=args.theme, readonly=args.readonly)
     except OSError as exc:
         raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
@@ -66,6 +66,20 @@ def run(args: argparse.Namespace) -> int:
                 # (not a daemon) would spin on the dead pty and keep the process alive, so leave
                 # now that the simulated host is stopped and removed.
                 os._exit(128 + _signalled[0])
+
+
+def record(tree, pid: int) -> None:  # type: ignore[no-untyped-def]
+    """Record the simulated server's start as the console's last launch of the `demo` entry:
+    a scenario whose server exits at start-up can then be started again with `r`."""
+    import asyncio
+
+    from console.local_host import LocalHost
+    from console.restart.last import launch_record, record_launch
+    from console.sim.runner import launch_environment
+
+    asyncio.run(record_launch(LocalHost("demo"), launch_record(
+        "demo", tree.serve_argv(), cwd=str(tree.root), env=launch_environment(tree),
+        log=str(tree.log), url=tree.url, port=tree.port, pid=pid, by="vllm-console demo")))
 
 
 def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def]

@@ -39,7 +39,7 @@ TEMPLATE = """\
 # nvidia_smi = "nvidia-smi"         # fallback GPU source when NVML is not importable
 #
 # [hosts.gpu1.checks]
-# profile = "dflash-swa"
+# profile = "auto"                # the profile for the engine's method, or a name or a .toml path
 # reference = ""                    # a reference draft config.json (local path)
 
 # [hosts.gpu3]                      # URL only: no ssh, the console watches the server's port

@@ -23,8 +23,8 @@ from typing import Any
 
 from console.host import Host, HostError
 from console.parsers import StartupPhase
+from console.remote_scripts import RemoteScripts
 from console.restart.follow import FileFollower, LinkTimeout
-from console.restart.http import check_endpoints
 from console.restart.model import (
     Outcome,
     RestartOptions,
@@ -36,6 +36,7 @@ from console.restart.model import (
 from console.restart.plan import RestartError, plan_restart
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
+from console.telemetry.http import ServeUrl, http_get
 
 ProgressCallback = Callable[[RestartStep], None | Awaitable[None]]
 # The host step writes a heartbeat after 10 s of silence: three missed ones and it is gone.
@@ -119,6 +120,7 @@ class _Run:
         self.plan_path = posixpath.join(private, f"plan-{self.id}.json")
         self.out_path = posixpath.join(private, f"restart-{self.id}.out")
         self.tracker = StartupTracker()
+        self.scripts = RemoteScripts(host)
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.host_t0: float | None = None
         self.client_at_host_t0 = 0.0
@@ -182,7 +184,8 @@ class _Run:
             return
         self.log_follower = FileFollower(self.host, log, offset,
                                          link_timeout=self.options.link_timeout_s,
-                                         on_link=self._on_link, catch_up=self.link_lost)
+                                         on_link=self._on_link, catch_up=self.link_lost,
+                                         python=self.plan.python, scripts=self.scripts)
         self.log_task = asyncio.create_task(self._read_log(self.log_follower),
                                             name="restart-log")
 
@@ -243,7 +246,8 @@ class _Run:
             # The answer may be what was lost, not the start: the status file tells.
             self.start_error = str(exc)
         status = FileFollower(self.host, self.paths["status"],
-                              link_timeout=self.options.link_timeout_s, on_link=self._on_link)
+                              link_timeout=self.options.link_timeout_s, on_link=self._on_link,
+                              python=self.plan.python, scripts=self.scripts)
         reader = asyncio.create_task(self._read_status(status), name="restart-status")
         try:
             return await self._follow()
@@ -309,6 +313,7 @@ class _Run:
                                 else None)
         if not record.get("final"):
             return None
+        await self._step_ended()
         if stage is Stage.READY:
             return await self._verify()
         if stage is Stage.REFUSED:
@@ -321,16 +326,26 @@ class _Run:
         outcome = Outcome.FAILED if touched else Outcome.ERROR
         return self._result(outcome, message, errors=self.new_pid is not None)
 
+    async def _step_ended(self, limit_s: float = 10.0) -> None:
+        """The step writes its last word before it lets go of the lock: wait (bounded) until
+        it has exited, so that a restart asked for right after this one is not refused."""
+        if self.step_pid is None:
+            return
+        wait = ('i=0; while kill -0 "$1" 2>/dev/null && [ "$i" -lt "$2" ]; do sleep 0.05; '
+                'i=$((i+1)); done')
+        with contextlib.suppress(HostError):
+            await self.host.run(["sh", "-c", wait, "sh", str(self.step_pid[0]),
+                                 str(int(limit_s / 0.05))], timeout=limit_s + 5)
+
     async def _verify(self) -> RestartResult:
         await self._stop_log(5.0)
-        port = self.plan.port
-        if not port:
+        url = ServeUrl.parse(self.plan.url) if self.plan.port else None
+        if url is None:
             return self._result(Outcome.READY, f"pid {self.new_pid} is up (no port known: not "
                                 "checked through the link)")
-        url_host = self.plan.url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
         deadline = time.monotonic() + VERIFY_TRIES_S
         while True:
-            ok, said = await check_endpoints(self.host, url_host, port)
+            ok, said = await _endpoints(self.host, url)
             if ok or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(0.5)
@@ -361,6 +376,17 @@ class _Run:
             stop_s=self._span("stopping", stop_end) if stop_end else None,
             startup_s=self._span("launched", "ready"), total_s=self.progress.elapsed(),
             notes=tuple(self.notes))
+
+
+async def _endpoints(host: Host, url: ServeUrl) -> tuple[bool, str]:
+    """Whether /health and /v1/models both answer 200 through the link; what each said."""
+    said, ok = [], True
+    for path in ("/health", "/v1/models"):
+        answer = await http_get(host, url, path)
+        said.append(f"{path}: " + (f"HTTP {answer.status}" if answer.status is not None
+                                   else answer.error))
+        ok = ok and answer.ok
+    return ok, ", ".join(said)
 
 
 async def restart(host: Host, config: HostConfig, *, trace: bool = False,

@@ -1,21 +1,29 @@
-"""Following a growing file on the host by byte offset, across a lost SSH link.
+"""A restart's files on the host (its status file, the serve log from the marker on), followed
+with the console's own log follower (`console.follower.LogFollower`: one long-lived process per
+file, resumed at the exact byte after a lost link, no gap and no duplicate) and handed over as
+lines, with the link's losses and returns said and bounded.
 
-One long-lived `tail -F` per file (no process per tick). When the link drops, the follower waits
-for it to come back (the host reconnects with backoff) and resumes at the byte it stopped at:
-no gap, no duplicate.
+What this adds for a restart: the link may stay down for `link_timeout` at most (then
+`LinkTimeout`: the restart goes on on the host, the client stops waiting), and lines that
+arrive after the link came back but were written while it was down are marked
+(`catching_up`), so that the start-up phases they report get no made-up duration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 
-from console.host import Host, HostError, StreamHandle
+from console.follower import LogBatch, LogFollower, NoticeKind
+from console.host import ConnectionState, Host, HostError
+from console.remote_scripts import RemoteScripts
 
-# A line longer than this is cut (the rest up to its newline skipped): the start-up tracker
-# needs no more, and a writer that never ends its line must not grow the client's memory.
+# A line longer than this is cut (the follower says so): the start-up tracker needs no more,
+# and a writer that never ends its line must not grow the client's memory.
 MAX_LINE_BYTES = 1 << 20
+_LOST = (NoticeKind.DISCONNECTED, NoticeKind.FOLLOWER_ENDED)
 
 
 class LinkTimeout(HostError):
@@ -23,91 +31,93 @@ class LinkTimeout(HostError):
 
 
 class FileFollower:
-    """Whole lines of `path` from `offset` on, as they are written."""
+    """Whole lines of `path` from byte `offset` on, as they are written."""
 
     def __init__(self, host: Host, path: str, offset: int = 0, *, link_timeout: float = 120.0,
                  on_link: Callable[[bool, str], None] | None = None,
-                 catch_up: bool = False) -> None:
+                 catch_up: bool = False, python: str = "",
+                 scripts: RemoteScripts | None = None) -> None:
         self.host = host
         self.path = path
-        self.offset = offset
-        """Bytes of the file consumed so far (complete lines only)."""
+        self._consumed = offset
         self._link_timeout = link_timeout
         self._on_link = on_link
-        self._handle: StreamHandle | None = None
-        self._closed = False
-        self._backlog_end = 0
-        self._catch_up = catch_up
-        """Started late (after a lost link): what the file holds already is backlog."""
+        # Each chunk's lines handed over at once, into a short queue the reader drains: a
+        # writer faster than the restart reads never piles up in memory here.
+        self._follower = LogFollower(host, path, start="offset", offset=offset,
+                                     max_lines=256, max_bytes=4 * MAX_LINE_BYTES,
+                                     max_line_bytes=MAX_LINE_BYTES, batch_s=0.0,
+                                     idle_flush_s=0.0, min_gap_s=0.0,
+                                     python=python, scripts=scripts)
+        self._batches: asyncio.Queue[LogBatch] = asyncio.Queue(maxsize=4)
+        self._task: asyncio.Task[None] | None = None
+        self._down_since: float | None = None
+        self._backlog_end = -1 if catch_up else 0
+        """Lines up to this byte were written while nobody followed (-1: not measured yet)."""
+        self._late = False
+
+    @property
+    def offset(self) -> int:
+        """How far the lines handed over reach (the follower may have read further): where to
+        read on for the rest once it is closed."""
+        return self._consumed
 
     @property
     def catching_up(self) -> bool:
-        """The last line yielded was written while the link was down: it arrived late, so the
-        time it was received says nothing about when it was written."""
-        return self.offset <= self._backlog_end
+        """The last line handed over was written while the link was down: it arrived late, so
+        the time it was received says nothing about when it was written."""
+        return self._late
 
     async def close(self) -> None:
-        self._closed = True
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            await handle.close()
+        self._follower.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
 
     async def lines(self) -> AsyncGenerator[str, None]:
         """Lines (without endings) until `close()`; raises LinkTimeout when the link stays
         down too long."""
-        if self._catch_up:
+        if self._backlog_end < 0:
             await self._measure_backlog()
-        while not self._closed:
-            partial = b""  # received, not yet a whole line: re-read after a reconnect
-            skipping = False  # in the rest of a line already cut
-            try:
-                self._handle = await self.host.stream(
-                    ["tail", "-c", f"+{self.offset + 1}", "-F", "--", self.path])
-                async for chunk in self._handle:
-                    if skipping:
-                        end = chunk.find(b"\n")
-                        if end < 0:
-                            self.offset += len(chunk)
-                            continue
-                        self.offset += end + 1
-                        chunk, skipping = chunk[end + 1:], False
-                    *whole, partial = (partial + chunk).split(b"\n")
-                    for raw in whole:
-                        self.offset += len(raw) + 1
-                        yield raw.rstrip(b"\r").decode("utf-8", "replace")
-                    if len(partial) > MAX_LINE_BYTES:
-                        self.offset += len(partial)
-                        cut, partial, skipping = partial[:MAX_LINE_BYTES], b"", True
-                        yield cut.decode("utf-8", "replace")
-            except HostError as exc:
-                if self._closed:
-                    return
-                await self._wait_link(str(exc))
-                continue
-            finally:
-                handle, self._handle = self._handle, None
-                if handle is not None:
-                    await handle.close()
-            if self._closed:
-                return
-            # `tail -F` never ends by itself: the channel went away with the link.
-            await self._wait_link("stream ended")
+        self._task = asyncio.create_task(self._follower.run(self._batches.put),
+                                         name=f"restart-follow {self.path}")
+        try:
+            while True:
+                batch = await self._next()
+                if any(n.kind in _LOST for n in batch.notices):
+                    self._lost(next(n.detail for n in batch.notices if n.kind in _LOST))
+                elif batch.texts and self._down_since is not None:
+                    await self._back()
+                self._late = self._consumed < self._backlog_end
+                if batch.position is not None:
+                    self._consumed = batch.position.offset  # handed over with these lines
+                for text in batch.texts:
+                    yield text
+        finally:
+            await self.close()
 
-    async def _wait_link(self, why: str) -> None:
-        if self._on_link is not None:
-            self._on_link(False, why)
-        deadline = time.monotonic() + self._link_timeout
-        delay = 0.2
+    async def _next(self) -> LogBatch:
         while True:
-            try:
-                await self.host.connect()
-                break
-            except HostError as exc:
-                if time.monotonic() >= deadline:
-                    raise LinkTimeout(f"{self.host.name}: link down for more than "
-                                      f"{self._link_timeout:g} s: {exc}") from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+            if self._down_since is None:
+                return await self._batches.get()
+            left = self._down_since + self._link_timeout - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                return await asyncio.wait_for(self._batches.get(), max(0.0, min(left, 1.0)))
+            if self.host.link.state is ConnectionState.CONNECTED:
+                await self._back()  # back, with nothing new written meanwhile
+            elif left <= 0:
+                raise LinkTimeout(f"{self.host.name}: link down for more than "
+                                  f"{self._link_timeout:g} s: {self.host.link.detail}")
+
+    def _lost(self, why: str) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            if self._on_link is not None:
+                self._on_link(False, why)
+
+    async def _back(self) -> None:
+        self._down_since = None
         await self._measure_backlog()
         if self._on_link is not None:
             self._on_link(True, "link back")
@@ -117,8 +127,7 @@ class FileFollower:
         nobody followed."""
         try:
             size = await self.host.run(["stat", "-L", "-c", "%s", "--", self.path], timeout=15)
-            if size.ok and size.text.strip().isdigit():
+            if size.ok and size.text.strip().isascii() and size.text.strip().isdigit():
                 self._backlog_end = int(size.text.strip())
         except HostError:
-            pass  # the stream will say what is wrong with the link
-
+            self._backlog_end = max(self._backlog_end, 0)  # the stream will say what is wrong

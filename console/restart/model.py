@@ -9,7 +9,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from console.host import quote_argv
 from console.parsers import StartupPhase
+from console.parsers.redact import is_secret_key
 
 
 class _Frozen(BaseModel):
@@ -166,6 +168,11 @@ class RestartPlan(_Frozen):
     """Names this host entry's last-launch record on the host (entries never share one)."""
     inputs: tuple[str, ...] = ()
     """Paths the relaunch needs (model, draft): checked before anything is stopped."""
+    last_argv: tuple[str, ...] = ()
+    """The last run's command line, when the person edited it (`console.restart.edit`)."""
+    env_edits: tuple[tuple[str, str | None, str | None], ...] = ()
+    """The person's environment changes: (name, the last run's value, the relaunch's), None
+    for unset."""
 
     def describe(self) -> str:
         """Several lines for the confirm dialog: what stops, what starts, where it logs."""
@@ -182,10 +189,20 @@ class RestartPlan(_Frozen):
         else:
             lines.append("stop: nothing runs (the last launch is started again)")
         if self.mode != "unit":
-            lines.append(f"start: {self.command}")
+            if self.last_argv and tuple(self.last_argv) != tuple(self.argv):
+                lines.append(f"- start: {quote_argv(self.last_argv)}")
+                lines.append(f"+ start: {self.command}")
+            else:
+                lines.append(f"start: {self.command}")
             if self.cwd:
                 lines.append(f"in: {self.cwd}")
+        for key, was, now in self.env_edits:
+            lines.append(f"- env: {_shown_env(key, was)}")
+            lines.append(f"+ env: {_shown_env(key, now)}")
+        edited = {key for key, _was, _now in self.env_edits}
         for key, value in self.env_changes:
+            if key in edited:
+                continue
             lines.append(f"env: {key}={value}" if value is not None else f"env: unset {key}")
         if self.log:
             lines.append(f"log: {self.log} (appended)")
@@ -193,6 +210,13 @@ class RestartPlan(_Frozen):
             lines.append("trace: " + ", ".join(self.watch))
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _shown_env(key: str, value: str | None) -> str:
+    """One variable as the dialog's diff shows it (a secret's value never)."""
+    if value is None:
+        return f"{key} unset"
+    return f"{key}={'<redacted>' if is_secret_key(key) else value}"
 
 
 class RestartResult(_Frozen):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from console.discovery import (
     DiscoveryError,
     Resolution,
     configured_port,
+    effective_serve,
     parse_serve_argv,
     resolve_serve,
 )
@@ -28,11 +30,6 @@ from console.remote_scripts import RemoteScripts, run_json, trace_hook_source
 from console.restart.env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
 from console.restart.model import RestartPlan
 from console.settings import HostConfig
-
-DEFAULT_WATCH = (
-    "vllm.model_executor.models.qwen3_dflash:_get_dflash_layer_types",
-    "vllm.model_executor.models.qwen3_dflash:_resolve_layer_attention",
-)
 
 
 class RestartError(Exception):
@@ -48,15 +45,29 @@ async def run_bundle(host: Host, scripts: RemoteScripts, python: str, *args: str
     return dict(run.data)
 
 
-def profile_watch(config: HostConfig) -> tuple[str, ...]:
-    """The functions the profile asks a traced restart to watch."""
-    try:
-        from checks.profile import load_profile
+def profile_watch(config: HostConfig, argv: list[str] | None = None) -> tuple[str, ...]:
+    """The functions the profile asks a traced restart to watch: the configured profile's
+    (`auto`: the profiles for the relaunched command line's speculative method), else (broken,
+    or watching nothing) the default profile's. The one list is the profile's `watch`, which
+    the runtime-activation link reads the trace of."""
+    from checks.profile import AUTO, ProfileError, load_profile
+    from checks.select import watch_for_argv
 
-        watch = tuple(load_profile(config.checks.profile).watch)
-    except Exception:  # a broken profile is the check's business; the trace still helps
-        return DEFAULT_WATCH
-    return watch or DEFAULT_WATCH
+    if config.checks.profile in ("", AUTO) and argv:
+        try:
+            watch = watch_for_argv(argv)
+        except ProfileError:  # a broken shipped profile is the check's business
+            watch = ()
+        if watch:
+            return watch
+    for name in (config.checks.profile, None):
+        try:
+            watch = tuple(load_profile(name).watch)
+        except ProfileError:  # a broken profile is the check's business; the trace still helps
+            continue
+        if watch:
+            return watch
+    return ()
 
 
 def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
@@ -162,10 +173,15 @@ def _members(described: dict[str, Any]) -> tuple[tuple[int, int, str], ...]:
 
 
 def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
-                 port: int | None, found: tuple[str, ...] = ()) -> dict[str, Any]:
-    """This host entry's last launch by the console, checked: it belongs to this entry and
-    its port is the configured one. Raises RestartError saying why there is none to use."""
+                 port: int | None, found: tuple[str, ...] = (),
+                 seen: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """This host entry's last launch, checked: it belongs to this entry and its port is the
+    configured one. The last launch is the console's record on the host, or the server this
+    console last saw running (`seen`, `console.restart.last.seen_launch`) when that started
+    later. Raises RestartError saying why there is none to use."""
     last = described.get("last") or {}
+    if seen and seen.get("argv") and float(seen.get("at") or 0) > float(last.get("at") or 0):
+        last = dict(seen)
     words = (config.serve.match or "vllm serve").split()
     if last and last.get("entry") not in (None, host.name):
         raise RestartError(f"{host.name}: the last launch on record belongs to host entry "
@@ -191,10 +207,12 @@ LOG_KINDS_OK = ("file", "missing", "")
 
 async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                        watch: tuple[str, ...] | None = None,
-                       scripts: RemoteScripts | None = None) -> RestartPlan:
+                       scripts: RemoteScripts | None = None,
+                       seen: Mapping[str, Any] | None = None) -> RestartPlan:
     """Find the serve tree by the console's one rule (or this host entry's last launch when
-    none runs) and build the plan. Raises RestartError (or HostError) when there is nothing
-    sound to restart; nothing on the host has changed then."""
+    none runs: the console's record, or `seen`, the server this console last saw running,
+    whichever started later) and build the plan. Raises RestartError (or HostError) when
+    there is nothing sound to restart; nothing on the host has changed then."""
     scripts = scripts or RemoteScripts(host)
     bundle = await scripts.bundle()
     private = posixpath.dirname(bundle)
@@ -226,17 +244,16 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         notes.append(str(described["unit_note"]))
     argv = [str(a) for a in described.get("argv") or []]
     env = described.get("env")
-    log = config.serve.log
     members = list(_members(described))
     port = configured_port(config.serve.url)
+    last: dict[str, Any] = {}
     if pid is None:
         # A unit starts without a record of ours; a command line needs this entry's record.
         last = {} if unit and not described.get("last") else \
-            _last_launch(host, config, described, port, found.notes)
+            _last_launch(host, config, described, port, found.notes, seen)
         argv = [str(a) for a in last.get("argv") or []]
         env = last.get("env") or {}
         described["cwd"] = last.get("cwd") or ""
-        log = log or str(last.get("log") or "")
         unit = unit or str(last.get("unit") or "")
         user_unit = user_unit or bool(last.get("user_unit"))
         if last:
@@ -252,13 +269,12 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     orphans, orphan_notes = _orphans_to_stop(found, str(described.get("cwd") or ""), env)
     members.extend(m for m in orphans if all(m[0] != have[0] for have in members))
     notes = [n for n in notes if not n.startswith("orphaned engine")] + orphan_notes
-    if described.get("stdout_is_file"):
-        stdout = str(described["stdout"])
-        if log and log != stdout:
-            notes.append(f"the server writes to {stdout}, not the configured log {log}: "
-                         "the relaunch appends to where it really wrote")
-        log = stdout
-    elif pid is not None and not log:
+    # The log by the console's one rule, the one the log pane follows: the configured one,
+    # else where the server's output goes (else its last launch's); a difference is warned of.
+    chosen = effective_serve(config.serve, serve, last=last if pid is None else None)
+    log = chosen.log.value
+    notes.extend(w for w in chosen.warnings if w.startswith("warning: configured log "))
+    if pid is not None and not log:
         log = posixpath.join(private, "vllm-serve.log")
         notes.append(f"the server's output went to {described.get('stdout') or '?'}, not a "
                      f"file: the relaunch writes to {log}")
@@ -274,7 +290,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                            "Restart without --trace, or run the server outside systemd")
     url, port = server_address(config.serve.url, argv)
     original = original_env({str(k): str(v) for k, v in dict(env).items()})
-    watched = tuple(watch or profile_watch(config)) if trace else ()
+    watched = tuple(watch or profile_watch(config, argv)) if trace else ()
     hook_dir = ""
     if trace:
         digest = hashlib.sha256(trace_hook_source()).hexdigest()[:12]
@@ -294,10 +310,10 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         trace=trace, watch=watched, env_changes=env_changes(dict(env), new_env),
         notes=tuple(notes), original_env=original, launch_env=new_env, python=python,
         bundle=bundle, hook_dir=hook_dir, last_key=key,
-        inputs=_inputs(argv) if not unit else ())
+        inputs=relaunch_inputs(argv) if not unit else ())
 
 
-def _inputs(argv: list[str]) -> tuple[str, ...]:
+def relaunch_inputs(argv: Sequence[str]) -> tuple[str, ...]:
     """The model paths the relaunch needs (target, draft), checked on the host before
     anything is stopped. Only absolute paths: `org/name` may be a hub name, left to vLLM."""
     args = parse_serve_argv(argv)

@@ -25,9 +25,19 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(id="confirm-box"):
             yield Static(self._title, id="confirm-title")
             yield Static(self._body, id="confirm-body", markup=False)
+            yield from self.compose_more()
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
+                yield from self.more_buttons()
                 yield Button(self._action_label, id="confirm", variant="error")
+
+    def compose_more(self) -> ComposeResult:
+        """What a dialog adds below the body (the restart dialog's edit fields)."""
+        yield from ()
+
+    def more_buttons(self) -> ComposeResult:
+        """Buttons a dialog adds between Cancel and the action."""
+        yield from ()
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()

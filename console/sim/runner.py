@@ -26,7 +26,10 @@ from console.sim.tree import SimTree
 READY_LINE = "Application startup complete."
 
 
-def _env(tree: SimTree, extra: Mapping[str, str] | None) -> dict[str, str]:
+def launch_environment(tree: SimTree, extra: Mapping[str, str] | None = None
+                       ) -> dict[str, str]:
+    """The whole environment `start_background` gives the server (the demo records it as its
+    launch, so that `r` can start it again once it exited)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONHOME"}
     env.update(tree.serve_env())
     env.update(extra or {})
@@ -40,7 +43,7 @@ def start_background(tree: SimTree, *, env: Mapping[str, str] | None = None,
     with open(tree.log, "ab") as log:
         return subprocess.Popen(argv or tree.serve_argv(), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=tree.root,
-                                env=_env(tree, env), start_new_session=True)
+                                env=launch_environment(tree, env), start_new_session=True)
 
 
 def health(tree: SimTree, timeout: float = 0.5) -> int | None:

@@ -14,11 +14,18 @@ drafter, 5.9 against 6.4 is a workload."""
 
 def expected_acceptance(profile: str | None = None, method: str | None = None) -> float | None:
     """The mean acceptance length expected for a server checked with `profile` whose drafter
-    is `method` (None: not known)."""
-    from console.session import EXPECTED_ACCEPTANCE  # the session pulls in the restart code
+    is `method` (None: not known): the top of that profile's range (`checks.profile`)."""
+    from checks.profile import AUTO, ProfileError, load_profile, shipped_profiles
+    from checks.profile import expected_acceptance as expected_range
 
-    del profile  # one figure per drafter method until profiles carry their own
-    return EXPECTED_ACCEPTANCE.get(method or "dflash")
+    acceptance = None
+    if profile and profile != AUTO and profile in shipped_profiles():
+        try:
+            acceptance = load_profile(profile).acceptance
+        except ProfileError:
+            acceptance = None
+    acceptance = acceptance or expected_range(method or "dflash")
+    return acceptance.high if acceptance is not None else None
 
 
 def far_below(mean: float | None, expected: float | None) -> bool | None:

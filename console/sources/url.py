@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +107,12 @@ class UrlHost(Host):
 
     def _refuse(self) -> HostError:
         return HostError(needs_ssh("this", self.name))
+
+    def add_listener(self, callback: Callable[[LinkStatus], None]) -> None:
+        """The URL source sets and shows the link itself (`set_link`): no one to call back."""
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Nothing to wait for: every verb refuses."""
 
     async def connect(self) -> None:
         return None

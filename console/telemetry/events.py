@@ -57,6 +57,14 @@ class ServeTreeChanged(TelemetryEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ServeWarning(TelemetryEvent):
+    """The configuration disagrees with what the serve process really uses (a stale `log` in
+    the hosts file): said once per newly resolved process, for the TUI to show."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class LogSourceChanged(TelemetryEvent):
     """The followed log changed (path None: nothing to follow), or its follower's state;
     `detail` says why when it stopped."""

@@ -30,7 +30,7 @@ from console.discovery import (
     parse_serve_argv,
 )
 from console.follower import FollowState, LogBatch, LogFollower
-from console.host import ConnectionState, Host, HostError, LinkStatus
+from console.host import ConnectionState, Host, HostError, LinkStatus, backoff
 from console.parsers.engine import SpeculativeSettings
 from console.parsers.metrics import MetricsSnapshot
 from console.remote_scripts import RemoteScripts
@@ -45,6 +45,7 @@ from console.telemetry.events import (
     ReadinessChanged,
     RunUpdated,
     ServeTreeChanged,
+    ServeWarning,
     SpecDecodeUpdated,
     StartupProgress,
     TelemetryEvent,
@@ -65,7 +66,6 @@ from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, Se
 from console.telemetry.spec_decode import SpecSource
 from console.telemetry.startup import STALL_AFTER_S
 
-RETRY_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 MIB = 1024 * 1024
 
 OnEvent = Callable[[TelemetryEvent], None]
@@ -110,7 +110,7 @@ def serve_info(settings: ServeSettings, process: ServeProcess | None,
                      pid=process.pid if process is not None else None, argv=argv,
                      log=eff.log.value or None, url=eff.url.value or None,
                      target=eff.target.value or None, draft=eff.draft.value or None,
-                     speculative=speculative_of(argv))
+                     speculative=speculative_of(argv), warnings=eff.warnings)
 
 
 def serve_info_from_tree(settings: ServeSettings, tree: ServeTree) -> ServeInfo:
@@ -151,6 +151,9 @@ class HostTelemetry:
         self._tasks: list[asyncio.Task[None]] = []
         self._stop: asyncio.Event | None = None
         self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
+        self.last_process: ServeProcess | None = None
+        """The last serve process the resolver found: what `r` starts again once it exited
+        (a server started by hand leaves no record of the console's)."""
 
     # -- the picture --------------------------------------------------------------------
     @property
@@ -171,9 +174,7 @@ class HostTelemetry:
         this task; keep it quick: post a message)."""
         self._on_event = on_event
         self._stop = asyncio.Event()
-        add_listener = getattr(self.host, "add_listener", None)
-        if add_listener is not None:
-            add_listener(self._link_changed)
+        self.host.add_listener(self._link_changed)
         self._link_changed(self.host.link)
         self._tasks = [asyncio.create_task(self._agent_loop(), name="telemetry-agent"),
                        asyncio.create_task(self._server_loop(), name="telemetry-server"),
@@ -203,11 +204,10 @@ class HostTelemetry:
         self._emit(LinkChanged(self.host.name, link))
 
     async def _retry(self, attempt: int) -> None:
-        delay = RETRY_S[min(attempt, len(RETRY_S) - 1)]
-        wait_connected = getattr(self.host, "wait_connected", None)
-        if wait_connected is not None and self.host.link.state is not ConnectionState.CONNECTED:
+        delay = backoff(attempt)
+        if self.host.link.state is not ConnectionState.CONNECTED:
             with contextlib.suppress(TimeoutError):
-                await wait_connected(timeout=60)
+                await self.host.wait_connected(timeout=60)
             # The link is back: the agent ended because it was down, so start again now.
             delay = 0.0 if self.host.link.state is ConnectionState.CONNECTED else 1.0
         await asyncio.sleep(delay)
@@ -260,12 +260,17 @@ class HostTelemetry:
                            or settings.log or None)
         else:
             try:
+                # The resolver's choice is the server (the agent's oldest match is only the
+                # prompt to ask again): the same process as `check` and the restart act on.
                 process = await discover_serve(self.host, settings, scripts=self.scripts,
                                                python=settings.python or "python3")
                 info = (serve_info(settings, process, True) if process is not None
-                        and process.pid == tree.root else serve_info_from_tree(settings, tree))
+                        else serve_info_from_tree(settings, tree))
+                self.last_process = process or self.last_process
             except DiscoveryError:
                 info = serve_info_from_tree(settings, tree)
+            for warning in info.warnings:
+                self._emit(ServeWarning(self.host.name, warning))
             self.metrics.reset()
             if info.speculative is not None and self.run_log.spec.configure(
                     info.speculative, authoritative=False):

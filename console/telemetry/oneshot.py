@@ -73,6 +73,7 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
         info = serve_info_from_tree(serve, sample.serve)
     else:
         info = serve_info(serve, process, process is not None)
+        notes.extend(info.warnings)
 
     clock = LogClock(hello.tz_offset_s if hello is not None else None)
     if sample is not None:

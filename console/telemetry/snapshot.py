@@ -88,6 +88,9 @@ class ServeInfo:
     target: str | None = None
     draft: str | None = None
     speculative: SpeculativeSettings | None = None
+    warnings: tuple[str, ...] = ()
+    """Where the configuration disagrees with what the process really uses (a stale `log`):
+    `console.discovery.effective_serve`'s warnings."""
 
     @property
     def cmdline(self) -> str | None:

@@ -312,13 +312,20 @@ def test_check_human_output_and_an_explicit_reference(
     assert "broken link: runtime-activation    root cause: config-correct" in out
     assert "hints:" in out
     assert "\x1b[" not in out  # no colour off a terminal
-    # The incident's own config as the reference: it matches itself field by field.
+    # The incident's own config as the reference: it matches itself field by field, and with
+    # no sliding layer in either, DFlash without SWA judges (the aux-layer line proves it).
     reference = tmp_path / "reference.json"
     reference.write_bytes((sims["incident"].tree.draft / "config.json").read_bytes())
-    assert main(_cli(sshd, sims["incident"], "--reference", str(reference))) == 1  # unknown
+    assert main(_cli(sshd, sims["incident"], "--reference", str(reference))) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(": dflash chain")
+    assert "every link passed" in out
+    assert "matches reference.json" in out
+    # Forced to the SWA profile, the same run has no SWA evidence: unknown, exit 1.
+    assert main(_cli(sshd, sims["incident"], "--reference", str(reference),
+                     "--profile", "dflash-swa")) == 1
     out = capsys.readouterr().out
     assert "root cause: none proven" in out
-    assert "matches reference.json" in out
 
 
 def test_could_not_run_is_exit_3_with_one_line(sshd: Sshd, sims: dict[str, Running],

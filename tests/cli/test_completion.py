@@ -54,6 +54,7 @@ CASES = [
     ("vllm-console --theme vllm-d", {"vllm-dark"}, set()),
     ("vllm-console demo --scenario inc", {"incident"}, set()),
     ("vllm-console check gpu1 --profile dfl", {"dflash-swa"}, set()),
+    ("vllm-console check gpu1 --profile au", {"auto"}, set()),
     ("vllm-console check --config OTHER g", {"gpu-other"}, {"gpu1"}),
     ("vllm-console completion f", {"fish"}, set()),
     ("vllm-console check gpu1 ", set(), {"gpu1"}),

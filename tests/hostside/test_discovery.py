@@ -216,8 +216,10 @@ async def test_configured_settings_win_and_differences_are_noted(root: Path) -> 
     assert effective.draft.value == "/other/draft"
     assert effective.draft.source == "configured"
     assert effective.target.source == f"discovered (pid {proc.pid})"
-    assert any("differs from the running process's /m/Qwen3.6-27B-DFlash" in n
-               for n in effective.notes)
+    warning = ("warning: configured draft /other/draft is not what pid "
+               f"{proc.pid} uses (it drafts with /m/Qwen3.6-27B-DFlash)")
+    assert any(w.startswith(warning) for w in effective.warnings), effective.warnings
+    assert set(effective.warnings) <= set(effective.notes)
 
 
 async def test_discovery_that_cannot_run_says_why() -> None:
@@ -355,3 +357,18 @@ async def test_check_names_an_orphaned_engine_when_no_server_runs(root: Path) ->
     evidence = "\n".join(e.excerpt for link in report.links for e in link.evidence
                          if e.probe == "discovery")
     assert f"orphaned engine pid {engine} (VLLM::EngineCor" in evidence, evidence
+
+
+def test_a_configured_value_spelt_otherwise_is_no_disagreement() -> None:
+    """`localhost:8000` for a server on 127.0.0.1:8000, a directory with a trailing slash: the
+    same thing, no warning. Another port or another file is one."""
+    facts = {"uid": 5, "user": "u", "serves": [
+        {"pid": 10, "argv": ["vllm", "serve", "/m/A", "--port", "8000"], "start_time": 1.0,
+         "stdout": {"target": "/l/a.log", "regular": True}}]}
+    found = serve_from_facts(facts)
+    same = ServeSettings(url="localhost:8000", target="/m/A/", log="/l/a.log")
+    assert effective_serve(same, found).warnings == ()
+    other = ServeSettings(url="http://127.0.0.1:9000", log="/l/old.log")
+    warnings = effective_serve(other, found).warnings
+    assert [w.split(" is not", 1)[0] for w in warnings] == [
+        "warning: configured log /l/old.log", "warning: configured url http://127.0.0.1:9000"]

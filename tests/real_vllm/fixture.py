@@ -212,9 +212,15 @@ def dflash_spec(drafter: Path, tokens: int = 3) -> str:
                        "num_speculative_tokens": tokens})
 
 
-def ngram_spec(tokens: int = 4) -> str:
+def ngram_spec(tokens: int = 4, lookup_min: int = 2) -> str:
     return json.dumps({"method": "ngram", "num_speculative_tokens": tokens,
-                       "prompt_lookup_max": 3, "prompt_lookup_min": 2})
+                       "prompt_lookup_max": 3, "prompt_lookup_min": lookup_min})
+
+
+def model_spec(method: str, drafter: Path, tokens: int = 3) -> str:
+    """`eagle3` or `draft_model` with a drafter directory."""
+    return json.dumps({"method": method, "model": str(drafter),
+                       "num_speculative_tokens": tokens})
 
 
 @dataclass
@@ -229,6 +235,8 @@ class RealServer:
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     pid: int | None = None
+    target: Path | None = None
+    """The model served (the fixture's 4-layer target when None)."""
 
     @property
     def log(self) -> Path:
@@ -240,7 +248,7 @@ class RealServer:
 
     @property
     def argv(self) -> list[str]:
-        return [str(self.fixture.vllm), "serve", str(self.fixture.target),
+        return [str(self.fixture.vllm), "serve", str(self.target or self.fixture.target),
                 "--host", "127.0.0.1", "--port", str(self.port), "--max-model-len", "512",
                 "--enforce-eager", "--speculative-config", self.speculative_config,
                 *self.extra_args]
@@ -301,7 +309,7 @@ class RealServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def complete(self, prompt: str, max_tokens: int = 32) -> dict[str, object]:
-        body = json.dumps({"model": str(self.fixture.target), "prompt": prompt,
+        body = json.dumps({"model": str(self.target or self.fixture.target), "prompt": prompt,
                            "max_tokens": max_tokens, "temperature": 0}).encode()
         req = urllib.request.Request(f"{self.url}/v1/completions", data=body,
                                      headers={"Content-Type": "application/json"})

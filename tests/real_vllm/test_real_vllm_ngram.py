@@ -21,7 +21,15 @@ from console.parsers.spec_decode import parse_spec_decode
 from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
-from tests.real_vllm.support import cli_json, console_app, counter, hosts_file, scrape, server
+from tests.real_vllm.support import (
+    cli_json,
+    console_app,
+    counter,
+    hosts_file,
+    links_of,
+    scrape,
+    server,
+)
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -121,3 +129,43 @@ async def test_the_pane_shows_the_counters_and_the_line(ngram: Ngram) -> None:
             line = ngram.last_log_sample()
             assert state.latest.mean_acceptance_length == pytest.approx(
                 line.mean_acceptance_length)
+
+
+def test_check_picks_the_ngram_profile_and_passes(ngram: Ngram) -> None:
+    code, report = cli_json("check", "ngram", "--config", str(ngram.hosts))
+    links = links_of(report)
+    assert report["profile"] == "ngram"
+    assert code == 0, report
+    assert "carries method 'ngram' and 4 speculative tokens (prompt lookup 2-3)" in \
+        links["fields-extracted"]["summary"]
+    runtime = links["runtime-activation"]["summary"]
+    assert "the engine runs ngram with 4 speculative tokens" in runtime
+    assert f"acceptance {ngram.last_log_sample().mean_acceptance_length:.2f}" in runtime
+
+
+@pytest.fixture(scope="module")
+def ngram_wrong(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[Ngram]:
+    """n-gram numbers vLLM runs without a word: 24 tokens, 1-token matches."""
+    srv = server(real_vllm, sshd, "ngram-wrong", ngram_spec(24, lookup_min=1))
+    hosts = hosts_file(tmp_path_factory.mktemp("real-ngram-wrong") / "hosts.toml", sshd,
+                       {"wrong": srv})
+    try:
+        srv.start()
+        srv.wait_ready()
+        yield Ngram(srv, hosts)
+    finally:
+        srv.stop()
+
+
+def test_ngram_numbers_out_of_range_are_the_root_cause(ngram_wrong: Ngram) -> None:
+    code, report = cli_json("check", "wrong", "--config", str(ngram_wrong.hosts))
+    links = links_of(report)
+    assert report["profile"] == "ngram"
+    correct = links["config-correct"]
+    assert correct["status"] == "fail"
+    assert "num_speculative_tokens 24 outside 1-10" in correct["summary"]
+    assert "prompt_lookup_min 1 outside 2-8" in correct["summary"]
+    assert links["runtime-activation"]["status"] == "pass"  # it runs: nothing to load
+    assert report["root_cause"] == "config-correct"
+    assert code == 2

@@ -286,14 +286,19 @@ async def test_two_restarts_at_once_one_runs_one_is_told_why_not(lab: Lab) -> No
     assert served.log_text().count(MARKER) == 1
 
 
-async def test_a_server_that_fails_to_start_reports_its_error_lines(lab: Lab) -> None:
-    # A server launched with VLLM_USE_V2_MODEL_RUNNER=0 (the V1 runner), then vLLM upgraded
-    # under it: the new build refuses the mixed drafter on the V1 runner, and serve exits 1.
+async def refused_relaunch(lab: Lab) -> tuple[Served, RestartResult]:
+    """A server launched with VLLM_USE_V2_MODEL_RUNNER=0 (the V1 runner), then vLLM upgraded
+    under it, and restarted: the new build refuses the mixed drafter on the V1 runner, and
+    serve exits 1."""
     served = await lab.serve("incident", env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
     materialise("upstream-mixed-swa-v1-runner", served.tree.root, port=served.tree.port,
                 startup_s=0.5)
     chown_to(served.tree.root, lab.sshd.user)
-    result = await restart(lab.host, served.config, options=FAST)
+    return served, await restart(lab.host, served.config, options=FAST)
+
+
+async def test_a_server_that_fails_to_start_reports_its_error_lines(lab: Lab) -> None:
+    served, result = await refused_relaunch(lab)
     assert result.outcome is Outcome.FAILED, (result.reason, result.steps)
     assert result.exit_status == 1
     assert "exited with status 1" in result.reason
@@ -668,3 +673,84 @@ async def test_status_never_calls_a_non_server_on_the_port_healthy(lab: Lab) -> 
     assert f"pid {impostor}" in snapshot.readiness.detail
     assert any(f"port {served.tree.port} is held by pid {impostor}" in n
                for n in snapshot.notes), snapshot.notes
+
+
+async def test_a_stale_configured_log_is_warned_of_and_the_pane_sees_the_restart(
+        lab: Lab) -> None:
+    """hosts.toml names an old log; the server writes elsewhere. The log pane followed the
+    configured file while the restart appended to the server's real one: the pane never
+    showed the restart. One rule now (the configured log, warned of): `status`, `check`, the
+    TUI's telemetry and the restart agree on the file, and each says it is not the one the
+    server was writing to."""
+    from checks.chain import run_chain
+    from console.telemetry import HostTelemetry, LogLinesReceived, ServeWarning
+    from console.telemetry.host_telemetry import TelemetryOptions
+    from console.telemetry.oneshot import collect_status
+
+    served = await lab.serve("incident")
+    stale = served.tree.root / "old-setup.log"
+    stale.write_text("INFO an old run's line\n")
+    chown_to(stale, lab.sshd.user)
+    config = lab.sshd.host_config(
+        serve={"match": f"serve {served.tree.target}", "log": str(stale)},
+        gpu={"nvidia_smi": str(served.tree.nvidia_smi)})
+    warning = (f"warning: configured log {stale} is not what pid {served.pid} uses (it writes "
+               f"its output to {served.tree.log})")
+    snapshot = await collect_status(lab.host, config)
+    assert any(n.startswith(warning) for n in snapshot.notes), snapshot.notes
+    report = await run_chain(lab.host, config.serve)
+    assert any(w.startswith(warning) for w in report.warnings), report.warnings
+
+    telemetry = HostTelemetry(lab.host, config, TelemetryOptions(
+        interval_s=0.5, health_interval_s=0.3, metrics_interval_s=1.0))
+    events: list[object] = []
+    task = asyncio.create_task(telemetry.run(events.append))
+    try:
+        async with asyncio.timeout(20):
+            while not any(isinstance(e, ServeWarning) for e in events):
+                await asyncio.sleep(0.1)
+        said = [e.text for e in events if isinstance(e, ServeWarning)]
+        assert any(t.startswith(warning) for t in said), said
+        plan = await plan_restart(lab.host, config)
+        assert plan.log == telemetry.snapshot.serve.log == str(stale)
+        assert any(n.startswith(warning) for n in plan.notes), plan.notes
+        result = await restart(lab.host, config, plan=plan, options=FAST)
+        assert_came_up(result, served)
+        # What the log pane receives: the restart's marker and the new run's start-up.
+        async with asyncio.timeout(20):
+            while not any(MARKER in text for e in events if isinstance(e, LogLinesReceived)
+                          for text in e.batch.texts):
+                await asyncio.sleep(0.1)
+    finally:
+        telemetry.stop()
+        await task
+    assert MARKER in stale.read_text()
+    assert MARKER not in served.log_text()
+
+
+async def test_after_the_server_exited_a_restart_relaunches_with_the_edited_env(
+        lab: Lab) -> None:
+    """The `upstream-mixed-swa-v1-runner` dead end: the server runs with
+    VLLM_USE_V2_MODEL_RUNNER=0, vLLM is upgraded under it, the restart's relaunch is refused
+    by the engine config and exits 1. Its hint: relaunch with the variable at 1. The last
+    launch is planned again with that edit, shown as a diff, and the server comes up; the
+    restart after that keeps the variable."""
+    from console.restart.edit import edit_plan, parse_env
+
+    served, failed = await refused_relaunch(lab)
+    assert failed.outcome is Outcome.FAILED, (failed.reason, failed.steps)
+    plan = await plan_restart(lab.host, served.config)
+    assert plan.pid is None
+    assert plan.original_env["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    edited = edit_plan(plan, env=parse_env("VLLM_USE_V2_MODEL_RUNNER=1"),
+                       match=served.config.serve.match)
+    shown = edited.describe()
+    assert "- env: VLLM_USE_V2_MODEL_RUNNER=0\n+ env: VLLM_USE_V2_MODEL_RUNNER=1" in shown
+    result = await restart(lab.host, served.config, plan=edited, options=FAST)
+    new = assert_came_up(result, served)
+    assert environ(new.pid)["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    assert environ(new.pid)["PATH"] == plan.original_env["PATH"]  # the rest as it was
+    again = await plan_restart(lab.host, served.config)
+    assert again.pid == new.pid
+    assert again.original_env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+

@@ -11,6 +11,7 @@ stdin: {"items": {"draft": {"model", "env": {...}, "cwd"}, "target": {...}}, "ma
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -91,6 +92,8 @@ def read_model_config(model: str, env: dict[str, str], max_bytes: int,
         return out
     out["state"] = "ok"
     out["text"] = raw.decode("utf-8", "replace")
+    with contextlib.suppress(OSError):  # written after the server started: not what it runs
+        out["mtime"] = os.stat(path).st_mtime
     return out
 
 

@@ -12,10 +12,15 @@ console's telemetry, `console.telemetry.startup.current_run_start`): this script
 A log rotated away while the server runs still has a name in /proc: when `path` is gone and
 `pid` is given, /proc/PID/fd/1 (or /2) is read instead, and said so.
 
+Past the end of start-up, the log's last `tail_bytes` are searched for `tail_keywords` (an
+engine that dies on its first request, the latest acceptance): the last `max_lines` such lines
+come back as `tail`.
+
 stdin: {"path", "pid": int|null, "start_markers": [...], "ready_markers": [...],
-        "keywords": [...], "max_lines": int, "max_line": int, "scan_cap": int, "lookback": int}
+        "keywords": [...], "max_lines": int, "max_line": int, "scan_cap": int, "lookback": int,
+        "tail_keywords": [...], "tail_bytes": int}
 stdout: {"log": {state}, "last_mark": offset|null, "scan_start": offset, "lines": [[offset,
-         text], ...], "dropped", "ready_at", "scanned", "capped", "tail_only"}
+         text], ...], "dropped", "ready_at", "scanned", "capped", "tail_only", "tail"}
 """
 
 from __future__ import annotations
@@ -195,6 +200,13 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
         else:
             out["scan_start"] = line_start(fh, max(0, start - int(params.get("lookback", 0))))
             out.update(scan(fh, out["scan_start"], size, params, ready_from=start))
+        ready_at = out.get("ready_at")
+        if params.get("tail_keywords") and ready_at is not None:
+            begin = line_start(fh, max(ready_at, size - int(params.get("tail_bytes", 1 << 20))))
+            found = scan(fh, begin, size, {**params, "keywords": params["tail_keywords"],
+                                           "start_markers": [], "ready_markers": [],
+                                           "max_lines": 1 << 30})
+            out["tail"] = found["lines"][-int(params.get("max_lines", 400)):]
     return out
 
 

@@ -1,0 +1,88 @@
+"""A person's changes to a relaunch: its environment and its command line.
+
+A hint may say to relaunch with a variable set (`VLLM_USE_V2_MODEL_RUNNER=1`) or an argument
+changed. The restart dialog takes those as text, `parse_env` and `parse_argv` read it, and
+`edit_plan` applies it to the plan the person is looking at, keeping the last run's values
+beside the new ones so that the dialog shows the change as a diff. The host-side step records
+what it launched (`last-launch-<key>.json`), and the relaunched process carries it in its own
+command line and environment: the next restart starts from the edited launch, by itself.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+
+from console.host import quote_argv
+from console.hostside.argv import matches
+from console.restart.model import RestartPlan
+from console.restart.plan import RestartError, relaunch_inputs, server_address
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+EnvEdit = tuple[tuple[str, str | None], ...]
+
+
+def parse_env(text: str) -> EnvEdit:
+    """`NAME=value` sets, `-NAME` unsets; words as a shell splits them (quotes keep spaces).
+    Raises RestartError naming the word that is neither."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise RestartError(f"environment: {exc}") from None
+    out: dict[str, str | None] = {}
+    for word in words:
+        name, sep, value = word.removeprefix("-").partition("=")
+        unset = word.startswith("-")
+        if not _NAME.match(name) or unset == bool(sep):
+            raise RestartError(f"environment: {word!r} is neither NAME=value nor -NAME")
+        out[name] = None if unset else value
+    return tuple(out.items())
+
+
+def parse_argv(text: str) -> tuple[str, ...]:
+    """The command line as a shell splits it (the dialog shows it quoted the same way)."""
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise RestartError(f"command line: {exc}") from None
+    if not argv:
+        raise RestartError("command line: empty")
+    return argv
+
+
+def _apply(env: Mapping[str, str], edit: EnvEdit) -> dict[str, str]:
+    out = dict(env)
+    for name, value in edit:
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
+
+
+def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (),
+              url: str = "", match: str = "vllm serve") -> RestartPlan:
+    """The plan with the person's changes (none: the plan as it is). `url` and `match` are
+    the host entry's: the port to verify comes from the configured URL, else the new command
+    line; a command line the entry's `match` no longer finds is refused (the console could not
+    find the server it starts, nor restart it again)."""
+    if plan.mode == "unit" and (env or argv):
+        raise RestartError(f"{plan.host}: {plan.unit} is a systemd unit: its command and "
+                           "environment are the unit's to change")
+    new_argv = tuple(argv) or plan.argv
+    if not matches(list(new_argv), match.split()):
+        raise RestartError(f"command line: {quote_argv(new_argv)[:200]} does not match the "
+                           f"host entry's match {match!r}: the console would not find it")
+    base = dict(plan.original_env)
+    edits = tuple((name, base.get(name), value) for name, value in env
+                  if base.get(name) != value)
+    address, port = server_address(url, list(new_argv))
+    return plan.model_copy(update={
+        "argv": new_argv, "command": quote_argv(new_argv),
+        "last_argv": plan.argv if new_argv != plan.argv else (),
+        "original_env": _apply(plan.original_env, env),
+        "launch_env": _apply(plan.launch_env, env),
+        "env_edits": edits, "url": address, "port": port,
+        "inputs": relaunch_inputs(new_argv)})

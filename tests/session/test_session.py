@@ -1,0 +1,172 @@
+"""`HostSession` on its own (no TUI), on a real simulated host on this machine: the actions the
+TUI's keys and the CLI call, each with what a person would check afterwards, and every failure
+an `ActionError` with one line to show."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.commands.demo import demo_config, free_port
+from console.local_host import LocalHost
+from console.restart import Outcome, RestartError, RestartOptions, plan_restart
+from console.session import ActionError, HostSession
+from console.settings import HostConfig
+from console.sim import SimTree, materialise, start_background, stop, wait_ready
+from console.telemetry import ServeTreeChanged, TelemetryEvent
+
+FAST = RestartOptions(term_timeout_s=5, kill_timeout_s=5, free_timeout_s=10,
+                      startup_timeout_s=30)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The helpers' private directory (and the last-launch records) of this test only."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, cache: Path) -> Iterator[SimTree]:
+    made = materialise("incident", tmp_path / "host", port=free_port(), startup_s=0.3,
+                       metrics_interval_s=0.3)
+    proc = start_background(made)
+    assert wait_ready(made, proc, 30)
+    yield made
+    stop(made, timeout=5)
+
+
+def session_on(tree: SimTree, **changes: object) -> HostSession:
+    config = demo_config(tree)
+    return HostSession(config.model_copy(update=changes) if changes else config,
+                       LocalHost("demo"), scenario="incident")
+
+
+async def test_checks_and_the_draft_diff_name_the_incident(tree: SimTree) -> None:
+    session = session_on(tree)
+    report = await session.run_checks()
+    assert report.root_cause == "config-correct"
+    assert session.last_report is report
+    diff = await session.load_diff()
+    assert {row.field for row in diff.wrong} >= {"mask_token_id", "target_layer_ids"}
+    assert session.expected_acceptance() == 6.4
+
+
+async def test_apply_reference_writes_a_private_backup_once(tree: SimTree) -> None:
+    session = session_on(tree)
+    before = (tree.draft / "config.json").read_text()
+    backup = await session.apply_reference()
+    assert Path(backup).read_text() == before
+    assert stat.S_IMODE(os.stat(backup).st_mode) == 0o600
+    assert session.last_diff is not None
+    assert not session.last_diff.wrong
+    with pytest.raises(ActionError, match="already matches the reference"):
+        await session.apply_reference()
+
+
+async def test_readonly_refuses_every_change(tree: SimTree) -> None:
+    session = session_on(tree, readonly=True)
+    with pytest.raises(ActionError, match=r"^read-only: restart refused \(--readonly\)$"):
+        await session.plan_restart()
+    with pytest.raises(ActionError, match="read-only: writing the draft config is refused"):
+        await session.apply_reference()
+
+
+async def test_a_bad_profile_is_one_line(tree: SimTree) -> None:
+    config = demo_config(tree)
+    session = HostSession(config.model_copy(update={"checks": config.checks.model_copy(
+        update={"profile": "no-such-profile"})}), LocalHost("demo"))
+    with pytest.raises(ActionError) as caught:
+        await session.run_checks()
+    assert "no-such-profile" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+async def test_export_is_private_and_redacted(tree: SimTree, tmp_path: Path) -> None:
+    session = session_on(tree)
+    await session.run_checks()
+    out = tmp_path / "exports"
+    path = session.export(out, ["INFO --api-key sk-very-secret started", "INFO plain"])
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    data = json.loads(path.read_text())
+    assert data["host"] == "demo"
+    assert data["checks"]["root_cause"] == "config-correct"
+    assert "sk-very-secret" not in path.read_text()
+    assert data["log_window"][1] == "INFO plain"
+
+
+async def test_restart_edits_are_checked_and_applied(tree: SimTree) -> None:
+    session = session_on(tree)
+    plan = await session.plan_restart()
+    assert plan.pid is not None
+    with pytest.raises(ActionError, match="'NOPE' is neither NAME=value nor -NAME"):
+        session.edit_plan(plan, env="NOPE")
+    with pytest.raises(ActionError, match="command line: No closing quotation"):
+        session.edit_plan(plan, argv="vllm serve 'open")
+    with pytest.raises(ActionError, match="does not match the host entry's match"):
+        session.edit_plan(plan, argv="/usr/bin/python3 -m http.server")
+    edited = session.edit_plan(plan, env="VLLM_CONSOLE_X=1 -VLLM_LOGGING_COLOR",
+                               argv=plan.command + " --max-num-seqs 8")
+    assert edited.launch_env["VLLM_CONSOLE_X"] == "1"
+    assert edited.argv[-2:] == ("--max-num-seqs", "8")
+    assert edited.last_argv == plan.argv
+    assert "+ env: VLLM_CONSOLE_X=1" in edited.describe()
+    assert session.edit_plan(plan) == plan.model_copy(update={"env_edits": ()})
+
+
+async def test_after_the_server_exited_r_starts_what_the_session_saw(tree: SimTree) -> None:
+    """No restart by the console ever ran: only the session's telemetry knows the launch."""
+    session = session_on(tree)
+    events: list[TelemetryEvent] = []
+    task = asyncio.create_task(session.run(events.append))
+    try:
+        async with asyncio.timeout(20):
+            while session.telemetry.last_process is None:
+                await asyncio.sleep(0.1)
+        seen = session.telemetry.last_process
+        stop(tree, timeout=5)
+        async with asyncio.timeout(20):
+            while not any(isinstance(e, ServeTreeChanged) and e.tree.root is None
+                          for e in events):
+                await asyncio.sleep(0.1)
+        with pytest.raises(RestartError, match="no earlier launch by the console"):
+            await plan_restart(session.host, session.config)  # what `r` said before
+        plan = await session.plan_restart()
+        assert plan.pid is None
+        assert plan.argv == seen.argv
+        assert plan.cwd == str(tree.root)
+        assert plan.log == str(tree.log)
+        assert any(f"pid {seen.pid}" in n and "seen running by this console" in n
+                   for n in plan.notes), plan.notes
+        result = await session.restart(plan)
+        assert result.outcome is Outcome.READY, (result.reason, result.steps)
+        assert result.new_pid != seen.pid
+    finally:
+        await session.close()
+        await task
+
+
+async def test_nothing_to_restart_is_one_line(tmp_path: Path, cache: Path) -> None:
+    tree = materialise("incident", tmp_path / "host", port=free_port())  # never started
+    session = HostSession(demo_config(tree), LocalHost("demo"))
+    with pytest.raises(ActionError) as caught:
+        await session.plan_restart()
+    message = str(caught.value)
+    assert message.startswith("cannot plan the restart: demo: no serve process found")
+    assert "no earlier launch by the console for this host entry" in message
+    assert "\n" not in message
+
+
+def test_a_session_is_the_config_s_host() -> None:
+    config = HostConfig(name="gpu9", local=True, readonly=True)
+    session = HostSession(config, LocalHost("gpu9"))
+    assert session.name == "gpu9"
+    assert session.readonly
+    assert session.snapshot.host == "gpu9"

@@ -1,0 +1,125 @@
+"""The restart dialog driven with Textual's Pilot against a real simulated host on this
+machine: the relaunch's environment and command line edited and shown as a diff against the
+last run, an edit that does not parse never confirmed, the edit kept for the next restart, and
+a server that exited at start-up started again from its last launch, with the variable its hint
+asks for."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import psutil
+import pytest
+
+from console.app import ConsoleApp
+from console.commands.demo import demo_config, free_port, record
+from console.local_host import LocalHost
+from console.screens.restart import RestartScreen
+from console.session import HostSession
+from console.sim import materialise, start_background, stop
+from tests.app_support import SimApp, wait_until
+from tests.tui.test_app_pilot import SIZE, state_home  # noqa: F401 (a fixture)
+
+
+def environ(pid: int) -> dict[str, str]:
+    return psutil.Process(pid).environ()
+
+
+def body(app: ConsoleApp) -> str:
+    return str(app.screen.query_one("#confirm-body").render())
+
+
+async def open_dialog(pilot, app: ConsoleApp) -> RestartScreen:  # type: ignore[no-untyped-def]
+    """`r`, again while the last restart is still being verified ("already under way")."""
+    for _ in range(12):
+        await pilot.press("r")
+        with contextlib.suppress(AssertionError):
+            await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
+                             and app.screen.focused is not None, 5, "the restart dialog")
+        if isinstance(app.screen, RestartScreen):
+            return app.screen
+    raise AssertionError("no restart dialog after 12 presses of r")
+
+
+@pytest.mark.usefixtures("state_home")
+async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(tmp_path: Path) -> None:
+    sim = SimApp(tmp_path / "host")
+    try:
+        async with sim.app.run_test(size=SIZE) as pilot:
+            session = sim.session
+            await wait_until(pilot, lambda: session.snapshot.readiness.ready, 30, "ready")
+            dialog = await open_dialog(pilot, sim.app)
+            assert dialog.focused is dialog.query_one("#cancel")  # Cancel stays the default
+            await pilot.press("e")
+            await pilot.press(*"VLLM_CONSOLE_PILOT=on")
+            await wait_until(pilot, lambda: "+ env: VLLM_CONSOLE_PILOT=on" in body(sim.app),
+                             10, "the diff")
+            assert "- env: VLLM_CONSOLE_PILOT unset" in body(sim.app)
+            # An edit that does not parse is said, and never confirmed.
+            await pilot.press("space", *"=oops")
+            await wait_until(pilot, lambda: "'=oops' is neither NAME=value nor -NAME"
+                             in dialog.error, 10, "the error")
+            await pilot.click("#confirm")
+            await pilot.pause(0.2)
+            assert sim.app.screen is dialog
+            dialog.query_one("#restart-env").focus()
+            await pilot.press("end", *["backspace"] * len(" =oops"))
+            await wait_until(pilot, lambda: dialog.error == "", 10, "the error to clear")
+            old = session.snapshot.serve.pid
+            await pilot.click("#confirm")
+
+            def relaunched() -> bool:
+                pid = session.snapshot.serve.pid
+                return pid not in (None, old) and session.snapshot.readiness.ready
+            await wait_until(pilot, relaunched, 60, "the relaunched server")
+            new = session.snapshot.serve.pid
+            assert new is not None
+            assert environ(new)["VLLM_CONSOLE_PILOT"] == "on"
+            # The next restart starts from the edited launch: no diff, the variable kept.
+            dialog = await open_dialog(pilot, sim.app)
+            assert "VLLM_CONSOLE_PILOT" not in body(sim.app)
+            assert dialog.plan.launch_env["VLLM_CONSOLE_PILOT"] == "on"
+            await pilot.press("escape")
+    finally:
+        sim.close()
+
+
+@pytest.mark.usefixtures("state_home")
+async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edited_env(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`demo upstream-mixed-swa-v1-runner`: the server starts with VLLM_USE_V2_MODEL_RUNNER=0,
+    the engine config refuses the drafter and serve exits 1 at once. The hint says to
+    relaunch with the variable at 1, but `r` said there was nothing to restart. Now the demo's
+    launch is on record: the dialog offers it, the variable is edited (a diff against the last
+    run), and the server comes up."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the helpers' directory
+    tree = materialise("upstream-mixed-swa-v1-runner", tmp_path / "host", port=free_port(),
+                       gpus=2, startup_s=0.5, metrics_interval_s=0.3)
+    proc = start_background(tree)
+    await asyncio.to_thread(record, tree, proc.pid)  # as `vllm-console demo` does
+    assert proc.wait(timeout=30) == 1
+    session = HostSession(demo_config(tree), LocalHost("demo"),
+                          scenario="upstream-mixed-swa-v1-runner")
+    app = ConsoleApp([session], autostart_checks=False)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            dialog = await open_dialog(pilot, app)
+            assert dialog.plan.pid is None
+            shown = body(app)
+            assert "stop: nothing runs (the last launch is started again)" in shown
+            assert "by vllm-console demo" in shown
+            await pilot.press("e")
+            await pilot.press(*"VLLM_USE_V2_MODEL_RUNNER=1")
+            await wait_until(pilot, lambda: "+ env: VLLM_USE_V2_MODEL_RUNNER=1" in body(app),
+                             10, f"the diff ({dialog.error or 'no error'})")
+            assert "- env: VLLM_USE_V2_MODEL_RUNNER=0" in body(app)
+            await pilot.click("#confirm")
+            await wait_until(pilot, lambda: session.snapshot.readiness.ready, 60,
+                             "the relaunched server to be ready")
+            pid = session.snapshot.serve.pid
+            assert pid is not None
+            assert environ(pid)["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+    finally:
+        stop(tree, timeout=5)

@@ -1,0 +1,73 @@
+"""The spec pane flags acceptance against the range the running method's profile expects: an
+n-gram or EAGLE-3 figure is not judged by DFlash's ~6.4."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual.containers import Vertical
+
+from checks.profile import expected_acceptance
+from console.parsers.engine import SpeculativeSettings
+from console.parsers.spec_decode import SpecDecodeSample
+from console.telemetry.spec_decode import (
+    SpecDecodePoint,
+    SpecDecodeState,
+    SpecDecodeStatus,
+    SpecSource,
+)
+from themes import THEMES
+from widgets.spec_pane import SpecPane, SpecView
+
+
+class Bare(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Vertical(id="box")
+
+    def on_mount(self) -> None:
+        for theme in THEMES.values():
+            self.register_theme(theme)
+        self.theme = next(iter(THEMES))
+
+
+def _state(method: str, length: float) -> SpecDecodeState:
+    sample = SpecDecodeSample(mean_acceptance_length=length)
+    point = SpecDecodePoint(0.0, length, None, SpecSource.LOG)
+    return SpecDecodeState(SpecDecodeStatus.ACTIVE, SpeculativeSettings(method, "/m/d", 3),
+                           latest=sample, latest_source=SpecSource.LOG, history=(point,))
+
+
+async def test_the_figure_is_coloured_by_the_methods_range() -> None:
+    app = Bare()
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = SpecPane()
+        await app.query_one("#box").mount(pane)
+        ok, fail = app.theme_variables["status-ok"], app.theme_variables["status-fail"]
+
+        async def colour(method: str, length: float) -> str:
+            pane.view = SpecView(_state(method, length), expected_acceptance(method))
+            await pilot.pause()
+            line = pane.render().renderables[1]  # type: ignore[union-attr]
+            figure = next(span for span in line.spans if span.start > 0)
+            return str(figure.style)
+
+        # 2.5 is a fine EAGLE-3 figure (its range 2-4), far below DFlash's (4-6.4).
+        assert ok in await colour("eagle3", 2.5)
+        assert fail in await colour("dflash", 2.5)
+        assert fail in await colour("draft_model", 1.0)
+        assert "(expected ~3.5)" in str(pane.render().renderables[1])  # type: ignore[union-attr]
+
+
+async def test_the_checklist_title_names_the_profile_that_judged() -> None:
+    from checks.models import LINK_IDS, ChainReport, LinkResult, Status
+    from widgets.checklist import Checklist, ChecklistState
+
+    app = Bare()
+    async with app.run_test(size=(100, 30)) as pilot:
+        checklist = Checklist()
+        await app.query_one("#box").mount(checklist)
+        links = tuple(LinkResult(id=i, title=i, status=Status.PASS, summary="ok")
+                      for i in LINK_IDS)
+        checklist.state = ChecklistState(report=ChainReport(
+            host="h", profile="eagle3", links=links, broken_link=None, root_cause=None))
+        await pilot.pause()
+        assert "· eagle3 ·" in str(checklist.border_title)
