@@ -1,6 +1,6 @@
 """The chain's results: evidence, one result per link, the report.
 
-All frozen. `ChainReport.to_json()` is the `check --json` object of DESIGN.md, key for key;
+All frozen. `ChainReport.to_json()` is the `check --json` object of docs/design.md, key for key;
 anything richer (per-field diffs for the console's panes) travels in `details`, which the JSON
 leaves out so the external contract stays exactly as documented.
 """
@@ -101,7 +101,7 @@ class ChainReport(_Frozen):
 
     @property
     def exit_code(self) -> int:
-        """The monitoring-plugin status (DESIGN.md): 0 OK, every link passed; 1 WARNING, none
+        """The monitoring-plugin status (docs/design.md): 0 OK, every link passed; 1 WARNING, none
         failed but one is `unknown` or `error`; 2 CRITICAL, a link failed. (3 UNKNOWN, could
         not run, is the caller's: there is no report then.)"""
         statuses = {link.status for link in self.links}

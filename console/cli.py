@@ -1,9 +1,12 @@
-"""`vllm-console` command line: the TUI, `demo`, `check`, `status`, `restart`, `sim`.
+"""`vllm-console` command line: the TUI, `demo`, `check`, `status`, `restart`, `sim`, `init`,
+`completion`.
 
-The commands and their exit codes are the external contract (DESIGN.md). Each subcommand lives in
-`console/commands/<name>.py` with a `run(args) -> int`; this module only parses and dispatches,
-turning every expected failure into a one-line message and exit status 2 (3 for `check`, which
-follows the monitoring-plugin convention), never a traceback.
+The commands and their exit codes are the external contract (docs/design.md). Each subcommand
+lives in `console/commands/<name>.py` with a `run(args) -> int` that returns its exit status or
+raises; `main` is the one place that turns a failure into one line on stderr and the command's
+"could not run" status (2; 3 for `check`, which follows the monitoring-plugin convention), never
+a traceback. The options that override a host's settings are generated from the settings model
+(`console.settings.overrides`), their help from the fields' docstrings.
 """
 
 from __future__ import annotations
@@ -12,23 +15,16 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from console import __version__
-
-SUBCOMMANDS = ("demo", "check", "status", "restart", "sim", "tui", "fleet")
-
-# Options that take a value: needed to find the subcommand word wherever it stands.
-_VALUE_OPTIONS = {
-    "--config", "--known-hosts", "--identity", "--profile", "--python", "--log", "--target",
-    "--draft", "--match", "--url", "--nvidia-smi", "--reference", "--scenario", "--root",
-    "--port", "--theme", "--prometheus", "--selector", "--host-label",
-}
+from console.commands.common import EXIT_COULD_NOT_RUN, EXPECTED, emit, one_line, reason
+from console.commands.completion import SHELLS
+from console.settings import overrides
 
 _ARGPARSE_USAGE = 2
 
 HOST_HELP = "a hosts-file name, an ssh_config alias, or [user@]host[:port]"
-
-SERVE_OVERRIDES = ("python", "log", "target", "draft", "match", "url", "nvidia_smi", "reference")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -37,27 +33,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
                    help="hosts file (default: $XDG_CONFIG_HOME/vllm-console/hosts.toml)")
     g.add_argument("--local", action="store_true", help="this machine, no SSH")
     g.add_argument("--known-hosts", metavar="PATH",
-                   help="known_hosts file checked strictly (default ~/.ssh/known_hosts)")
-    g.add_argument("--identity", metavar="PATH", help="private key file")
+                   help="known_hosts file checked strictly (default: ssh_config's "
+                        "UserKnownHostsFile, then ~/.ssh/known_hosts)")
+    g.add_argument("--identity", metavar="PATH",
+                   help="private key file (default: ssh_config's IdentityFile, ~/.ssh, the "
+                        "agent)")
     g.add_argument("--accept-new", action="store_true",
                    help="record an unknown host key (never a changed one), like OpenSSH "
                         "StrictHostKeyChecking=accept-new")
     g.add_argument("--readonly", action="store_true", help="no restart, no writes on the host")
-    g.add_argument("--profile", metavar="NAME|PATH",
-                   help="checks profile (default auto: the one for the engine's speculative "
-                        "method)")
-    s = parser.add_argument_group("serve overrides (discovered from the running process "
-                                  "when absent)")
-    s.add_argument("--python", metavar="PATH", help="interpreter that runs vllm serve")
-    s.add_argument("--log", metavar="PATH", help="the serve log")
-    s.add_argument("--target", metavar="DIR", help="target model directory")
-    s.add_argument("--draft", metavar="DIR", help="draft model directory")
-    s.add_argument("--match", metavar="WORDS",
-                   help="words that find the serve process (default 'vllm serve')")
-    s.add_argument("--url", metavar="URL", help="server URL as seen from the host; with no "
-                                                "HOST, the console on this URL alone (no SSH)")
-    s.add_argument("--nvidia-smi", metavar="PATH", help="nvidia-smi on the host")
-    s.add_argument("--reference", metavar="PATH", help="reference draft config.json (local)")
+    s = parser.add_argument_group("the hosts file's settings, overridden (the serve ones are "
+                                  "discovered from the running process when absent)")
+    for name, metavar, description, default in overrides():
+        text = description[:1].lower() + description[1:].rstrip(".")
+        text += f" (default: {default})" if default else ""
+        s.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=metavar,
+                       help=text.replace("%", "%%"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,15 +135,50 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--root", metavar="DIR", help="where to write the tree (required)")
     sim.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
     sim.add_argument("--list", action="store_true", help="list the scenarios and exit")
+
+    init = sub.add_parser("init", help="write a commented hosts file to fill in",
+                          description="Write a commented example hosts file (never over an "
+                                      "existing one). Exit 0 written, 2 when it could not.")
+    init.add_argument("--config", metavar="PATH",
+                      help="where (default: $XDG_CONFIG_HOME/vllm-console/hosts.toml)")
+
+    completion = sub.add_parser("completion", help="print a shell completion script",
+                                description="Print the completion script for SHELL: commands, "
+                                            "options, and hosts from the hosts file and "
+                                            "~/.ssh/config. bash: `source <(vllm-console "
+                                            "completion bash)`; zsh: `source <(vllm-console "
+                                            "completion zsh)`; fish: `vllm-console completion "
+                                            "fish | source`.")
+    completion.add_argument("shell", metavar="SHELL", choices=(*SHELLS, "hosts"),
+                            help="bash, zsh or fish; `hosts` lists the host names it offers")
+    completion.add_argument("--config", metavar="PATH", help="hosts file to read host names "
+                            "from (default: $XDG_CONFIG_HOME/vllm-console/hosts.toml)")
     return parser
 
 
-def _normalise(argv: list[str]) -> list[str]:
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers by name (what `_normalise` and the completion read; argparse
+    keeps them in `_actions`, unchanged since Python 3.2, and offers no public accessor)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option of any subcommand that takes a value: the word after it is that value,
+    never the subcommand."""
+    return {flag for sub in subcommands(parser).values() for action in sub._actions
+            if action.nargs != 0 for flag in action.option_strings}
+
+
+def _normalise(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """Put the subcommand first; a bare HOST means `tui HOST`."""
+    names, value_options = subcommands(parser), _value_options(parser)
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word in _VALUE_OPTIONS:
+        if word in value_options:
             i += 2
             continue
         if word.startswith("-"):
@@ -160,32 +186,67 @@ def _normalise(argv: list[str]) -> list[str]:
                 return argv
             i += 1
             continue
-        if word in SUBCOMMANDS:
+        if word in names:
             return [word, *argv[:i], *argv[i + 1:]]
         break
     return ["tui", *argv]
 
 
+def _hint_for_a_host_named(command: str, argv: list[str]) -> None:
+    """`vllm-console sim` runs the subcommand even when a host is called `sim`: when that
+    failed and such a host exists, say how to open it."""
+    from console.host_names import host_names
+
+    config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
+    if command in host_names(config):
+        emit(f"vllm-console: `{command}` is a subcommand; to open the host {command!r}, run "
+             f"`vllm-console tui {command}`", sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    words = _normalise(args_in)
+    words = _normalise(args_in, parser)
+    command = words[0] if words and words[0] in subcommands(parser) else "tui"
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:
-        # argparse says "bad usage" with 2, which is CRITICAL to a monitoring system running
-        # `check`: for check, bad usage is UNKNOWN (DESIGN.md), argparse's message kept.
-        if words[:1] == ["check"] and exc.code == _ARGPARSE_USAGE:
-            from checks.models import EXIT_UNKNOWN  # here: pydantic stays off the first frame
+        if exc.code != _ARGPARSE_USAGE:
+            raise  # --help, --version
+        # argparse said why (bad usage); the status is the command's "could not run", so
+        # that `check` says UNKNOWN (3) to a monitoring system, not CRITICAL (2).
+        code = _could_not_run(_command_module(command))
+    else:
+        code = _run(command, args)
+    if code == _could_not_run(_command_module(command)) and command != "tui":
+        _hint_for_a_host_named(command, args_in)
+    return code
 
-            return EXIT_UNKNOWN
-        raise
-    module = importlib.import_module(f"console.commands.{args.command}")
+
+def _command_module(command: str) -> ModuleType:
+    return importlib.import_module(f"console.commands.{command}")
+
+
+def _could_not_run(module: ModuleType) -> int:
+    return int(getattr(module, "COULD_NOT_RUN", EXIT_COULD_NOT_RUN))
+
+
+def _run(command: str, args: argparse.Namespace) -> int:
+    """The command's exit status; a failure as one line on stderr and "could not run"."""
+    who = "vllm-console" if command == "tui" else f"vllm-console {command}"
+    module = _command_module(command)
     try:
         return int(module.run(args))
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        emit("interrupted", sys.stderr)
         return 130
+    except Exception as exc:
+        if isinstance(exc, getattr(module, "EXPECTED", EXPECTED)):
+            emit(f"{who}: {one_line(reason(exc))}", sys.stderr)
+        else:  # a bug of ours: still one line, and the way to get it fixed
+            emit(f"{who}: could not run: {type(exc).__name__}: {one_line(exc)} (please "
+                 "report this)", sys.stderr)
+        return _could_not_run(module)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,7 @@
 """Settings: the hosts file (TOML) and the per-host configuration the console runs with.
 
-The hosts file format is part of the external contract (DESIGN.md): unknown keys are an error
-that names the key and the file. Nothing here touches the disk at import time.
+The hosts file format is part of the external contract (docs/design.md): unknown keys are an
+error that names the key and the file. Nothing here touches the disk at import time.
 """
 
 from __future__ import annotations
@@ -27,41 +27,66 @@ class _Strict(BaseModel):
                               defer_build=True)
 
 
+def _override(metavar: str, default: str = "") -> Any:
+    """A setting that the command line can override too, as `--NAME METAVAR` (the field's
+    docstring is the option's help): one declaration for the hosts file, the options and their
+    help."""
+    return Field(default=default, json_schema_extra={"cli_metavar": metavar})
+
+
 class ServeSettings(_Strict):
     """How to find and relaunch `vllm serve` on the host. Empty fields are discovered from the
     running process."""
 
-    python: str = ""
+    python: str = _override("PATH")
     """The interpreter that runs vllm serve; probes run with it."""
-    log: str = ""
+    log: str = _override("PATH")
     """The serve log (the process's stdout target)."""
-    target: str = ""
+    target: str = _override("DIR")
     """The target model directory."""
-    draft: str = ""
+    draft: str = _override("DIR")
     """The draft (speculator) model directory."""
-    match: str = "vllm serve"
+    match: str = _override("WORDS", "vllm serve")
     """Words that find the serve process in its command line, in order (never another user's)."""
-    url: str = ""
-    """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000."""
-    unit: str = ""
+    url: str = _override("URL")
+    """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000 (as
+    `--url` with no HOST: the console on this URL alone, no SSH)."""
+    unit: str = _override("UNIT")
     """A systemd unit: restart through systemctl instead of relaunching the process."""
 
 
 class GpuSettings(_Strict):
     """Where GPU telemetry comes from."""
 
-    nvidia_smi: str = "nvidia-smi"
+    nvidia_smi: str = _override("PATH", "nvidia-smi")
     """Fallback GPU source when NVML is not importable on the host."""
 
 
 class ChecksSettings(_Strict):
     """The verification chain's configuration."""
 
-    profile: str = "auto"
+    profile: str = _override("NAME|PATH", "auto")
     """`auto` (the profile for the engine's speculative method), a shipped profile name, or a
     path to a profile TOML file."""
-    reference: str = ""
+    reference: str = _override("PATH")
     """A reference draft config.json (local path); else the profile's reference for the drafter."""
+
+
+# The sections of a host entry whose settings are command-line overrides too.
+OVERRIDE_SECTIONS: tuple[type[BaseModel], ...] = (ServeSettings, GpuSettings, ChecksSettings)
+
+
+def overrides() -> list[tuple[str, str, str, str]]:
+    """Every overridable setting as (name, metavar, description, default), in declaration
+    order: what the command line offers as `--name`."""
+    found = []
+    for section in OVERRIDE_SECTIONS:
+        for name, info in section.model_fields.items():
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and "cli_metavar" in extra:
+                found.append((name, str(extra["cli_metavar"]), info.description or "",
+                              str(info.default or "")))
+    return found
 
 
 class HostEntry(_Strict):

@@ -1,6 +1,6 @@
 """`SSHHost`: the serving host over one asyncssh connection.
 
-The rules (DESIGN.md "Host access rules"): one connection per host with at most 4 channels
+The rules (docs/design.md "Host access rules"): one connection per host with at most 4 channels
 open at once; ssh_config and the agent honoured; host keys checked strictly against
 known_hosts (an unknown key is refused with its fingerprint unless `accept_new`, a changed key
 always); no agent forwarding; keepalive ~2 s x 3; reconnect with backoff after a lost link.
@@ -35,6 +35,12 @@ from console.host import (
     stream_shell_line,
 )
 from console.settings import HostConfig
+from console.ssh_config import (
+    SshConfigView,
+    identity_problem,
+    read_ssh_config,
+    unusable_identity,
+)
 
 
 def _lazy_module(name: str) -> Any:
@@ -79,7 +85,7 @@ class _KeyChecking:
 
     def __init__(self, known: asyncssh.SSHKnownHosts, accept_new: bool) -> None:
         self._known = known
-        self._accept_new = accept_new
+        self.accept_new = accept_new
         self.offered: tuple[str, str, int, asyncssh.SSHKey] | None = None
         self.changed = False
 
@@ -88,7 +94,7 @@ class _KeyChecking:
         self.offered = (host, addr, port, key)
         matched = self._known.match(host, addr, port if port != 22 else None)
         self.changed = bool(matched[0] or matched[1])
-        return self._accept_new and not self.changed
+        return self.accept_new and not self.changed
 
 
 @functools.cache
@@ -116,6 +122,7 @@ class SSHHost(Host):
         self._forwards: dict[tuple[str, int], asyncssh.SSHListener] = {}
         self._closing = False
         self._reconnects = 0
+        self._known_paths = SshConfigView().known_hosts_files(config.known_hosts)
 
     # -- link state ---------------------------------------------------------------------
     @property
@@ -143,31 +150,41 @@ class SSHHost(Host):
 
     # -- connecting ---------------------------------------------------------------------
     def _known_hosts_path(self) -> Path:
-        return Path(self.config.known_hosts or "~/.ssh/known_hosts").expanduser()
+        """Where keys are checked first and an accepted one is recorded: --known-hosts or the
+        hosts file, else ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts."""
+        return self._known_paths[0]
 
-    def _read_known(self) -> asyncssh.SSHKnownHosts:
-        path = self._known_hosts_path()
+    def _read_known(self, paths: Sequence[Path]) -> asyncssh.SSHKnownHosts:
+        texts = []
+        for path in paths:
+            try:
+                texts.append(path.read_text())
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise HostError(f"cannot read known_hosts {path}: {exc.strerror}") from None
         try:
-            text = path.read_text()
-        except FileNotFoundError:
-            text = ""
-        except OSError as exc:
-            raise HostError(f"cannot read known_hosts {path}: {exc.strerror}") from None
-        try:
-            return asyncssh.import_known_hosts(text)
+            return asyncssh.import_known_hosts("\n".join(texts))
         except (ValueError, asyncssh.KeyImportError) as exc:
-            raise HostError(f"known_hosts {path} is not valid: {exc}") from None
+            raise HostError(f"known_hosts {', '.join(map(str, paths))} is not valid: {exc}"
+                            ) from None
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         cfg = self.config
-        known = self._read_known()
-        client = cast(_KeyChecking, _key_checking_client()(known, cfg.accept_new))
+        problem = identity_problem(cfg.identity)
+        if problem:  # not retried: waiting does not bring the file back
+            raise _LoginRefused(f"{self.name}: {problem}")
+        ssh_config = read_ssh_config(cfg.hostname, cfg.username, cfg.port)
+        self._known_paths = ssh_config.known_hosts_files(cfg.known_hosts)
+        known = self._read_known(self._known_paths)
+        client = cast(_KeyChecking, _key_checking_client()(
+            known, cfg.accept_new or ssh_config.accept_new))
         options: dict[str, object] = {
             "known_hosts": known,
             "agent_forwarding": False,
             "keepalive_interval": self._keepalive[0],
             "keepalive_count_max": self._keepalive[1],
-            "connect_timeout": self._connect_timeout,
+            "connect_timeout": ssh_config.connect_timeout or self._connect_timeout,
             "client_factory": lambda: client,
         }
         if cfg.port:
@@ -179,17 +196,25 @@ class SSHHost(Host):
         try:
             conn = await asyncssh.connect(cfg.hostname, **options)  # type: ignore[arg-type]
         except asyncssh.HostKeyNotVerifiable:
-            raise self._key_refusal(client) from None
+            raise self._key_refusal(client, ssh_config.proxy_jump) from None
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+            raise _LoginRefused(f"{self.name}: {unusable_identity(cfg.identity, exc)}") from None
         except asyncssh.PermissionDenied as exc:
             raise _LoginRefused(f"{self.name}: login refused ({exc.reason}); check the user, "
                                 "the key (--identity) and the agent") from None
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             raise HostError(f"{self.name}: cannot connect: {_describe(exc)}") from None
-        if client.offered and cfg.accept_new and not client.changed:
+        if client.offered and client.accept_new and not client.changed:
             self._record_key(*client.offered)
         return conn
 
-    def _key_refusal(self, client: _KeyChecking) -> HostKeyError:
+    def _key_refusal(self, client: _KeyChecking, proxy_jump: str = "") -> HostKeyError:
+        if client.offered is None and proxy_jump:
+            # Our check never saw a key: the connection refused was the jump host's, which
+            # asyncssh checks against ssh_config's known_hosts files.
+            return HostKeyError(f"{self.name}: the key of the jump host (ProxyJump "
+                                f"{proxy_jump}) is not in its known_hosts file; `ssh "
+                                f"{proxy_jump.split(',')[0]}` once records it")
         if client.offered is None:
             return HostKeyError(f"{self.name}: host key not verifiable")
         host, _addr, port, key = client.offered

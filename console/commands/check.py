@@ -5,7 +5,7 @@ passed; 1 WARNING, no link failed but one is `unknown` or `error`; 2 CRITICAL, a
 3 UNKNOWN, it could not run (bad usage or configuration, an unknown or unreadable profile or
 reference, an unreachable host). Human output: one line per link (status, id, summary), then
 the broken link and root cause, then the hints; colour only on a terminal (and never with
-NO_COLOR). `--json`: DESIGN.md's object.
+NO_COLOR). `--json`: docs/design.md's object.
 Never a traceback.
 """
 
@@ -28,11 +28,14 @@ from checks import (
     run_chain,
 )
 from checks.models import EXIT_UNKNOWN
-from console.commands.common import one_line
+from console.commands.common import EXPECTED as COMMON_EXPECTED
+from console.commands.common import emit
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
-from console.host import HostError
-from console.settings import ConfigError
+
+# `cli.main` reports these on one line with exit 3: UNKNOWN, the chain could not run.
+COULD_NOT_RUN = EXIT_UNKNOWN
+EXPECTED = (*COMMON_EXPECTED, ProfileError)
 
 _COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.UNKNOWN: "33", Status.ERROR: "35"}
 
@@ -88,23 +91,8 @@ async def _check(args: argparse.Namespace) -> ChainReport:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chain and print the result; the exit status per DESIGN.md."""
-    try:
-        report = asyncio.run(_check(args))
-    except (ConfigError, ProfileError) as exc:
-        print(f"vllm-console check: {one_line(exc)}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    except HostError as exc:
-        print(f"vllm-console check: {one_line(exc)}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    except Exception as exc:  # never a traceback: say what broke, and that it is ours
-        print(f"vllm-console check: could not run: {type(exc).__name__}: {one_line(exc)} "
-              "(please report this)", file=sys.stderr)
-        return EXIT_UNKNOWN
-    text = json.dumps(report.to_json(), indent=2) if getattr(args, "json", False) else \
-        render(report, colour=_use_colour(sys.stdout))
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:  # `check --json | head`: the reader left; that is not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """Run the chain and print the result; the exit status per docs/design.md."""
+    report = asyncio.run(_check(args))
+    emit(json.dumps(report.to_json(), indent=2) if getattr(args, "json", False) else
+         render(report, colour=_use_colour(sys.stdout)))
     return report.exit_code

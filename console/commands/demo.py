@@ -15,8 +15,9 @@ import socket
 import tempfile
 from pathlib import Path
 
-from console.commands.common import fail
-from console.commands.sim import list_scenarios
+from console.commands.common import CommandError, reason
+from console.commands.sim import check_scenario, list_scenarios
+from console.commands.tui import check_theme
 
 _signalled: list[int] = []
 
@@ -33,12 +34,12 @@ def free_port() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.sim import SCENARIOS, materialise, start_background, stop
+    from console.sim import materialise, start_background, stop
 
     if args.list:
         return list_scenarios()
-    if args.scenario not in SCENARIOS:
-        return fail(f"unknown scenario {args.scenario!r}; one of: {', '.join(SCENARIOS)}")
+    check_scenario(args.scenario)
+    check_theme(args.theme)
     root = Path(tempfile.mkdtemp(prefix="vllm-console-demo-"))
     # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the simulated server and
     # remove its tree: turn them into an orderly exit through the `finally` below.
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         record(tree, start_background(tree).pid)
         return open_console(tree, theme=args.theme, readonly=args.readonly)
     except OSError as exc:
-        return fail(f"cannot start the simulated host: {exc}")
+        raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
     finally:
         try:
             tree_root = root / "host"

@@ -14,7 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from console.commands.common import EXPECTED, fail, one_line
+from console.commands.common import CommandError, one_line
+from console.commands.tui import check_theme
 from console.settings import ConfigError, FleetSettings, HostsFile, load_hosts_file
 
 
@@ -34,14 +35,15 @@ def run(args: argparse.Namespace) -> int:
     from console.sources.fleet_query import query_fleet
     from console.sources.prometheus import PromError, Prometheus, check_selector
 
+    check_theme(args.theme)
+    path = Path(args.config).expanduser() if args.config else None
+    hosts = load_hosts_file(path, required=path is not None)
+    fleet = fleet_settings(args, hosts)
     try:
-        path = Path(args.config).expanduser() if args.config else None
-        hosts = load_hosts_file(path, required=path is not None)
-        fleet = fleet_settings(args, hosts)
         selector = check_selector(fleet.selector)
         prom = Prometheus(fleet.prometheus)
-    except (*EXPECTED, PromError) as exc:
-        return fail(str(exc))
+    except PromError as exc:  # cli.main says it on one line, exit 2
+        raise CommandError(str(exc)) from None
     if args.json:
         report = asyncio.run(query_fleet(prom, selector=selector, host_label=fleet.host_label,
                                          profile=fleet.profile))

@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import TextIO
 
-from console.commands.common import one_line
+from console.commands.common import EXPECTED as COMMON_EXPECTED
+from console.commands.common import CommandError, emit
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
-from console.host import HostError
 from console.restart import (
     Outcome,
     RestartError,
@@ -26,23 +25,17 @@ from console.restart import (
     plan_restart,
     restart,
 )
-from console.settings import ConfigError, HostConfig
+from console.settings import HostConfig
 
-
-def _say(text: str, out: TextIO | None = None) -> None:
-    print(text, file=out or sys.stdout, flush=True)
-
-
-def _fail(text: str) -> int:
-    _say(f"vllm-console restart: {one_line(text)}", sys.stderr)
-    return 2
+# `cli.main` reports these on one line with exit 2: the restart could not run.
+EXPECTED = (*COMMON_EXPECTED, RestartError)
 
 
 def _progress(step: RestartStep) -> None:
     if step.stage is Stage.PLANNED:
         return
     label = step.stage.value
-    _say(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
+    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
 
 
 def confirm(answer: str | None) -> bool:
@@ -51,9 +44,9 @@ def confirm(answer: str | None) -> bool:
 
 
 def _ask(plan: RestartPlan) -> bool:
-    _say(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
+    emit(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
     for line in plan.describe().splitlines():
-        _say(f"  {safe_text(line, 1000)}")
+        emit(f"  {safe_text(line, 1000)}")
     try:
         answer = input("Restart now? [y/N] ")
     except EOFError:
@@ -64,25 +57,25 @@ def _ask(plan: RestartPlan) -> bool:
 def report(result: RestartResult) -> None:
     """The outcome for a person: phase durations when it came up, the error lines when not."""
     if result.phases:
-        _say("start-up phases:")
+        emit("start-up phases:")
         for p in result.phases:
             took = f"{p.duration_s:7.2f}s" if p.duration_s is not None else "        "
             said = f" (vLLM: {p.reported_s:g} s)" if p.reported_s is not None else ""
-            _say(f"  {p.phase.value:<16} {took}{said}  {safe_text(p.detail, 200)}")
+            emit(f"  {p.phase.value:<16} {took}{said}  {safe_text(p.detail, 200)}")
     for note in result.notes:
-        _say(f"note: {safe_text(note, 500)}")
+        emit(f"note: {safe_text(note, 500)}")
     timing = f"stop {result.stop_s:.2f}s, " if result.stop_s is not None else ""
     timing += f"start-up {result.startup_s:.2f}s, " if result.startup_s is not None else ""
     timing += f"total {result.total_s:.2f}s"
     if result.ok:
-        _say(f"ready: {safe_text(result.reason, 500)} ({timing})")
+        emit(f"ready: {safe_text(result.reason, 500)} ({timing})")
         return
     err = sys.stderr
-    _say(f"{result.outcome.value}: {safe_text(result.reason, 1000)} ({timing})", err)
+    emit(f"{result.outcome.value}: {safe_text(result.reason, 1000)} ({timing})", err)
     if result.error_lines:
-        _say(f"from {result.log} after the restart marker:", err)
+        emit(f"from {result.log} after the restart marker:", err)
         for line in result.error_lines:
-            _say(f"  {safe_text(line, 1000)}", err)
+            emit(f"  {safe_text(line, 1000)}", err)
 
 
 async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
@@ -91,13 +84,11 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
         await host.connect()
         plan = await plan_restart(host, config, trace=bool(args.trace))
         if not args.yes and not await asyncio.to_thread(_ask, plan):
-            return _fail("cancelled: nothing was changed")
+            raise CommandError("cancelled: nothing was changed")
         if args.yes:
-            _say(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
+            emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
         result = await restart(host, config, trace=bool(args.trace), plan=plan,
                                on_progress=_progress)
-    except (RestartError, HostError) as exc:
-        return _fail(str(exc))
     finally:
         await host.close()
     report(result)
@@ -105,14 +96,11 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = host_config_from_args(args)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    config = host_config_from_args(args)
     if config.readonly:
-        return _fail("refused: --readonly forbids restarting (no restart, no writes)")
+        raise CommandError("refused: --readonly forbids restarting (no restart, no writes)")
     if not args.yes and not (sys.stdin is not None and sys.stdin.isatty()):
-        return _fail("not asking without a terminal: pass --yes to restart without "
-                     "confirmation")
+        raise CommandError("not asking without a terminal: pass --yes to restart without "
+                           "confirmation")
     code = asyncio.run(_restart(config, args))
     return code if code in (0, 1, 2) else Outcome.ERROR.exit_status

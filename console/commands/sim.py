@@ -6,28 +6,35 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.commands.common import fail
+from console.commands.common import CommandError, emit, reason
 
 
 def list_scenarios() -> int:
     from console.sim import SCENARIOS
 
     for name, scenario in SCENARIOS.items():
-        print(f"{name:<30} {scenario.description}")
+        emit(f"{name:<30} {scenario.description}")
     return 0
 
 
+def check_scenario(name: str) -> None:
+    from console.sim import SCENARIOS
+
+    if name not in SCENARIOS:
+        raise CommandError(f"unknown scenario {name!r}; one of: {', '.join(SCENARIOS)}")
+
+
 def run(args: argparse.Namespace) -> int:
-    from console.sim import SCENARIOS, materialise, run_foreground
+    from console.sim import materialise, run_foreground
 
     if args.list:
         return list_scenarios()
     if not args.root:
-        return fail("sim needs --root DIR (where to write the simulated host)")
-    if args.scenario not in SCENARIOS:
-        return fail(f"unknown scenario {args.scenario!r}; one of: {', '.join(SCENARIOS)}")
+        raise CommandError("sim needs --root DIR (where to write the simulated host)")
+    check_scenario(args.scenario)
     try:
         tree = materialise(args.scenario, Path(args.root), port=args.port)
     except (OSError, ValueError) as exc:
-        return fail(f"cannot write the simulated host into {args.root}: {exc}")
+        raise CommandError(f"cannot write the simulated host into {args.root}: "
+                           f"{reason(exc)}") from None
     return run_foreground(tree)

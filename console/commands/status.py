@@ -4,7 +4,7 @@ GPUs (and where the figures come from, or why there are none), the serve process
 state and uptime, the engine config of the current run, the spec-decode figures, the load (and
 whether the log or `/metrics` gave it) and the current run's errors. Exit 0, or 2 when it could
 not run (bad usage or configuration, an unreachable host, no Python on it): one line on stderr,
-never a traceback. `--json` prints DESIGN.md's object exactly; the text says the same.
+never a traceback. `--json` prints docs/design.md's object exactly; the text says the same.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from typing import Any
 
-from console.commands.common import one_line
+from console.commands.common import emit
 from console.connect import host_config_from_args, make_host
 from console.display import safe_text
-from console.host import HostError
-from console.settings import ConfigError
 from console.telemetry.oneshot import collect_status
 from console.telemetry.snapshot import HostSnapshot
 from console.telemetry.startup import format_duration
@@ -111,17 +108,8 @@ async def _collect(args: argparse.Namespace) -> HostSnapshot:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one snapshot; 0, or 2 when it could not run."""
-    try:
-        snap = asyncio.run(_collect(args))
-    except (ConfigError, HostError) as exc:
-        print(f"vllm-console status: {one_line(exc)}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # the contract: a one-line reason, never a traceback
-        print(f"vllm-console status: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
-        return 2
-    if getattr(args, "json", False):
-        print(json.dumps(snap.status_json(), indent=2))
-    else:
-        print(render(snap))
+    """Print one snapshot; 0 (`cli.main` says why, with 2, when it could not run)."""
+    snap = asyncio.run(_collect(args))
+    emit(json.dumps(snap.status_json(), indent=2) if getattr(args, "json", False) else
+         render(snap))
     return 0

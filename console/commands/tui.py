@@ -6,9 +6,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.commands.common import EXPECTED, fail
+from console.commands.common import CommandError
 from console.connect import host_config_from_args, make_host
-from console.settings import ConfigError, HostsFile, load_hosts_file
+from console.settings import HostsFile, default_hosts_path, load_hosts_file
+
+
+def check_theme(name: str | None) -> None:
+    """Refuse a theme the console does not have, naming those it has (Textual would fall back
+    to the default without a word)."""
+    from themes import THEMES
+
+    if name is not None and name not in THEMES:
+        raise CommandError(f"unknown theme {name!r}; one of: {', '.join(THEMES)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -16,27 +25,30 @@ def run(args: argparse.Namespace) -> int:
     from console.session import HostSession
     from console.sources.url import url_session
 
-    def session(name: str, hosts: HostsFile) -> HostSession:
-        entry = hosts.hosts.get(name)
+    def session(name: str | None, hosts: HostsFile) -> HostSession:
+        """A session on the hosts-file entry `name`, or on the HOST typed (None)."""
+        key = name or args.host
+        entry = hosts.hosts.get(key)
         if entry is not None and entry.url and not entry.ssh and not entry.local:
-            return url_session(name, entry.url, entry)  # URL-only: no SSH
+            return url_session(key, entry.url, entry)  # URL-only: no SSH
         config = host_config_from_args(args, name)
         return HostSession(config, make_host(config))
 
-    try:
-        path = Path(args.config).expanduser() if args.config else None
-        hosts = load_hosts_file(path, required=path is not None)
-        if args.host:
-            sessions = [session(args.host, hosts)]
-        elif args.url:
-            sessions = [url_session(args.url, args.url)]
-        else:
-            if not hosts.hosts:
-                raise ConfigError("no HOST given and no hosts in the hosts file "
-                                  "(see `vllm-console --help`; try `vllm-console demo`)")
-            sessions = [session(name, hosts) for name in hosts.hosts]
-    except EXPECTED as exc:
-        return fail(str(exc))
+    check_theme(args.theme)
+    path = Path(args.config).expanduser() if args.config else default_hosts_path()
+    hosts = load_hosts_file(path, required=args.config is not None)
+    if args.host:
+        sessions = [session(None, hosts)]
+    elif args.url:
+        sessions = [url_session(args.url, args.url)]
+    else:
+        if not hosts.hosts:
+            said = "has no hosts" if path.exists() else "does not exist"
+            raise CommandError(f"no HOST given and the hosts file {path} {said}: "
+                               f"`vllm-console init` writes a commented one to fill in, "
+                               f"`vllm-console HOST` opens one host, `vllm-console --url URL` "
+                               f"one server without SSH, `vllm-console demo` tries it offline")
+        sessions = [session(name, hosts) for name in hosts.hosts]
     app = ConsoleApp(sessions, theme=args.theme)
     app.run()
     return app.return_code or 0

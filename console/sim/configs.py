@@ -1,8 +1,9 @@
 """The model configs a simulated host puts on disk: the Qwen3.6-27B target and its DFlash drafter,
 in the z-lab native layout or the speculators layout.
 
-Values follow VLLM_FACTS.md ("Draft and target configs"). The drafter's *trained* truth (what its
-weights expect) is `checkpoint_truth()`; the fake engine compares what it actually builds with it.
+Values follow docs/vllm-facts.md ("Draft and target configs"). The drafter's *trained* truth (what
+its weights expect) is `checkpoint_truth()`; the fake engine compares what it actually builds with
+it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ LinkStatus = Literal["pass", "fail", "unknown", "error"]
 
 LINK_IDS = ("code-present", "fields-extracted", "runtime-activation", "config-correct")
 
-#: The right DFlash drafter for Qwen3.6-27B (z-lab/Qwen3.6-27B-DFlash); VLLM_FACTS.md.
+#: The right DFlash drafter for Qwen3.6-27B (z-lab/Qwen3.6-27B-DFlash); docs/vllm-facts.md.
 RIGHT_MASK_TOKEN_ID = 248070
 RIGHT_TARGET_LAYER_IDS = (1, 16, 31, 46, 61)
 RIGHT_LAYER_TYPES = ("sliding_attention",) * 4 + ("full_attention",)

@@ -1,7 +1,7 @@
 """`HostSnapshot`: everything known about one host at one instant, immutable.
 
 Panes render it (or the piece an event carries); `status_json()` is the `status --json` object
-of DESIGN.md, exactly: what is not known is null, never guessed.
+of docs/design.md, exactly: what is not known is null, never guessed.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class HostSnapshot:
         return round(max(0.0, now - started), 1)
 
     def status_json(self) -> dict[str, Any]:
-        """The `status --json` object (DESIGN.md)."""
+        """The `status --json` object (docs/design.md)."""
         engine = self.run.engine_json()
         # What the log does not say (not readable, not written yet), the command line does.
         if engine["model"] is None:

@@ -148,7 +148,7 @@ def _statuses(report: ChainReport) -> dict[str, str]:
 
 
 def _plugin_status(links: dict[str, str]) -> int:
-    """DESIGN.md's exit status for these verdicts: 0 OK, 1 WARNING, 2 CRITICAL."""
+    """docs/design.md's exit status for these verdicts: 0 OK, 1 WARNING, 2 CRITICAL."""
     if "fail" in links.values():
         return 2
     return 0 if set(links.values()) == {"pass"} else 1
@@ -366,7 +366,7 @@ def _run_check(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_check_exit_status_is_the_monitoring_plugin_convention(
         sshd: Sshd, sims: dict[str, Running], tmp_path: Path) -> None:
-    """0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (DESIGN.md), each as a separate process."""
+    """0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (docs/design.md), each as a separate process."""
     if sshd.proc is None:
         sshd.start()
     verdicts = {}

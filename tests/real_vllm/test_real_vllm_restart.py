@@ -188,7 +188,7 @@ def test_orphans_of_a_killed_api_server_are_found_stopped_and_replaced(lab: Lab)
         time.sleep(0.1)
     time.sleep(1)
     orphans = [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert orphans, "SIGKILL to the API server leaves its engine running (REAL_VLLM.md)"
+    assert orphans, "SIGKILL to the API server leaves its engine running (docs/real-vllm.md)"
     # The API server's children are re-parented to pid 1; the Worker stays the EngineCore's.
     alive = {p.pid for p in orphans}
     assert all(p.ppid() == 1 or p.ppid() in alive for p in orphans)

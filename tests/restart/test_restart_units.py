@@ -4,7 +4,6 @@ preflight) on this machine."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from checks.trace import parse_trace_line
+from console.cli import main
 from console.commands import restart as restart_command
 from console.hostside.procfs import read_proc, service_in_cgroup
 from console.hostside.restart.status import take_lock
@@ -454,24 +454,15 @@ async def test_readonly_refuses_without_touching_the_host() -> None:
     assert "read-only" in result.reason
 
 
-def _args(**changes: object) -> argparse.Namespace:
-    from console.cli import build_parser
-
-    args = build_parser().parse_args(["restart", "somehost", "--local"])
-    for key, value in changes.items():
-        setattr(args, key, value)
-    return args
-
-
 def test_cli_readonly_refuses(capsys: pytest.CaptureFixture[str]) -> None:
-    assert restart_command.run(_args(readonly=True, yes=True)) == 2
+    assert main(["restart", "somehost", "--local", "--readonly", "--yes"]) == 2
     assert "--readonly" in capsys.readouterr().err
 
 
 def test_cli_without_a_terminal_asks_for_yes(capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115
-    assert restart_command.run(_args()) == 2
+    assert main(["restart", "somehost", "--local"]) == 2
     assert "pass --yes" in capsys.readouterr().err
 
 

@@ -1,6 +1,6 @@
-"""The parsers wired into telemetry, on real-format vLLM lines (VLLM_FACTS.md): the current run's
-engine config, spec decode in its three states (zeros never shown as data), start-up phases timed
-by the log's own stamps, failures, and a new run resetting it all."""
+"""The parsers wired into telemetry, on real-format vLLM lines (docs/vllm-facts.md): the current
+run's engine config, spec decode in its three states (zeros never shown as data), start-up phases
+timed by the log's own stamps, failures, and a new run resetting it all."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_only_the_newest_throughput_line_of_a_batch_is_read() -> None:
 # -- the current run: one rule with the chain (issue 19) ------------------------------------------
 
 API_NOPREFIX = "(APIServer pid=4242) INFO 05-14 10:{}:{} [utils.py:253] "
-# vLLM 0.31+: the API server's uncaught traceback carries no prefix (VLLM_FACTS.md).
+# vLLM 0.31+: the API server's uncaught traceback carries no prefix (docs/vllm-facts.md).
 CONFIG_ERROR = [
     "Traceback (most recent call last):",
     '  File "/v/bin/vllm", line 8, in <module>',
