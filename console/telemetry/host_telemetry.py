@@ -35,21 +35,7 @@ from console.parsers.engine import SpeculativeSettings
 from console.parsers.metrics import MetricsSnapshot
 from console.remote_scripts import RemoteScripts
 from console.settings import HostConfig, ServeSettings
-from console.telemetry.events import (
-    AgentChanged,
-    GpuSampled,
-    LinkChanged,
-    LoadSampled,
-    LogLinesReceived,
-    LogSourceChanged,
-    ReadinessChanged,
-    RunUpdated,
-    ServeTreeChanged,
-    ServeWarning,
-    SpecDecodeUpdated,
-    StartupProgress,
-    TelemetryEvent,
-)
+from console.telemetry import events as ev
 from console.telemetry.http import ServeUrl
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import Changed, RunLog
@@ -68,7 +54,7 @@ from console.telemetry.startup import STALL_AFTER_S
 
 MIB = 1024 * 1024
 
-OnEvent = Callable[[TelemetryEvent], None]
+OnEvent = Callable[[ev.TelemetryEvent], None]
 
 
 @dataclass(frozen=True)
@@ -164,7 +150,7 @@ class HostTelemetry:
     def _update(self, **changes: object) -> None:
         self._snapshot = replace(self._snapshot, **changes)  # type: ignore[arg-type]
 
-    def _emit(self, event: TelemetryEvent) -> None:
+    def _emit(self, event: ev.TelemetryEvent) -> None:
         if self._on_event is not None:
             self._on_event(event)
 
@@ -201,7 +187,7 @@ class HostTelemetry:
         if self._on_event is None:
             return
         self._update(link=link)
-        self._emit(LinkChanged(self.host.name, link))
+        self._emit(ev.LinkChanged(self.host.name, link))
 
     async def _retry(self, attempt: int) -> None:
         delay = backoff(attempt)
@@ -237,20 +223,20 @@ class HostTelemetry:
 
     def _set_agent(self, status: AgentStatus) -> None:
         self._update(agent=status)
-        self._emit(AgentChanged(self.host.name, status))
+        self._emit(ev.AgentChanged(self.host.name, status))
 
     async def _sample(self, sample: AgentSample) -> None:
         self.clock.observe_host_time(sample.ts, sample.received)
         previous = self._snapshot.sample
         self._update(sample=sample)
-        self._emit(GpuSampled(self.host.name, sample))
+        self._emit(ev.GpuSampled(self.host.name, sample))
         tree = sample.serve
         root_changed = tree.root != self._root
         if root_changed:
             self._root = tree.root
             await self._resolve(tree)
         if root_changed or previous is None or previous.serve.shape != tree.shape:
-            self._emit(ServeTreeChanged(self.host.name, tree, self._snapshot.serve))
+            self._emit(ev.ServeTreeChanged(self.host.name, tree, self._snapshot.serve))
 
     async def _resolve(self, tree: ServeTree) -> None:
         """A new serve process (or none): where its log is, its URL, what it asked for."""
@@ -270,7 +256,7 @@ class HostTelemetry:
             except DiscoveryError:
                 info = serve_info_from_tree(settings, tree)
             for warning in info.warnings:
-                self._emit(ServeWarning(self.host.name, warning))
+                self._emit(ev.ServeWarning(self.host.name, warning))
             self.metrics.reset()
             if info.speculative is not None and self.run_log.spec.configure(
                     info.speculative, authoritative=False):
@@ -289,7 +275,7 @@ class HostTelemetry:
             # Another file: what the old one said about "the current run" no longer holds.
             self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
             self._update(run=self.run_log.info)
-            self._emit(RunUpdated(self.host.name, self.run_log.info, True))
+            self._emit(ev.RunUpdated(self.host.name, self.run_log.info, True))
             self._spec_changed()
             self._startup_changed(force=True)
         opts = self.options
@@ -301,7 +287,7 @@ class HostTelemetry:
         self._follow_task = asyncio.create_task(self._follow_loop(follower),
                                                 name=f"telemetry-log {path}")
         self._update(follow=follower.state)
-        self._emit(LogSourceChanged(self.host.name, path, follower.state))
+        self._emit(ev.LogSourceChanged(self.host.name, path, follower.state))
 
     async def _follow_loop(self, follower: LogFollower) -> None:
         """Run the follower; should it ever fail on something unforeseen, say so and go on
@@ -311,7 +297,7 @@ class HostTelemetry:
                 await follower.run(lambda batch: self._batch(follower, batch))
                 return
             except Exception as exc:  # a bug must not silently end the log view
-                self._emit(LogSourceChanged(self.host.name, follower.path, FollowState.STOPPED,
+                self._emit(ev.LogSourceChanged(self.host.name, follower.path, FollowState.STOPPED,
                                             f"{type(exc).__name__}: {exc}"))
                 await asyncio.sleep(1.0)
 
@@ -328,8 +314,8 @@ class HostTelemetry:
         name = self.host.name
         if follower.state is not self._snapshot.follow:
             self._update(follow=follower.state)
-            self._emit(LogSourceChanged(name, follower.path, follower.state))
-        self._emit(LogLinesReceived(name, batch, tuple(notable)))
+            self._emit(ev.LogSourceChanged(name, follower.path, follower.state))
+        self._emit(ev.LogLinesReceived(name, batch, tuple(notable)))
         if changed & Changed.NEW_RUN:
             self.metrics.reset()
             spec = self._snapshot.serve.speculative
@@ -337,7 +323,7 @@ class HostTelemetry:
                 self.run_log.spec.configure(spec, authoritative=False)
         if changed & (Changed.RUN | Changed.NEW_RUN):
             self._update(run=self.run_log.info)
-            self._emit(RunUpdated(name, self.run_log.info, bool(changed & Changed.NEW_RUN)))
+            self._emit(ev.RunUpdated(name, self.run_log.info, bool(changed & Changed.NEW_RUN)))
         if changed & Changed.SPEC:
             self._spec_changed()
         throughput = self.run_log.info.throughput
@@ -349,7 +335,7 @@ class HostTelemetry:
     def _spec_changed(self) -> None:
         state = self.run_log.spec.state()
         self._update(spec_decode=state)
-        self._emit(SpecDecodeUpdated(self.host.name, state))
+        self._emit(ev.SpecDecodeUpdated(self.host.name, state))
 
     def _running(self) -> bool | None:
         sample = self._snapshot.sample
@@ -360,7 +346,7 @@ class HostTelemetry:
         old = self._snapshot.startup
         if force or status.state is not old.state or status.text != old.text:
             self._update(startup=status)
-            self._emit(StartupProgress(self.host.name, status))
+            self._emit(ev.StartupProgress(self.host.name, status))
 
     async def _tick_loop(self) -> None:
         while True:
@@ -399,7 +385,7 @@ class HostTelemetry:
         self._update(readiness=readiness)
         if (readiness.health, readiness.http_status, readiness.models, readiness.url) != (
                 old.health, old.http_status, old.models, old.url):
-            self._emit(ReadinessChanged(self.host.name, readiness))
+            self._emit(ev.ReadinessChanged(self.host.name, readiness))
         if url is None or not readiness.ready:
             return False
         await self._scrape(url, now)
@@ -428,4 +414,4 @@ class HostTelemetry:
         old = self._snapshot.load
         load = old.merged(load) if old is not None else load
         self._update(load=load)
-        self._emit(LoadSampled(self.host.name, load))
+        self._emit(ev.LoadSampled(self.host.name, load))
