@@ -18,33 +18,15 @@ from pathlib import Path
 import psutil
 
 from benchmarks.bench_follower import FLOODS, WRITER
+from benchmarks.stamps import pct, stamp_of
 from tests.sshd import Sshd, chown_to, start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS_LINE = FLOODS["access"]
 DEBUG_LINE = FLOODS["debug"]
-__all__ = ["ACCESS_LINE", "DEBUG_LINE", "WRITER", "ROOT", "chown_to"]
+__all__ = ["ACCESS_LINE", "DEBUG_LINE", "WRITER", "ROOT", "chown_to", "pct", "stamp_of"]
 
 
-def pct(values: Sequence[float], p: float) -> float:
-    """The p-th percentile (nearest rank) of `values`; -1 when there are none."""
-    if not values:
-        return -1.0
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, int(round(p / 100 * len(ordered) + 0.5)) - 1))
-    return round(ordered[rank], 2)
-
-
-def stamp_of(text: str) -> tuple[int, int] | None:
-    """(line number, write time in ns) of a line the flood writer wrote, else None."""
-    at = text.rfind(" t=")
-    if at < 0:
-        return None
-    n_at = text.rfind("n=", 0, at)
-    try:
-        return int(text[n_at + 2:at]), int(text[at + 3:].split(None, 1)[0])
-    except (ValueError, IndexError):
-        return None
 
 
 def peak_rss_mb() -> float:

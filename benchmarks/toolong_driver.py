@@ -1,7 +1,8 @@
 """toolong following a flooded file, headless: the peer the console's log path is compared with.
 
 Runs with toolong's own interpreter (a separate venv: toolong pins a Textual the console cannot
-share), so it imports nothing of this project and prints one JSON line:
+share), so it imports nothing of this project but the stdlib-only `benchmarks/stamps.py`,
+and prints one JSON line:
 
     VENV/bin/python benchmarks/toolong_driver.py WRITER_PY LOG RATE SECONDS LINE [--keys]
         [--marks 100000,1000000]
@@ -29,24 +30,8 @@ from toolong.log_lines import LogLines
 from toolong.log_view import LogView
 from toolong.ui import UI
 
-
-def stamp_of(text: str) -> tuple[int, int] | None:
-    at = text.rfind(" t=")
-    if at < 0:
-        return None
-    n_at = text.rfind("n=", 0, at)
-    try:
-        return int(text[n_at + 2:at]), int(text[at + 3:].split(None, 1)[0])
-    except (ValueError, IndexError):
-        return None
-
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return -1.0
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, int(round(p / 100 * len(ordered) + 0.5)) - 1))
-    return round(ordered[rank], 2)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for benchmarks/stamps.py
+from benchmarks.stamps import pct, stamp_of  # noqa: E402
 
 
 def peak_rss_mb() -> float:
