@@ -35,14 +35,14 @@ from typing import Any
 from benchmarks.bench_check import MB, append_traffic, inflate_install, write_old_runs
 from benchmarks.bench_start import console_argv
 from benchmarks.common import emit, private_sshd
-from benchmarks.simhosts import set_knobs, start_as
+from benchmarks.simhosts import set_knobs
 from checks import run_chain
 from console.commands.demo import free_port
 from console.settings import ServeSettings
 from console.sim.runner import stop, wait_ready
 from console.sim.tree import SimTree, materialise
 from console.ssh_host import SSHHost
-from tests.sshd import chown_to, ensure_login_user
+from tests.sshd import chown_to, ensure_login_user, start_as
 
 CACHE = Path(os.environ.get("VC_BENCH_CACHE", "/tmp/vc-bench-cache"))
 SIM_SOURCE = Path(__file__).resolve().parent.parent / "console" / "sim"

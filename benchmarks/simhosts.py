@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import pwd
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -18,23 +16,7 @@ from console.commands.demo import free_port
 from console.settings import HostConfig
 from console.sim.runner import stop, wait_ready
 from console.sim.tree import SimTree, materialise
-from tests.sshd import Sshd, chown_to
-
-
-def start_as(tree: SimTree, user: str) -> subprocess.Popen[bytes]:
-    """Launch the tree's `vllm serve` as `user`, output appended to its log."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.path.expanduser(f"~{user}"),
-           "LANG": "C.UTF-8", **tree.serve_env()}
-    tree.log.parent.mkdir(parents=True, exist_ok=True)
-    tree.log.touch()
-    chown_to(tree.log.parent, user)
-    kwargs: dict[str, object] = {}
-    if os.geteuid() == 0:
-        kwargs = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
-    with open(tree.log, "ab") as log:
-        return subprocess.Popen(tree.serve_argv(), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=tree.root, env=env,
-                                start_new_session=True, **kwargs)  # type: ignore[call-overload]
+from tests.sshd import Sshd, chown_to, start_as
 
 
 def set_knobs(tree: SimTree, **knobs: object) -> None:

@@ -18,8 +18,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.settings import HostConfig
+
+if TYPE_CHECKING:
+    from console.sim.tree import SimTree
 
 TEST_USER = "vcssh"
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
@@ -158,6 +162,22 @@ class Sshd:
 def chown_to(path: Path, user: str) -> None:
     if os.geteuid() == 0:
         subprocess.run(["chown", "-R", f"{user}:", str(path)], check=True)
+
+def start_as(tree: SimTree, user: str) -> subprocess.Popen[bytes]:
+    """Launch the tree's `vllm serve` as `user` (as an operator would), output to its log."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.path.expanduser(f"~{user}"),
+           "LANG": "C.UTF-8", **tree.serve_env()}
+    tree.log.parent.mkdir(parents=True, exist_ok=True)
+    tree.log.touch()
+    chown_to(tree.log.parent, user)
+    kwargs: dict[str, object] = {}
+    if os.geteuid() == 0:
+        kwargs = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+    with open(tree.log, "ab") as log:
+        return subprocess.Popen(tree.serve_argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tree.root, env=env,
+                                start_new_session=True, **kwargs)  # type: ignore[call-overload]
+
 
 
 def _descendants(pid: int) -> list[int]:

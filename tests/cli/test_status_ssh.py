@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import ctypes.util
 import json
-import os
-import pwd
 import re
 import subprocess
 import sys
@@ -28,7 +26,7 @@ import pytest
 from console.parsers.startup import StartupPhase
 from console.sim.runner import stop, wait_ready
 from console.sim.tree import SimTree, materialise
-from tests.sshd import Sshd, chown_to, free_port
+from tests.sshd import Sshd, chown_to, free_port, start_as
 
 pytestmark = pytest.mark.ssh
 
@@ -49,21 +47,6 @@ STARTING = "starting"  # the healthy scenario, with a start-up that takes ten mi
 SCENARIOS = ("incident", "healthy", FAILING, STARTING)
 HAS_NVML = ctypes.util.find_library("nvidia-ml") is not None
 
-
-def start_as(tree: SimTree, user: str) -> subprocess.Popen[bytes]:
-    """Launch the tree's `vllm serve` as `user`, output to its log, as an operator would."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.path.expanduser(f"~{user}"),
-           "LANG": "C.UTF-8", **tree.serve_env()}
-    tree.log.parent.mkdir(parents=True, exist_ok=True)
-    tree.log.touch()
-    chown_to(tree.log.parent, user)
-    kwargs: dict[str, object] = {}
-    if os.geteuid() == 0:
-        kwargs = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
-    with open(tree.log, "ab") as log:
-        return subprocess.Popen(tree.serve_argv(), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=tree.root, env=env,
-                                start_new_session=True, **kwargs)  # type: ignore[call-overload]
 
 
 def host_entry(sshd: Sshd, name: str, tree: SimTree, log: bool) -> str:

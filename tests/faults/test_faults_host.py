@@ -35,7 +35,6 @@ from console.telemetry import (
     ServeTreeChanged,
     TelemetryOptions,
 )
-from tests.cli.test_status_ssh import start_as
 from tests.fault_support import (
     NumberedWriter,
     Recorder,
@@ -43,7 +42,7 @@ from tests.fault_support import (
     pids_with_env,
     record_figure,
 )
-from tests.sshd import Sshd, chown_to, free_port
+from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tcp_proxy import TcpProxy, proxied_config
 
 pytestmark = pytest.mark.ssh

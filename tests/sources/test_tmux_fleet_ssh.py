@@ -10,9 +10,8 @@ import pytest
 
 from console.sim import stop
 from console.sim.tree import materialise
-from tests.cli.test_status_ssh import start_as
 from tests.prometheus import Job, running_prometheus
-from tests.sshd import Sshd, chown_to, free_port
+from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env
 
 pytestmark = [pytest.mark.ssh, pytest.mark.tmux]

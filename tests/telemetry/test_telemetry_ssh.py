@@ -36,8 +36,7 @@ from console.telemetry import (
     TelemetryEvent,
     TelemetryOptions,
 )
-from tests.cli.test_status_ssh import start_as
-from tests.sshd import Sshd, chown_to, free_port
+from tests.sshd import Sshd, chown_to, free_port, start_as
 
 pytestmark = pytest.mark.ssh
 
