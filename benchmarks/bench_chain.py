@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmarks.bench_check import MB, append_traffic, inflate_install, write_old_runs
 from benchmarks.bench_start import console_argv
-from benchmarks.common import emit, private_sshd
+from benchmarks.common import private_sshd, report
 from benchmarks.simhosts import set_knobs
 from checks import run_chain
 from console.commands.demo import free_port
@@ -149,11 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     result = bench(opts.log_mb, opts.files, opts.install_mb, opts.runs)
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>18}: {value}")
+    report(result, opts.json, width=18)
     return 0
 
 

@@ -27,7 +27,7 @@ import psutil
 from textual.widgets import DataTable
 
 from benchmarks.bench_screen import ScreenProbe, host_screen_keys, key_figures, press_keys
-from benchmarks.common import CpuMeter, emit, peak_rss_mb, private_sshd, rss_mb
+from benchmarks.common import CpuMeter, peak_rss_mb, private_sshd, report, rss_mb
 from benchmarks.simhosts import sim_hosts
 from console.app import ConsoleApp
 from console.host import ConnectionState
@@ -109,11 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     result = asyncio.run(fleet(opts.hosts, opts.settle, opts.seconds))
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>18}: {value}")
+    report(result, opts.json, width=18)
     return 0
 
 

@@ -47,11 +47,11 @@ from benchmarks.common import (
     CpuMeter,
     chown_to,
     cpu_s,
-    emit,
     find_pids,
     pct,
     peak_rss_mb,
     private_sshd,
+    report,
     rss_mb,
     stamp_of,
     writer_argv,
@@ -362,11 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = asyncio.run(flood(opts.rate, opts.seconds, keys=opts.keys, local=opts.local,
                                    line=line))
-    if opts.json:
-        emit(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:>22}: {value}")
+    report(result, opts.json, width=22)
     return 0
 
 

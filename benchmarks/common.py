@@ -163,11 +163,11 @@ def emit(result: object) -> None:
     sys.stdout.flush()
 
 
-def report(result: dict[str, object], as_json: bool, unit: str = "") -> None:
+def report(result: dict[str, object], as_json: bool, unit: str = "", width: int = 20) -> None:
     """A benchmark's result for its caller (`--json`: one JSON line) or for a person (each value
-    followed by `unit` when all share one)."""
+    followed by `unit` when all share one, the keys right-aligned in `width` columns)."""
     if as_json:
         emit(result)
     else:
         for key, value in result.items():
-            print(f"{key:>20}: {value}{f' {unit}' if unit else ''}")
+            print(f"{key:>{width}}: {value}{f' {unit}' if unit else ''}")
