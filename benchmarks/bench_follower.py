@@ -41,6 +41,7 @@ from benchmarks.bench_agent import cpu_s  # noqa: E402
 from console.follower import LogBatch, LogFollower  # noqa: E402
 from console.ssh_host import SSHHost  # noqa: E402
 from console.telemetry.run_log import RunLog  # noqa: E402
+from tests.follower_support import running  # noqa: E402
 from tests.sshd import Sshd, chown_to, start_sshd  # noqa: E402
 
 # What floods a serve log: the access log of a busy server (one line per request, skipped
@@ -124,8 +125,7 @@ async def follow(sshd: Sshd, log: Path, rate: float, seconds: float, flood: str,
     host = SSHHost(sshd.host_config())
     consumer = Consumer(parse)
     follower = LogFollower(host, str(log), start="end", max_lines=max_lines)
-    task = asyncio.create_task(follower.run(consumer))
-    try:
+    async with running(follower, consumer):
         async with asyncio.timeout(20):
             while follower.position is None:
                 await asyncio.sleep(0.01)
@@ -147,12 +147,6 @@ async def follow(sshd: Sshd, log: Path, rate: float, seconds: float, flood: str,
             cpu1, t1 = remote_cpu_s(remote), time.monotonic()
             await asyncio.sleep(idle_s)
             idle_cpu = 100 * (remote_cpu_s(remote) - cpu1) / (time.monotonic() - t1)
-    finally:
-        follower.stop()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await host.close()
     lat = sorted(consumer.latencies)
     return {"offered_lines_per_s": round(written / write_s),
             "parsed_lines_per_s": round(written / (write_s + behind_s)),

@@ -5,13 +5,13 @@ in order."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 
 import pytest
 
 from console.follower import FollowState, LogBatch, LogFollower, NoticeKind
 from console.ssh_host import SSHHost
+from tests.follower_support import running
 from tests.sshd import Sshd
 
 pytestmark = pytest.mark.ssh
@@ -47,27 +47,22 @@ async def test_killed_sshd_resumes_with_no_gap_and_no_duplicate(sshd: Sshd) -> N
             while not predicate():
                 await asyncio.sleep(0.02)
 
-    task = asyncio.create_task(follower.run(collect))
     try:
-        await write(1000)
-        await until(lambda: len(lines) >= 600)
-        sshd.kill()  # mid-stream: the writer has not finished
-        await write(1000)
-        await until(lambda: follower.state is FollowState.RECONNECTING)
-        await write(400)
-        log.rename(log.with_name("serve.log.1"))  # rotated while the link is down
-        await write(600)
-        sshd.start()
-        await until(lambda: len(lines) >= written, timeout=30)
-        await write(200)
-        await until(lambda: len(lines) >= written)
-        await asyncio.sleep(0.2)
+        async with running(follower, collect):
+            await write(1000)
+            await until(lambda: len(lines) >= 600)
+            sshd.kill()  # mid-stream: the writer has not finished
+            await write(1000)
+            await until(lambda: follower.state is FollowState.RECONNECTING)
+            await write(400)
+            log.rename(log.with_name("serve.log.1"))  # rotated while the link is down
+            await write(600)
+            sshd.start()
+            await until(lambda: len(lines) >= written, timeout=30)
+            await write(200)
+            await until(lambda: len(lines) >= written)
+            await asyncio.sleep(0.2)
     finally:
-        follower.stop()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await host.close()
         if sshd.proc is None:
             sshd.start()
     assert lines == [f"line {i:06d} \u2713" for i in range(written)]
