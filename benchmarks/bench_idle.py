@@ -102,10 +102,7 @@ def bench(settle: float, seconds: float) -> dict[str, Any]:
             sent1, recv1 = link_bytes(sshd.port)
             cpu = {role: meter.read() for role, meter in meters.items()}
             rss = rss_mb(pid)
-            term.keys("q")
-            deadline = time.monotonic() + 15
-            while term.alive() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            term.quit()
         finally:
             term.stop()
     return {"console_cpu_pct": cpu["console"], "agent_cpu_pct": cpu["agent"],

@@ -59,10 +59,7 @@ def time_marks(argv: list[str], tmp: Path, timeout: float = 30.0) -> dict[str, f
                 if name not in found and seen(screen):
                     found[name] = round(now, 3)
             time.sleep(0.005)
-        term.keys("q")
-        quit_deadline = time.monotonic() + 15
-        while term.alive() and time.monotonic() < quit_deadline:
-            time.sleep(0.1)
+        term.quit()
     finally:
         term.stop()
     return {name: found.get(name, -1.0) for name in MARKS}

@@ -68,6 +68,14 @@ class Terminal:
         out = self._tmux("list-panes", "-t", "main", "-F", "#{pane_dead}", check=False).stdout
         return out.strip() == "0"
 
+    def quit(self, timeout: float = 15.0) -> bool:
+        """Press `q` and wait up to `timeout` seconds for the program to exit; whether it did."""
+        self.keys("q")
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return not self.alive()
+
     def stop(self) -> None:
         self._tmux("kill-server", check=False)
 

@@ -46,11 +46,7 @@ def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None
         assert "GPU0" in screen
         assert "mask_token_id" in screen
         assert "SpecDecoding metrics" in screen
-        term.keys("q")
-        deadline = time.monotonic() + 10
-        while term.alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not term.alive()
+        assert term.quit(timeout=10)
         # Nothing of the console is left on the host: only the serve tree runs as the user.
         def helpers_left() -> str:
             # This console's helpers carry this tree's paths in their arguments.
