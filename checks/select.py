@@ -11,7 +11,6 @@ says so. `--profile NAME` skips all this.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from checks import draftconfig as dc
 from checks.profile import DEFAULT_PROFILE, Profile, load_profile, method_family, shipped_by_method
 from checks.references import choose_reference
+from console.parsers.engine import config_dict
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,7 @@ def infer_method(spec: Mapping[str, Any], draft: Mapping[str, Any] | None) -> st
 
 def asked_in_log(log_asked: Mapping[str, Any]) -> dict[str, Any]:
     """The speculative config of a `non-default args` line (a dict, or JSON text)."""
-    value = log_asked.get("speculative_config")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            value = None
-    out = dict(value) if isinstance(value, Mapping) else {}
+    out = config_dict(log_asked.get("speculative_config"))
     for flag, key in (("spec_method", "method"), ("spec_model", "model")):
         if log_asked.get(flag) and not out.get(key):
             out[key] = log_asked[flag]

@@ -28,6 +28,7 @@ __all__ = [
     "NonDefaultArgs",
     "SpeculativeSettings",
     "VersionBanner",
+    "config_dict",
     "parse_engine_start",
     "parse_non_default_args",
     "parse_version_banner",
@@ -171,16 +172,20 @@ _SPEC_FLAGS = (("spec_method", "method"), ("spec_model", "model"),
                ("spec_tokens", "num_speculative_tokens"))
 
 
+def config_dict(value: Any) -> dict[str, Any]:
+    """A config given as a mapping or as JSON text of one, as a dict ({} when it is neither)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
 def _from_args(args: Mapping[str, Any]) -> SpeculativeSettings | None:
     """The speculative config that `non-default args` asks for: `speculative_config` (a dict or
     JSON text), its gaps filled from the `--spec-*` flags."""
-    config = args.get("speculative_config")
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            config = None
-    merged = dict(config) if isinstance(config, Mapping) else {}
+    merged = config_dict(args.get("speculative_config"))
     if merged.get("num_spec_tokens") is not None:
         merged.setdefault("num_speculative_tokens", merged["num_spec_tokens"])
     for flag, key in _SPEC_FLAGS:
