@@ -165,8 +165,8 @@ class LogLines(Log):
         rich_style = self.rich_style
         if y >= len(self._lines):
             if y == 0 and self.placeholder:
-                text = Text(self.placeholder, style=rich_style + Style(italic=True, dim=True))
-                return Strip(text.render(self.app.console)).crop_extend(0, width, rich_style)
+                look = rich_style + Style(italic=True, dim=True)
+                return Strip([Segment(self.placeholder, look)]).crop_extend(0, width, rich_style)
             return Strip.blank(width, rich_style)
         if not self.numbered:
             return self._render_line_strip(y, rich_style).crop_extend(
@@ -196,7 +196,14 @@ class LogLines(Log):
             start, end = span
             text.stylize(self.screen.get_component_rich_style("screen--selection"), start,
                          len(text) if end == -1 else end)
-        strip = Strip(text.render(self.app.console), cell_len(line))
+        # `Text.render` drops the text's own style when it has no spans (the console adds it
+        # when it renders a `Text`; we render it ourselves): a plain line would come out with
+        # no colour at all, and `text-opacity` (which fades a segment's colour toward the
+        # background) would have nothing to fade. A plain line is one segment in the style.
+        if text.spans:
+            strip = Strip(text.render(self.app.console), cell_len(line))
+        else:
+            strip = Strip([Segment(line, rich_style)], cell_len(line))
         if selection is None:
             self._strips[number] = strip
         return strip

@@ -269,3 +269,28 @@ async def test_line_numbers_are_the_logs_own_under_a_filter() -> None:
         assert "4/4" in status(pane)
         shown = [text.strip() for text in rows(pane) if text.strip()]
         assert [text.split()[0] for text in shown] == ["1", "11", "21", "31"]
+
+
+# -- the look follows the styles ----------------------------------------------------------------
+class RecolouredApp(PaneApp):
+    CSS = "Screen.-alt LogLines { color: #ff0000; }"
+
+
+async def test_plain_lines_carry_the_logs_colour_and_follow_a_class_change_above_them() -> None:
+    # `Text.render` drops a text's own style when the text has no spans: plain lines came out
+    # with no colour at all, so a stale host screen's `text-opacity` had nothing to fade. And a
+    # cached strip must not keep the old look once a class on an ancestor changes the style.
+    async with RecolouredApp().run_test(size=SIZE) as pilot:
+        pane = await pane_with(pilot, [info(0), info(1)])
+        before = pane.log_widget.rich_style.color
+        assert before is not None
+        assert {s.style.color for s in row(pane, 0) if s.text.strip() and s.style} == {before}
+        pilot.app.screen.add_class("-alt")
+        await pilot.pause()
+        red = pane.log_widget.rich_style.color
+        assert red is not None
+        assert red != before
+        assert {s.style.color for s in row(pane, 0) if s.text.strip() and s.style} == {red}
+        pilot.app.screen.remove_class("-alt")
+        await pilot.pause()
+        assert {s.style.color for s in row(pane, 0) if s.text.strip() and s.style} == {before}
