@@ -15,18 +15,23 @@ from console.telemetry.spec_decode import (
     SpecDecodeStatus,
     SpecSource,
 )
-from themes import THEMES
+from themes import THEMES, stylesheet_path
 from widgets.spec_pane import SpecPane, SpecView
 
 
 class Bare(App[None]):
-    def compose(self) -> ComposeResult:
-        yield Vertical(id="box")
+    """The pane under the console's stylesheet: its colours are component classes there."""
 
-    def on_mount(self) -> None:
-        for theme in THEMES.values():
+    CSS_PATH = stylesheet_path()
+
+    def __init__(self) -> None:
+        super().__init__()
+        for theme in THEMES.values():  # before the stylesheet, which uses their colours
             self.register_theme(theme)
         self.theme = next(iter(THEMES))
+
+    def compose(self) -> ComposeResult:
+        yield Vertical(id="box")
 
 
 def _state(method: str, length: float) -> SpecDecodeState:
@@ -41,14 +46,14 @@ async def test_the_figure_is_coloured_by_the_methods_range() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         pane = SpecPane()
         await app.query_one("#box").mount(pane)
-        ok, fail = app.theme_variables["status-ok"], app.theme_variables["status-fail"]
+        ok, fail = (app.theme_variables[f"status-{name}"].lower() for name in ("ok", "fail"))
 
         async def colour(method: str, length: float) -> str:
             pane.view = SpecView(_state(method, length), expected_acceptance(method))
             await pilot.pause()
             line = pane.render().renderables[1]  # type: ignore[union-attr]
             figure = next(span for span in line.spans if span.start > 0)
-            return str(figure.style)
+            return str(figure.style).lower()  # rich writes colours in lower case
 
         # 2.5 is a fine EAGLE-3 figure (its range 2-4), far below DFlash's (4-6.4).
         assert ok in await colour("eagle3", 2.5)
