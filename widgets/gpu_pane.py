@@ -54,6 +54,20 @@ class GpuPane(Widget):
 
     COMPONENT_CLASSES = STATUS_CLASSES
     view: reactive[GpuView] = reactive(GpuView, always_update=True)
+    _title = ""
+
+    def watch_view(self, view: GpuView) -> None:
+        """The title says where the figures come from and how old they are. Set here, and
+        only when it changes: setting a border title repaints the pane, so setting it while
+        rendering drew every sample twice (two frames a second on an idle console)."""
+        sample = view.sample
+        if sample is None or not sample.gpus:
+            return
+        title = f"GPUs · {sample.gpu_source}"
+        if sample.gpu_age_s is not None and sample.gpu_age_s > 5:
+            title += f" · stale {sample.gpu_age_s:.0f} s"
+        if title != self._title:
+            self._title = self.border_title = title
 
     def render(self) -> Text:
         sample = self.view.sample
@@ -83,10 +97,6 @@ class GpuPane(Widget):
         procs = self._processes(sample)
         if procs is not None:
             text.append_text(procs)
-        title = f"GPUs · {sample.gpu_source}"
-        if sample.gpu_age_s is not None and sample.gpu_age_s > 5:
-            title += f" · stale {sample.gpu_age_s:.0f} s"
-        self.border_title = title
         return text
 
     def _processes(self, sample: AgentSample) -> Text | None:
