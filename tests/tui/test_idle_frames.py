@@ -16,6 +16,7 @@ from console.app import ConsoleApp, TelemetryArrived
 from console.telemetry import events as ev
 from tests.app_support import screen_text
 from tests.snapshot_support import HOST, replay_app, sample
+from widgets.row_repaint import changed_rows
 
 pytestmark = pytest.mark.usefixtures("state_home")
 
@@ -30,10 +31,12 @@ class Frames:
 
     def __init__(self, app: ConsoleApp) -> None:
         self.count = 0
+        self.rows: set[int] = set()  # the screen rows the frames rewrote
         display = app._display
 
         def counted(screen: Any, update: Any) -> None:
             self.count += 1
+            self.rows.update(y for y, _, _ in getattr(update, "spans", ()))
             display(screen, update)
 
         app._display = counted  # type: ignore[method-assign]
@@ -61,3 +64,25 @@ async def test_a_gpu_sample_is_drawn_in_one_frame_its_title_with_it() -> None:
         await pilot.pause(0.3)
         assert "GPUs · nvidia-smi · stale 9 s" in screen_text(app)
         assert frames.count == 2
+
+
+async def test_a_sample_rewrites_the_rows_of_the_gpus_not_the_pane() -> None:
+    async with settled() as (app, pilot, frames):
+        gpus = sample().gpus
+        cooler = replace(sample(), gpus=(gpus[0], replace(gpus[1], power_w=81.0)))
+        app.post_message(TelemetryArrived(HOST, ev.GpuSampled(HOST, cooler)))
+        await pilot.pause(0.3)
+        lines = screen_text(app).splitlines()
+        gpu_rows = {y for y, line in enumerate(lines) if "GPU0" in line or "GPU1" in line}
+        assert "81W" in lines[max(gpu_rows)]
+        assert frames.count == 1
+        # GPU1's power and both sparklines' newest point: those two rows, not the whole
+        # pane with its border and its process line.
+        assert frames.rows == gpu_rows
+
+
+def test_changed_rows_are_runs_and_a_missing_row_counts() -> None:
+    assert changed_rows(["a", "b", "c"], ["a", "b", "c"]) == []
+    assert changed_rows(["a", "b", "c", "d"], ["a", "x", "y", "d"]) == [(1, 2)]
+    assert changed_rows(["a", "b"], ["x", "b", "c"]) == [(0, 1), (2, 1)]
+    assert changed_rows(["a", "b", "c"], ["a"]) == [(1, 2)]
