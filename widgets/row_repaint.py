@@ -6,9 +6,9 @@ every row of the pane through Textual's styles and writes them all to the termin
 included; here the new content is rendered once, compared row by row with what is on screen,
 and only the rows that differ are marked dirty (issue 18: idle <= 1% of a core).
 
-Textual 8.2.8's private render cache is used (`_render_cache`, `_dirty_regions`: the version
-is pinned in pyproject.toml); anything unusual (not mounted, a size change, a repaint already
-pending) falls back to a whole refresh.
+Textual 8.2.8's private render caches are used (`_render_cache`, `_dirty_regions`,
+`_layout_cache`: the version is pinned in pyproject.toml); anything unusual (not mounted, a
+size change, a repaint already pending) falls back to a whole refresh.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ def refresh_rows(widget: Widget) -> None:
             or not width or not height:
         widget.refresh()
         return
+    # `_render` keeps its visual until the next refresh: without a repaint (nothing changed
+    # last time) it would hand back the old content for good.
+    widget._layout_cache.pop("_render.visual", None)
     strips = Visual.to_strips(widget, widget._render(), width, height, widget.visual_style)
     runs = changed_rows(cache.lines, strips)
     if not runs:

@@ -86,3 +86,23 @@ def test_changed_rows_are_runs_and_a_missing_row_counts() -> None:
     assert changed_rows(["a", "b", "c", "d"], ["a", "x", "y", "d"]) == [(1, 2)]
     assert changed_rows(["a", "b"], ["x", "b", "c"]) == [(0, 1), (2, 1)]
     assert changed_rows(["a", "b", "c"], ["a"]) == [(1, 2)]
+
+
+async def test_a_sample_after_ones_that_changed_nothing_is_shown() -> None:
+    async with settled() as (app, pilot, _frames):
+        gpus = sample().gpus
+
+        async def post(watts: float) -> str:
+            changed = replace(sample(), gpus=(gpus[0], replace(gpus[1], power_w=watts)))
+            app.post_message(TelemetryArrived(HOST, ev.GpuSampled(HOST, changed)))
+            await pilot.pause(0.05)
+            return next(line for line in screen_text(app).splitlines() if "GPU1" in line)
+
+        for _ in range(14):  # the sparklines full: the same figures draw the same rows
+            await post(81.0)
+        await pilot.pause(0.3)
+        for watts in (93.0, 77.0):
+            await post(watts)
+            await pilot.pause(0.3)
+            gpu1 = next(line for line in screen_text(app).splitlines() if "GPU1" in line)
+            assert f"{watts:.0f}W" in gpu1, gpu1
