@@ -34,14 +34,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from console.display import DISPLAY_MAX, plain_ascii, safe_text
+from console.display import DISPLAY_MAX, PlainLines, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle, backoff
 from console.parsers.lines import LineAssembler
-from console.parsers.redact import may_hold_secret, redact_text
+from console.parsers.redact import redact_text
 from console.remote_scripts import RemoteScripts, python_line
 
 SIG_BYTES = 64
 MIB = 1024 * 1024
+_PLAIN = PlainLines()  # which lines of a batch the screen must change, cached across batches
 
 
 class FollowState(StrEnum):
@@ -156,14 +157,12 @@ class LogBatch:
     def display_lines(self, width: int = DISPLAY_MAX) -> list[str]:
         """Everything for one `Log.write_lines`: notices first, then the lines, cut to width.
 
-        Checked once per batch first: a batch of printable ASCII lines within `width` with no
-        secret-looking word in any of them (nearly every batch of a busy log) is shown as it is,
-        and only a batch that fails the check pays for `LogEntry.display` line by line."""
-        notices = [n.text for n in self.notices]
+        Only the lines `PlainLines` finds that the screen must change (nearly none of a busy
+        log's) pay for `LogEntry.display`; the others are shown as they are."""
         texts = list(self.texts)
-        if plain_ascii(texts, width) and not may_hold_secret("\n".join(texts)):
-            return notices + texts
-        return notices + [e.display(width) for e in self.entries]
+        for i in _PLAIN.changed(texts, width):
+            texts[i] = LogEntry(self.first_seq + i, texts[i]).display(width)
+        return [n.text for n in self.notices] + texts
 
 
 class FrameError(HostError):
