@@ -96,7 +96,7 @@ class LogEntry(NamedTuple):
     """One log line, terminal escapes stripped, whole. `seq` counts lines since the start."""
 
     # Built on request only (`LogBatch.entries`, `LogFollower.recent`): the hot path and the
-    # ring carry plain texts and (seq, text) tuples, which cost less and the collector untracks.
+    # ring carry plain texts, numbered by where they are.
     seq: int
     text: str
 
@@ -154,14 +154,16 @@ class LogBatch:
         return tuple(map(LogEntry, range(self.first_seq, self.first_seq + len(self.texts)),
                          self.texts))
 
-    def display_lines(self, width: int = DISPLAY_MAX) -> list[str]:
-        """Everything for one `Log.write_lines`: notices first, then the lines, cut to width.
+    def display_lines(self, width: int = DISPLAY_MAX, skip: int = 0) -> list[str]:
+        """Everything for one `Log.write_lines`: notices first, then the lines from the
+        `skip`-th on (a pane that keeps fewer lines than this batch holds never shows the
+        first ones), cut to width.
 
         Only the lines `PlainLines` finds that the screen must change (nearly none of a busy
         log's) pay for `LogEntry.display`; the others are shown as they are."""
-        texts = list(self.texts)
+        texts = list(self.texts[skip:])
         for i in _PLAIN.changed(texts, width):
-            texts[i] = LogEntry(self.first_seq + i, texts[i]).display(width)
+            texts[i] = LogEntry(self.first_seq + skip + i, texts[i]).display(width)
         return [n.text for n in self.notices] + texts
 
 
@@ -249,7 +251,10 @@ class LogFollower:
         self.python = python
         self.scripts = scripts or RemoteScripts(host)
         self._clock = clock
-        self._ring: deque[tuple[int, str]] = deque()  # (seq, text)
+        # The texts only: the ring's oldest line is number `_seq - len(_ring)`. (Per-line
+        # (seq, text) tuples cost ~50 ns a line to make, and each was tracked by the collector
+        # until it had survived a collection.)
+        self._ring: deque[str] = deque()
         self._ring_bytes = 0
         self._seq = 0
         self._assembler = LineAssembler()
@@ -277,7 +282,8 @@ class LogFollower:
 
     def recent(self) -> tuple[LogEntry, ...]:
         """The lines kept (at most `max_lines`, about `max_bytes` of text), oldest first."""
-        return tuple(map(LogEntry._make, self._ring))
+        ring = self._ring
+        return tuple(map(LogEntry, range(self._seq - len(ring), self._seq), ring))
 
     def stop(self) -> None:
         """End `run()` soon (it also ends when its task is cancelled)."""
@@ -498,17 +504,13 @@ class LogFollower:
             return
         if not self._pending and not self._notices:
             self._first_pending = self._clock()
-        seqs = range(self._seq, self._seq + len(texts))
         self._seq += len(texts)
         self._pending.extend(texts)
         ring = self._ring
-        # Plain tuples, not `LogEntry`s: the collector untracks a plain tuple of str and int
-        # once it has survived a collection, never a tuple subclass, so a ring of 100k
-        # `LogEntry`s was walked by every full collection of a flood.
-        ring.extend(zip(seqs, texts, strict=True))
+        ring.extend(texts)
         size = self._ring_bytes + sum(map(len, texts))
         while ring and (len(ring) > self.max_lines or size > self.max_bytes):
-            size -= len(ring.popleft()[1])
+            size -= len(ring.popleft())
         self._ring_bytes = size
 
     def _notice(self, kind: NoticeKind, detail: str = "") -> None:
