@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from itertools import compress, islice, repeat
 
 from console.parsers.redact import may_hold_secret
+from console.parsers.sieve import batch_keys
 
 # Bidi embedding/override/isolate controls and marks: they let text lie about its order. And
 # the Unicode line and paragraph separators, which `str.splitlines` (and so a screen row
@@ -31,10 +32,10 @@ def plain_ascii(lines: list[str], max_len: int = DISPLAY_MAX) -> bool:
             and max(map(len, lines), default=0) <= max_len)
 
 
-# A line's key: its UTF-8 with ASCII digits made `#`. No digit is a letter of a secret word, a
-# separator after one or a control, and `#` is none of them either, so a line and its key get
-# the same answer; and a flood's lines, which differ mostly in their numbers, share a few keys.
-_DIGITS_AS_HASH = bytes.maketrans(b"0123456789", b"#" * 10)
+# A line's key (`batch_keys`, the telemetry sieve's): its UTF-8, ASCII digits made `#` and
+# controls NUL. No digit is a letter of a secret word, a separator after one or a control, and
+# `#` is none of them either; a control and NUL are both not printable: so a line and its key
+# get the same answer, and a flood's lines, which differ mostly in their numbers, share a few.
 _PRINTABLE_ASCII_LF = _PRINTABLE_ASCII + b"\n"
 
 
@@ -43,7 +44,8 @@ class PlainLines:
     control or a bidi character to make inert, more than `width` characters), the others being
     shown as they are; the answer is cached by the line's key (above).
 
-    Per line of a flood, a translation, a split and a dict lookup, in C over the whole batch:
+    Per line of a flood, a dict lookup in C over the batch's keys (made once per batch for the
+    telemetry too):
     testing the joined batch for secret words each time cost ~0.5 µs a line, most of a line's
     display work (`bench_perline`). Lines not seen before are decided together, as before.
     At most `max_keys` answers are kept (then forgotten at once), for keys up to
@@ -54,14 +56,16 @@ class PlainLines:
         self._max_keys = max_keys
         self._max_key_bytes = max_key_bytes
 
-    def changed(self, texts: Sequence[str], width: int = DISPLAY_MAX) -> list[int]:
+    def changed(self, texts: Sequence[str], width: int = DISPLAY_MAX,
+                keys: list[bytes] | None = None) -> list[int]:
         """The indices, ascending, of the `texts` that are not printable ASCII of at most
-        `width` characters free of secret-looking words."""
+        `width` characters free of secret-looking words. `keys`: their `batch_keys`, when the
+        caller has them (`LogBatch.keys`: made once for the telemetry and the screen)."""
         if not texts:
             return []
-        joined = "\n".join(texts).encode("utf-8", "surrogatepass")
-        keys = joined.translate(_DIGITS_AS_HASH).split(b"\n")
-        if len(keys) != len(texts):  # a text holds a line feed, a control: no shortcut
+        if keys is None:
+            keys = batch_keys(texts)
+        if keys is None:  # a text holds a line feed, a control: no shortcut
             return list(range(len(texts)))
         changes = self._changes
         # Cached False (plain) is the common case, skipped in C; the rest come through.

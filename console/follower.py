@@ -30,7 +30,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -38,6 +38,7 @@ from console.display import DISPLAY_MAX, PlainLines, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle, backoff
 from console.parsers.lines import LineAssembler
 from console.parsers.redact import redact_text
+from console.parsers.sieve import batch_keys
 from console.remote_scripts import RemoteScripts, python_line
 
 SIG_BYTES = 64
@@ -142,6 +143,8 @@ class LogBatch:
     live: bool = True
     position: FollowPosition | None = None
     first_seq: int = 0
+    _keys: list[list[bytes] | None] = field(default_factory=list, init=False, compare=False,
+                                             repr=False)  # `keys`, once made
 
     @classmethod
     def of(cls, entries: Iterable[LogEntry], **kw: Any) -> LogBatch:
@@ -154,6 +157,14 @@ class LogBatch:
         return tuple(map(LogEntry, range(self.first_seq, self.first_seq + len(self.texts)),
                          self.texts))
 
+    @property
+    def keys(self) -> list[bytes] | None:
+        """The lines' `batch_keys`, made on first use: the telemetry's sieve and the screen's
+        `PlainLines` both answer by them (one translation of a batch, not two)."""
+        if not self._keys:
+            self._keys.append(batch_keys(self.texts))
+        return self._keys[0]
+
     def display_lines(self, width: int = DISPLAY_MAX, skip: int = 0) -> list[str]:
         """Everything for one `Log.write_lines`: notices first, then the lines from the
         `skip`-th on (a pane that keeps fewer lines than this batch holds never shows the
@@ -162,7 +173,8 @@ class LogBatch:
         Only the lines `PlainLines` finds that the screen must change (nearly none of a busy
         log's) pay for `LogEntry.display`; the others are shown as they are."""
         texts = list(self.texts[skip:])
-        for i in _PLAIN.changed(texts, width):
+        keys = self.keys
+        for i in _PLAIN.changed(texts, width, None if keys is None else keys[skip:]):
             texts[i] = LogEntry(self.first_seq + skip + i, texts[i]).display(width)
         return [n.text for n in self.notices] + texts
 

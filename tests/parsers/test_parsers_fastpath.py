@@ -36,7 +36,7 @@ from console.parsers.prefix import (
     strip_ansi,
     strip_ansi_block,
 )
-from console.parsers.sieve import Sieve
+from console.parsers.sieve import Sieve, batch_keys
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import Changed, RunLog, _per_request, _throughput
 
@@ -386,14 +386,17 @@ coloured = st.tuples(st.sampled_from(COLOURS), any_line, st.sampled_from(COLOURS
 @given(start=st.sampled_from(STARTS),
        batches=st.lists(st.lists(st.one_of(any_line, coloured, st.sampled_from(INCIDENT)),
                                  max_size=25), max_size=4),
-       arrival=st.sampled_from([None, 1.7e9]))
+       arrival=st.sampled_from([None, 1.7e9]), with_keys=st.booleans())
 @SETTINGS
 def test_feed_texts_gives_what_every_line_parsed_gives(
-    start: list[str], batches: list[list[str]], arrival: float | None
+    start: list[str], batches: list[list[str]], arrival: float | None, with_keys: bool
 ) -> None:
+    # `with_keys`: the batch's keys made by the caller, as the app does (`LogBatch.keys`).
     fast, general = RunLog(FixedClock(0.0)), RunLog(FixedClock(0.0))
     for batch in [start, *batches]:
-        assert fast.feed_texts(batch, arrival) == feed_texts_line_by_line(general, batch, arrival)
+        keys = batch_keys(batch) if with_keys else None
+        assert fast.feed_texts(batch, arrival, keys) == feed_texts_line_by_line(
+            general, batch, arrival)
         assert _state(fast) == _state(general)
 
 
@@ -428,6 +431,8 @@ def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
     batch = LogBatch.of(LogEntry(i, t) for i, t in enumerate(texts))
     each = [e.display(width) for e in batch.entries]
     assert batch.display_lines(width) == each
+    for skip in range(len(texts) + 1):  # a pane keeping the last lines only
+        assert batch.display_lines(width, skip) == each[skip:]
     assert display_safe(each) == [safe_text(t) for t in each]
 
 
