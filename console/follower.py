@@ -174,6 +174,7 @@ class LogBatch:
         log's) pay for `LogEntry.display`; the others are shown as they are."""
         texts = list(self.texts[skip:])
         keys = self.keys
+        self._keys.clear()  # the screen is their last user: not kept while the batch is
         for i in _PLAIN.changed(texts, width, None if keys is None else keys[skip:]):
             texts[i] = LogEntry(self.first_seq + skip + i, texts[i]).display(width)
         return [n.text for n in self.notices] + texts
