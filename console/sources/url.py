@@ -76,10 +76,7 @@ class UrlSource:
     timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
-        try:
-            web.split_url(self.url)
-        except web.BadUrl as exc:
-            raise ConfigError(f"--url {exc}") from None
+        web.check_url(self.url, ConfigError, "--url")
 
     @property
     def base(self) -> str:
