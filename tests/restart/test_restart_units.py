@@ -187,6 +187,10 @@ def test_the_restart_report_and_the_status_bar_count_the_same_phases() -> None:
         event = parse_startup(parse_line(raw).message)
         if event is not None:
             telemetry.feed(event, float(i))
+        if raw is REAL_DRAFTER_LOG[-2]:  # the drafter's own `Loading weights took`
+            status = telemetry.status(float(i), running=True)
+            assert (status.phase, status.activity) == (StartupPhase.LOADING_DRAFTER,
+                                                       "loading drafter")
     steps = telemetry.status(10.0, running=True).steps
     assert [(s.phase, s.at, s.detail, s.seconds) for s in steps] == [
         (p.phase, p.started_s, p.detail, p.reported_s) for p in restart.phases()]
