@@ -44,12 +44,11 @@ class PlainLines:
     control or a bidi character to make inert, more than `width` characters), the others being
     shown as they are; the answer is cached by the line's key (above).
 
-    Per line of a flood, a dict lookup in C over the batch's keys (made once per batch for the
-    telemetry too):
-    testing the joined batch for secret words each time cost ~0.5 µs a line, most of a line's
-    display work (`bench_perline`). Lines not seen before are decided together, as before.
-    At most `max_keys` answers are kept (then forgotten at once), for keys up to
-    `max_key_bytes`."""
+    Per line of a flood, a dict lookup in C over the batch's keys (made once per batch, for
+    the telemetry too), where testing the joined batch for secret words each time cost ~0.5 µs
+    a line, most of a line's display work (`bench_perline`). Lines not seen before are decided
+    together, as before. At most `max_keys` answers are kept (then forgotten at once), for
+    keys up to `max_key_bytes`."""
 
     def __init__(self, max_keys: int = 4096, max_key_bytes: int = 1024) -> None:
         self._changes: dict[bytes, bool] = {}  # key -> the line is not plain (width aside)
