@@ -177,17 +177,23 @@ class LogPane(Vertical, can_focus=False):
 
     # -- data in ---------------------------------------------------------------------------
     def add_batch(self, batch: LogBatch, notable: Iterable[tuple[int, LineEvent]]) -> None:
-        """One follower batch and what the parsers found in it (`LogLinesReceived`)."""
-        lines = batch.display_lines()
+        """One follower batch and what the parsers found in it (`LogLinesReceived`). Lines
+        that the pane would drop at once (a flood's batch can hold more than `max_lines`) are
+        counted but not made display-safe; the rest come display-safe from the batch."""
+        skip = max(0, len(batch.texts) - self.max_lines)
+        lines = batch.display_lines(skip=skip)
         offset = len(lines) - len(batch.texts)  # the follower's notices come first
-        self.add_lines(lines, [(offset + i, event) for i, event in notable])
+        self._next += skip
+        self.add_lines(lines, [(offset + i, event) for i, event in notable if i >= skip], True)
 
     def add_lines(self, lines: Iterable[str],
-                  notable: Iterable[tuple[int, LineEvent]] | None = None) -> None:
+                  notable: Iterable[tuple[int, LineEvent]] | None = None,
+                  safe: bool = False) -> None:
         """Append one batch of lines, escapes already stripped (one call per batch).
         `notable`: the parsers' findings by index in the batch; None: the pane asks them
-        (`RunLog.feed_texts`, the rule the rest of the console counts by)."""
-        batch = display_safe(lines)
+        (`RunLog.feed_texts`, the rule the rest of the console counts by). `safe`: the lines
+        are display-safe already (`LogBatch.display_lines`)."""
+        batch = list(lines) if safe else display_safe(lines)
         if not batch:
             return
         if notable is None:
