@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console import hangup
 from console.commands.common import CommandError
 from console.connect import host_config_from_args, make_host
 from console.settings import HostsFile, default_hosts_path, load_hosts_file
@@ -50,5 +51,4 @@ def run(args: argparse.Namespace) -> int:
                                f"one server without SSH, `vllm-console demo` tries it offline")
         sessions = [session(name, hosts) for name in hosts.hosts]
     app = ConsoleApp(sessions, theme=args.theme)
-    app.run()
-    return app.return_code or 0
+    return hangup.run(app) or app.return_code or 0
