@@ -16,9 +16,9 @@ Textual 8.2.8 handles neither (textual/drivers/linux_driver.py, measured in tmux
 workers and its threads and restores the terminal, the sessions close their SSH links (sshd
 then ends the host side), and the caller's `finally` runs. On a hang-up the terminal's
 descriptors are first pointed at /dev/null, so that the teardown neither fails nor blocks, and
-the SIGCONT left to do nothing. Should the teardown still not finish within `GRACE_S`, the process ends
-anyway: the kernel closes its sockets, and sshd ends the host side as well. The exit status is
-the shell's convention, 128 + the signal: 143 for SIGTERM, 129 for a hang-up.
+the SIGCONT left to do nothing. Should the teardown still not finish within `GRACE_S`, the
+process ends anyway: the kernel closes its sockets, and sshd ends the host side as well. The
+exit status is the shell's convention, 128 + the signal: 143 for SIGTERM, 129 for a hang-up.
 """
 
 from __future__ import annotations
