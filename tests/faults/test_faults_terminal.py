@@ -16,6 +16,7 @@ import pytest
 from console.sim import stop
 from console.sim.tree import materialise
 from tests.fault_support import pids_with_env
+from tests.fleet_support import FleetWorld
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env, demo_processes
 
@@ -86,7 +87,7 @@ def exit_status(term: Terminal, timeout: float = GONE_WITHIN_S) -> str:
         if status or sig:
             return status or f"signal {sig}"
         time.sleep(0.1)
-    raise AssertionError("the console did not exit")
+    raise AssertionError(f"the console did not exit; its screen:\n{term.screen()}")
 
 
 def helpers_on_host(root: Path, user: str) -> list[int]:
@@ -164,6 +165,31 @@ def test_sigterm_exits_143_and_gives_the_terminal_back(tmp_path: Path,
         assert demo_processes(tmp_path) == [], "it left its simulated host running"
     finally:
         kill_left(term, pid)
+
+
+@pytest.mark.parametrize("where", ["table", "server"])
+def test_fleet_ends_on_sigterm_and_on_a_dead_pty_in_its_table_and_in_a_server(
+        fleet: FleetWorld, tmp_path: Path, where: str) -> None:
+    """In the table and in the console Enter opened from it: SIGTERM ends the whole command
+    (not back to the table), and so does the pty dying with SIGHUP ignored."""
+    for how in ("sigterm", "dead-pty"):
+        term = console_terminal(tmp_path, "fleet", "--prometheus", fleet.prom.url,
+                                nohup=how == "dead-pty")
+        pid = pane_pid(term)
+        try:
+            term.wait_for("3/3 servers", timeout=30)
+            if where == "server":
+                term.keys("Enter")
+                term.wait_for("URL only:", timeout=30)
+            if how == "sigterm":
+                os.kill(pid, 15)
+                assert exit_status(term) == "143"
+                assert terminal_modes(term) == "alt=0 mouse=0", "the terminal was not given back"
+            else:
+                term._tmux("kill-pane", "-t", "main")
+                assert cpu_until_gone(pid) < 2.0, "it burnt CPU on the way out"
+        finally:
+            kill_left(term, pid)
 
 
 @pytest.mark.ssh
