@@ -202,12 +202,7 @@ def test_killing_its_terminal_ends_the_console_and_its_helpers_on_the_host(
                        startup_s=0.5, metrics_interval_s=0.3)
     chown_to(tree.root, sshd.user)
     server = start_as(tree, sshd.user)
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text(
-        f'[hosts.gpu1]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
-        f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
-        f'[hosts.gpu1.serve]\nmatch = "{tree.root}/venv serve"\n'
-        f'[hosts.gpu1.gpu]\nnvidia_smi = "{tree.nvidia_smi}"\n')
+    hosts = sshd.hosts_file(tmp_path / "hosts.toml", "gpu1", tree.root, tree.nvidia_smi)
     term = console_terminal(tmp_path, "--config", str(hosts), "gpu1", nohup=nohup)
     pid = pane_pid(term)
     try:

@@ -27,13 +27,8 @@ def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None
                        startup_s=0.5, metrics_interval_s=0.3)
     chown_to(tree.root, sshd.user)
     server = start_as(tree, sshd.user)
-    hosts = tmp_path / "hosts.toml"
     # Only `ssh`, the key and the match: python, log, draft and url are discovered.
-    hosts.write_text(
-        f'[hosts.gpu1]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
-        f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
-        f'[hosts.gpu1.serve]\nmatch = "{tree.root}/venv serve"\n'
-        f'[hosts.gpu1.gpu]\nnvidia_smi = "{tree.nvidia_smi}"\n')
+    hosts = sshd.hosts_file(tmp_path / "hosts.toml", "gpu1", tree.root, tree.nvidia_smi)
     env = app_env()
     env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
     term = Terminal([sys.executable, "-m", "console", "--config", str(hosts), "gpu1"],
