@@ -15,7 +15,7 @@ import pytest
 
 from console.sim import stop
 from console.sim.tree import materialise
-from tests.fault_support import pids_with_env
+from tests.fault_support import helpers_on_host
 from tests.fleet_support import FleetWorld
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env, demo_processes
@@ -88,13 +88,6 @@ def exit_status(term: Terminal, timeout: float = GONE_WITHIN_S) -> str:
             return status or f"signal {sig}"
         time.sleep(0.1)
     raise AssertionError(f"the console did not exit; its screen:\n{term.screen()}")
-
-
-def helpers_on_host(root: Path, user: str) -> list[int]:
-    """The console's helpers on the host for this tree (agent, follower, their nvidia-smi):
-    they carry their arguments, the tree's paths among them, in VLLM_CONSOLE_ARGS."""
-    return sorted(set(pids_with_env("VLLM_CONSOLE_ARGS=", user))
-                  & set(pids_with_env(str(root), user)))
 
 
 def kill_left(term: Terminal, pid: int) -> None:
