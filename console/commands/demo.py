@@ -13,7 +13,6 @@ import socket
 import tempfile
 from pathlib import Path
 
-from console import hangup
 from console.commands.common import CommandError, reason
 from console.commands.sim import check_scenario, list_scenarios
 from console.commands.tui import check_theme
@@ -26,6 +25,7 @@ def free_port() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console import hangup
     from console.sim import materialise, start_background, stop
 
     if args.list:
@@ -84,6 +84,7 @@ def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def
 
 
 def open_console(tree, *, theme: str | None = None, readonly: bool = False) -> int:  # type: ignore[no-untyped-def]
+    from console import hangup
     from console.app import ConsoleApp
     from console.local_host import LocalHost
     from console.session import HostSession

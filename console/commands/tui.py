@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console import hangup
 from console.commands.common import CommandError
 from console.connect import host_config_from_args, make_host
 from console.settings import HostsFile, default_hosts_path, load_hosts_file
@@ -22,6 +21,7 @@ def check_theme(name: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console import hangup
     from console.app import ConsoleApp
     from console.session import HostSession
     from console.sources.url import url_session
