@@ -205,22 +205,28 @@ def test_fleet_ends_on_sigterm_and_on_a_dead_pty_in_its_table_and_in_a_server(
 
 
 @pytest.mark.ssh
-@pytest.mark.parametrize("nohup", [False, True], ids=["sighup", "sighup-ignored"])
-def test_killing_its_terminal_ends_the_console_and_its_helpers_on_the_host(
-        sshd: Sshd, tmp_path: Path, nohup: bool) -> None:
+@pytest.mark.parametrize("how", ["kill-pane", "kill-pane-sighup-ignored", "sigterm"])
+def test_the_console_gone_leaves_no_helper_on_the_host(sshd: Sshd, tmp_path: Path,
+                                                       how: str) -> None:
+    """Its terminal killed (SIGHUP, or the dead pty alone) or SIGTERM: the console closes its
+    SSH link and sshd ends its agent and follower (and their nvidia-smi loops)."""
     if sshd.proc is None:
         sshd.start()
-    tree = materialise("incident", sshd.user_dir("hangup") / f"h{int(nohup)}", port=free_port(),
+    tree = materialise("incident", sshd.user_dir("hangup") / how, port=free_port(),
                        startup_s=0.5, metrics_interval_s=0.3)
     chown_to(tree.root, sshd.user)
     server = start_as(tree, sshd.user)
     hosts = sshd.hosts_file(tmp_path / "hosts.toml", "gpu1", tree.root, tree.nvidia_smi)
-    term = console_terminal(tmp_path, "--config", str(hosts), "gpu1", nohup=nohup)
+    term = console_terminal(tmp_path, "--config", str(hosts), "gpu1",
+                            nohup=how.endswith("ignored"))
     pid = pane_pid(term)
     try:
         term.wait_for(lambda s: "GPU0" in s and "SpecDecoding" in s, timeout=45)
         assert helpers_on_host(tree.root, sshd.user)
-        term._tmux("kill-pane", "-t", "main")
+        if how == "sigterm":
+            os.kill(pid, 15)
+        else:
+            term._tmux("kill-pane", "-t", "main")
         assert cpu_until_gone(pid) < 2.0, "it burnt CPU on the way out"
         deadline = time.monotonic() + GONE_WITHIN_S
         while helpers_on_host(tree.root, sshd.user) and time.monotonic() < deadline:
