@@ -31,27 +31,29 @@ class Frames:
         return self.data
 
 
+class Polls(follow.Follower):
+    """The follower, counting its polls."""
+
+    polls = 0
+
+    def step(self) -> bool:
+        self.polls += 1
+        return bool(super().step())
+
+
 def test_a_quiet_log_is_polled_ever_less_often_and_a_late_line_still_arrives(
         tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"first request\n")
     frames = Frames()
-    follower = follow.Follower(str(log), frames.out, poll=0.01, once=False, idle_poll=0.1)
+    follower = Polls(str(log), frames.out, poll=0.01, once=False, idle_poll=0.1)
     follower.start("begin", 1 << 20, 1 << 20, 1 << 20, None, 0, b"")
-    polls = [0]
-    step = follower.step
-
-    def counted() -> bool:
-        polls[0] += 1
-        return step()
-
-    follower.step = counted  # type: ignore[method-assign]
     runner = threading.Thread(target=follower.run, daemon=True)
     runner.start()
     try:
         time.sleep(1.0)
         # Backing off from 10 ms to 100 ms: ~12 polls in a quiet second (100 before).
-        assert polls[0] <= 30, f"{polls[0]} polls of a log quiet for a second"
+        assert follower.polls <= 30, f"{follower.polls} polls of a log quiet for a second"
         with log.open("ab") as f:
             f.write(b"a request after a quiet spell\n")
         deadline = time.monotonic() + 10

@@ -24,11 +24,17 @@ def bar_column(pilot: Pilot[None]) -> list[tuple[str, Any]]:
     return cells
 
 
+async def filled(pilot: Pilot[None], lines: list[str]) -> LogPane:
+    pane = pilot.app.query_one(LogPane)
+    pane.add_lines(lines)
+    await pilot.pause(0.2)
+    return pane
+
+
 async def fresh_bar(lines: list[str], scroll_home: bool = False) -> list[tuple[str, Any]]:
     """The bar of a pane handed every line at once."""
     async with PaneApp().run_test(size=SIZE) as pilot:
-        pilot.app.query_one(LogPane).add_lines(lines)
-        await pilot.pause(0.2)
+        await filled(pilot, lines)
         if scroll_home:
             pilot.app.query_one(LogPane).log_widget.scroll_home(animate=False)
             await pilot.pause(0.2)
@@ -38,9 +44,7 @@ async def fresh_bar(lines: list[str], scroll_home: bool = False) -> list[tuple[s
 async def test_a_long_log_growing_a_line_at_a_time_leaves_its_bar_alone_until_it_moves() -> None:
     lines = [info(i) for i in range(2000)]
     async with PaneApp().run_test(size=SIZE) as pilot:
-        pane = pilot.app.query_one(LogPane)
-        pane.add_lines(lines)
-        await pilot.pause(0.2)
+        pane = await filled(pilot, lines)
         bar = pane.log_widget.vertical_scrollbar
         drawn = [0]
         render = bar.render
@@ -64,9 +68,7 @@ async def test_a_long_log_growing_a_line_at_a_time_leaves_its_bar_alone_until_it
 async def test_a_short_log_moves_its_bar_with_every_line() -> None:
     lines = [info(i) for i in range(30)]
     async with PaneApp().run_test(size=SIZE) as pilot:
-        pane = pilot.app.query_one(LogPane)
-        pane.add_lines(lines)
-        await pilot.pause(0.2)
+        pane = await filled(pilot, lines)
         for i in range(30, 34):
             lines.append(info(i))
             pane.add_lines([lines[-1]])
