@@ -6,7 +6,9 @@
     .venv/bin/python -m benchmarks --quick --write   # also write the report
 
 Sections (names for --only): screen, tail, toolong, local, memory (the log path; `logpath` is
-all five), frames (the screen's CPU time alone), perline, idle, anchors (htop/btop idle,
+all five), stream (the console's CPU while a log streams at 1k and 10k lines/s with nobody
+typing: the stream's own cost, beside `screen`'s with keys pressed), frames (the screen's CPU
+time alone), perline, idle, anchors (htop/btop idle,
 lnav on the flood), start, chain, fleet, agent, follower; and `real` (the console on a real
 `vllm serve`: host cost under load, restart timeline), which runs only when --only names
 it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes; and
@@ -34,8 +36,8 @@ from benchmarks.machine import busy_processes, describe
 from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
-SECTIONS = (*LOGPATH, "frames", "perline", "idle", "anchors", "start", "chain", "fleet", "agent",
-            "follower")
+SECTIONS = (*LOGPATH, "stream", "frames", "perline", "idle", "anchors", "start", "chain",
+            "fleet", "agent", "follower")
 ON_REQUEST = ("real", "promfleet")  # not in the default run: only when --only names them
 
 
@@ -65,14 +67,14 @@ def _label(rate: int) -> str:
     return f"{rate // 1000}k"
 
 
-def _floods(plan: Plan, module: str, extra: list[str], rates: tuple[int, ...] | None = None
-            ) -> dict[str, Any]:
+def _floods(plan: Plan, module: str, extra: list[str], rates: tuple[int, ...] | None = None,
+            ceiling: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rate in rates or plan.rates:
         out[_label(rate)] = run_json(module, ["--rate", str(rate), "--seconds",
                                               str(plan.seconds), *extra], timeout=240)
         _progress(f"  {module} {' '.join(extra)} {_label(rate)}: {_brief(out[_label(rate)])}")
-    if plan.ceiling:
+    if plan.ceiling and ceiling:
         out["max"] = run_json(module, ["--rate", str(CEILING_RATE), "--seconds",
                                        str(CEILING_SECONDS), *extra], timeout=240)
         _progress(f"  {module} {' '.join(extra)} max: {_brief(out['max'])}")
@@ -88,6 +90,12 @@ def _brief(result: dict[str, Any]) -> str:
 
 def run_screen(plan: Plan) -> dict[str, Any]:
     return _floods(plan, "bench_screen", ["--keys"])
+
+
+def run_stream(plan: Plan) -> dict[str, Any]:
+    """The flood of `screen` at the CPU target's rates, nobody typing: what the stream itself
+    costs (`screen` presses a key every 0.25 s, ~26 ms of CPU each)."""
+    return _floods(plan, "bench_screen", [], rates=(1_000, 10_000), ceiling=False)
 
 
 def run_tail(plan: Plan) -> dict[str, Any]:
@@ -188,9 +196,9 @@ def run_promfleet(plan: Plan) -> dict[str, Any]:
 
 
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
-    "screen": run_screen, "tail": run_tail, "toolong": run_toolong, "local": run_local,
-    "memory": run_memory, "frames": run_frames, "perline": run_perline, "idle": run_idle,
-    "anchors": run_anchors, "start": run_start,
+    "screen": run_screen, "stream": run_stream, "tail": run_tail, "toolong": run_toolong,
+    "local": run_local, "memory": run_memory, "frames": run_frames, "perline": run_perline,
+    "idle": run_idle, "anchors": run_anchors, "start": run_start,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
     "real": run_real, "promfleet": run_promfleet,
 }

@@ -89,12 +89,7 @@ def summary(results: dict[str, Any]) -> list[str]:
     rows: list[tuple[str, str, str]] = []
     screen = results.get("screen", {})
     r1, r10, r100, top = (screen.get(k) for k in ("1k", "10k", "100k", "max"))
-    if _ok(r1) and _ok(r10):
-        rows.append(("Console CPU while a log streams: <= 10% at 1k lines/s, <= 25% at 10k",
-                     f"{_pct(r1['console_cpu_pct'])} / {_pct(r10['console_cpu_pct'])}",
-                     _verdict(r1["console_cpu_pct"] <= 10 and r10["console_cpu_pct"] <= 25)))
-    else:
-        rows.append(("Console CPU while a log streams at 1k / 10k lines/s", "—", NONE))
+    rows.append(_streaming_row(results.get("stream", {}), r1, r10))
     rows.append(_target(r10, "Write-to-screen p99 <= 50 ms at 10k lines/s", lambda r: (
         f"p99 {_ms(r['painted_p99_ms'])} ms (p50 {_ms(r['painted_p50_ms'])});"
         f" into the widget p99 {_ms(r['widget_p99_ms'])} ms",
@@ -213,6 +208,45 @@ def anchors(results: dict[str, Any]) -> list[str]:
                        f"{_n(r['offered_per_s'])} lines/s offered | "
                        f"{_pct(r['lnav_cpu_pct'])} (ssh {_pct(r['ssh_client_cpu_pct'])}) | "
                        f"{_n(r['lnav_rss_mb'])} MB | {behind} |")
+    return [*out, ""]
+
+
+def _streaming_row(stream: Any, r1: Any, r10: Any) -> tuple[str, str, str]:
+    """The CPU target against the stream alone (`stream`: nobody typing); the figures with a
+    key every 0.25 s (`screen`) beside it, so that the typing's share shows. With only the
+    latter, the verdict is on those (a key press is ~26 ms of CPU: it can only add)."""
+    target = "Console CPU while a log streams: <= 10% at 1k lines/s, <= 25% at 10k"
+    quiet = [stream.get(k) if isinstance(stream, dict) else None for k in ("1k", "10k")]
+    keyed = f"{_pct(r1['console_cpu_pct'])} / {_pct(r10['console_cpu_pct'])}" \
+        if _ok(r1) and _ok(r10) else ""
+    if all(_ok(r) for r in quiet):
+        a, b = (r["console_cpu_pct"] for r in quiet)  # type: ignore[index]
+        shown = f"{_pct(a)} / {_pct(b)}, nobody typing" + \
+            (f" (a key every 0.25 s: {keyed})" if keyed else "")
+        return target, shown, _verdict(a <= 10 and b <= 25)
+    if keyed:
+        return target, f"{keyed}, a key every 0.25 s", _verdict(
+            r1["console_cpu_pct"] <= 10 and r10["console_cpu_pct"] <= 25)
+    return "Console CPU while a log streams at 1k / 10k lines/s", "—", NONE
+
+
+def streaming(results: dict[str, Any]) -> list[str]:
+    """What the stream costs the console by itself and with keys pressed (same flood)."""
+    stream, screen = results.get("stream"), results.get("screen", {})
+    if not isinstance(stream, dict):
+        return []
+    out = ["### Console CPU while a log streams: the stream alone, and with keys", "",
+           "| Lines/s | Nobody typing: console CPU | Frames/s | On screen p50 / p99 | "
+           "A key every 0.25 s: console CPU | Frames/s |", "|---|---|---|---|---|---|"]
+    for label, r in stream.items():
+        if not _ok(r):
+            continue
+        k = screen.get(label) if isinstance(screen, dict) else None
+        out.append(f"| {_n(r['offered_per_s'])} | {_pct(r['console_cpu_pct'])} | "
+                   f"{r['frames_per_s']} | {_ms(r['painted_p50_ms'])} / "
+                   f"{_ms(r['painted_p99_ms'])} ms | "
+                   + (f"{_pct(k['console_cpu_pct'])} | {k['frames_per_s']} |" if _ok(k)
+                      else "— | — |"))
     return [*out, ""]
 
 
@@ -532,7 +566,9 @@ METHOD = """\
   screen in turn `tab`, `shift+tab` (focus off the log and back: Textual restyles and the
   footer swaps its keys) and `F`, `F` (pause and resume following); `down` / `up` in the fleet
   table; `ctrl+l` (line numbers) in toolong. Latency = key sent to the first frame drawn after
-  the change took effect.
+  the change took effect. The *stream* section runs the same flood at 1k and 10k lines/s with
+  no key pressed: the CPU target is judged on it (what the stream costs), the keyed run's
+  figure shown beside it (what typing adds).
 - **Floor.** `ssh -T HOST tail -n0 -F LOG` with the OpenSSH client and the same key, lines
   counted from the pipe: what the link and `tail` deliver with no parsing and no screen.
 - **toolong** 1.5 (a peer Textual log viewer) follows the same flood on this machine, headless
@@ -596,7 +632,8 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
         lines.append(f"- Load average (1 min) at the start of each section: {loads}")
     lines += ["", "## Targets", ""] + summary(results)
     lines += ["", "## Log path", ""] + logpath(results)
-    lines += ["", "## Other measurements", ""] + frames(results) + details(results) + \
+    lines += ["", "## Other measurements", ""] + streaming(results) + frames(results) + \
+        details(results) + \
         anchors(results) + _carried_real(results)
     lines += prom_fleet_section(results)
     errors = _error_lines(results)

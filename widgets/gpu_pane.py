@@ -11,6 +11,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.agent.samples import AgentSample, ServeProc
+from widgets.row_repaint import refresh_rows
 from widgets.status import STATUS_CLASSES, status_style
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -53,7 +54,21 @@ class GpuPane(Widget):
     """Renders a `GpuView` (built by the host screen from its `GpuHistory`)."""
 
     COMPONENT_CLASSES = STATUS_CLASSES
-    view: reactive[GpuView] = reactive(GpuView, always_update=True)
+    view: reactive[GpuView] = reactive(GpuView, always_update=True, repaint=False)
+    _title = ""
+
+    def watch_view(self, view: GpuView) -> None:
+        """The title says where the figures come from and how old they are. Set here, and
+        only when it changes: setting a border title repaints the pane, so setting it while
+        rendering drew every sample twice (two frames a second on an idle console)."""
+        sample = view.sample
+        if sample is not None and sample.gpus:
+            title = f"GPUs · {sample.gpu_source}"
+            if sample.gpu_age_s is not None and sample.gpu_age_s > 5:
+                title += f" · stale {sample.gpu_age_s:.0f} s"
+            if title != self._title:
+                self._title = self.border_title = title
+        refresh_rows(self)  # mostly a figure or two per GPU changed
 
     def render(self) -> Text:
         sample = self.view.sample
@@ -83,10 +98,6 @@ class GpuPane(Widget):
         procs = self._processes(sample)
         if procs is not None:
             text.append_text(procs)
-        title = f"GPUs · {sample.gpu_source}"
-        if sample.gpu_age_s is not None and sample.gpu_age_s > 5:
-            title += f" · stale {sample.gpu_age_s:.0f} s"
-        self.border_title = title
         return text
 
     def _processes(self, sample: AgentSample) -> Text | None:

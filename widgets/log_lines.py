@@ -27,12 +27,14 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Log
 
 from console.parsers.classifier import LineKind
+from widgets.quiet_scrollbar import QuietScrollBar
 
 # What a classified line looks like: a key of `LogLines.looks` (the pane fills them from the
 # theme). Kinds not named here (throughput, start-up steps, ...) are plain.
@@ -56,6 +58,19 @@ class LogLines(Log):
         self.numbered = False  # line numbers shown (while searching)
         self.placeholder = ""  # shown when there is no line (why the pane is empty)
         self._strips: LRUCache[int, Strip] = LRUCache(4096)
+        self._frame_style: Style | None = None  # while a frame renders (`render_lines`)
+
+    @property
+    def vertical_scrollbar(self) -> ScrollBar:
+        """Textual's, but a `QuietScrollBar`: a growing log moves its thumb far less often
+        than every batch."""
+        if self._vertical_scrollbar is None:
+            bar = QuietScrollBar(vertical=True, name="vertical",
+                                 thickness=self.scrollbar_size_vertical)
+            bar.display = False
+            self._vertical_scrollbar = bar
+            self.app._start_widget(self, bar)
+        return self._vertical_scrollbar
 
     # -- content ---------------------------------------------------------------------------------
     @property
@@ -165,8 +180,17 @@ class LogLines(Log):
         super().selection_updated(selection)  # type: ignore[arg-type]
 
     # -- painting --------------------------------------------------------------------------------
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """A frame's rows, the pane's style worked out once for all of them: `rich_style`
+        walks the styles of every ancestor, and per row it was most of a row's cost."""
+        self._frame_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
     def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
-        rich_style = self.rich_style
+        rich_style = self._frame_style or self.rich_style
         if y >= len(self._lines):
             if y == 0 and self.placeholder:
                 look = rich_style + Style(italic=True, dim=True)

@@ -17,6 +17,7 @@ from checks.profile import Acceptance
 from console.telemetry.history import RestartMark
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from widgets.gpu_pane import SPARK
+from widgets.row_repaint import refresh_rows
 from widgets.status import STATUS_CLASSES, status_style
 
 RESTART_GLYPH = "┃"
@@ -67,9 +68,12 @@ class SpecPane(Widget):
 
     COMPONENT_CLASSES = STATUS_CLASSES
 
-    view: reactive[SpecView] = reactive(SpecView, always_update=True)
+    view: reactive[SpecView] = reactive(SpecView, always_update=True, repaint=False)
     compact: reactive[bool] = reactive(False)
     """The compact layout: the acceptance figure and its history, no per-position rows."""
+
+    def watch_view(self) -> None:
+        refresh_rows(self)  # an update mostly moves a figure and the chart's newest point
 
     def render(self) -> Group | Text:
         state, expected = self.view.state, self.view.expected

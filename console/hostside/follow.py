@@ -19,8 +19,8 @@ or rotated; a rotated file still in the same directory is found by its inode and
 sent first, so a rotation while the link was down leaves no gap.
 
 Reads are chunked (`os.pread`, 256 KiB), never line by line; the file is polled (fstat + stat,
-every `--poll` seconds while it is busy, every `--idle-poll` once quiet), so a quiet log costs
-next to nothing. Following is by name
+`--poll` seconds after a poll that found data, each empty poll waiting twice as long as the one
+before, up to `--idle-poll`), so a quiet log costs next to nothing. Following is by name
 (like `tail -F`): a deleted file is read to its end, then the new one from its start.
 
 It stops on SIGTERM/SIGINT/SIGHUP, when stdout goes away, when its parent goes away, and at EOF
@@ -40,7 +40,6 @@ SIG_BYTES = 64
 RUN_ENGINE = b"LLM engine ("
 RUN_PREAMBLE = (b"non-default args:", b"server version")
 SCAN_BLOCK = 1024 * 1024
-QUIET_S = 2.0
 
 _stopping: list = []
 
@@ -286,18 +285,20 @@ class Follower:
 
     def run(self):
         parent = os.getppid()
-        last_data = time.monotonic()
+        wait = self.poll
         while not _stopping and self.fd is not None:
             caught_up = self.step()
             if not caught_up:
-                last_data = time.monotonic()
+                wait = self.poll
                 continue
             if self.once or os.getppid() != parent:
                 return
-            # Quick polls while the log is busy; slower ones once it has been quiet a while
-            # (the first line after a quiet spell waits at most `idle_poll`).
-            quiet = time.monotonic() - last_data > QUIET_S
-            time.sleep(self.idle_poll if quiet else self.poll)
+            # Quick polls while the log is busy; each empty poll waits twice as long, up to
+            # `idle_poll` (the first line after a quiet spell waits at most that). An idle
+            # server's log gets a line a second, one per request: polls that stayed quick for
+            # 2 s after each line kept it at 100 polls a second.
+            time.sleep(wait)
+            wait = min(self.idle_poll, wait * 2)
 
 
 def _regular(st):
@@ -345,7 +346,8 @@ def parse_args(argv=None):
     p.add_argument("--poll", type=float, default=0.01,
                    help="seconds between polls while the log is busy")
     p.add_argument("--idle-poll", type=float, default=0.1,
-                   help="seconds between polls once it has been quiet for a while")
+                   help="the longest wait between polls of a quiet log (empty polls wait "
+                        "twice as long each time, from --poll up to this)")
     p.add_argument("--once", action="store_true", help="exit once caught up with the end")
     return p.parse_args(argv)
 
