@@ -357,7 +357,8 @@ def main(argv=None):
     args = parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
-    on_stdin_eof(_stop)  # the SSH channel closed: nobody reads what follows
+    if not args.once:  # a one-shot read ends on its own; its stdin is at EOF from the start
+        on_stdin_eof(_stop)  # the SSH channel closed: nobody reads what follows
     follower = Follower(args.path, Output(), max(0.005, args.poll), args.once,
                         idle_poll=args.idle_poll)
     try:

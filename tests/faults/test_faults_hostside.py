@@ -123,3 +123,21 @@ def test_the_agent_ends_and_takes_its_nvidia_smi_loops_with_it(
     while alive(loops) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive(loops) == [], "the agent left its nvidia-smi loops running"
+
+
+def test_a_one_shot_follower_reads_to_the_end_with_its_stdin_already_closed(
+        tmp_path: Path) -> None:
+    """`status` reads the log with `follow --once`, its stdin at EOF from the start (nothing to
+    send): that EOF is not a console gone away, and the whole log is read, not cut short."""
+    from console.follower import FrameDecoder
+
+    log = tmp_path / "serve.log"
+    lines = 200_000
+    log.write_text("".join(f"INFO line {i}\n" for i in range(lines)))
+    done = subprocess.run(entry_argv(PYTHON, "follow", str(log), "--start", "begin", "--once"),
+                          input=b"",
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0
+    payload = b"".join(body for _, body in FrameDecoder().feed(done.stdout))
+    assert payload.count(b"\n") == lines
+    assert payload.endswith(f"INFO line {lines - 1}\n".encode())
