@@ -206,8 +206,7 @@ class ConsoleApp(App[int]):
                 opened[pending.name] = await pending.open()
             except Exception as exc:  # noqa: BLE001 - said on one line, as the CLI does
                 self.exit(return_code=2, message=safe_text(
-                    f"vllm-console: {pending.name}: cannot open: {type(exc).__name__}: {exc}",
-                    2000))
+                    f"vllm-console: {pending.name}: {exc or type(exc).__name__}", 2000))
                 return
         self._pending = []
         self.sessions = {name: self.sessions.get(name) or opened[name] for name in self._order}
@@ -220,8 +219,10 @@ class ConsoleApp(App[int]):
         self.refresh_bindings()  # the host's actions are enabled now
         # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
         # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
-        # for 100 ms and more during a log flood (benchmarks/findings.md).
+        # for 100 ms and more during a log flood (benchmarks/findings.md). `vllm-console`
+        # starts with the collector off (`console.cli.main`): on from here.
         gc.freeze()
+        gc.enable()
 
     def _remember_theme(self, theme: object) -> None:
         save_ui_state({"theme": self.theme})

@@ -18,6 +18,7 @@ own imports are its module's (`console/commands/<name>.py`).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ _ARGPARSE_USAGE = 2
 SHELLS = ("bash", "zsh", "fish")
 """The shells `completion` writes a script for."""
 _TOP_LEVEL_ONLY = frozenset({"-h", "--help", "--version"})
+_CONSOLES = ("tui", "demo")
+"""The commands whose start-up ends at the console's first frame (see `main`)."""
 
 HOST_HELP = "a hosts-file name, an ssh_config alias, or [user@]host[:port]"
 
@@ -218,7 +221,18 @@ def _hint_for_a_host_named(command: str, argv: list[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_in = list(sys.argv[1:] if argv is None else argv)
+    # Start-up allocates what lives as long as the process (modules, classes, the parser), so the
+    # cyclic collector's passes over it free nothing: ~45 ms of CPU before the console's first
+    # frame, a full pass 20-25 ms of it. Off until a command's own work begins (`_run`); the
+    # console turns it on once its sessions are open (`ConsoleApp._open_sessions`).
+    gc.disable()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        gc.enable()
+
+
+def _main(args_in: list[str]) -> int:
     # `vllm-console --help` / `--version`: nothing but the top level (see the module's doc).
     parser = build_parser(settings=not args_in or not _TOP_LEVEL_ONLY.issuperset(args_in))
     words = _normalise(args_in, parser)
@@ -254,6 +268,8 @@ def _run(command: str, args: argparse.Namespace) -> int:
 
     who = "vllm-console" if command == "tui" else f"vllm-console {command}"
     module = _command_module(command)
+    if command not in _CONSOLES:
+        gc.enable()
     try:
         return int(module.run(args))
     except KeyboardInterrupt:

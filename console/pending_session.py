@@ -5,8 +5,9 @@ CPU, seconds on a busy machine) before anything is on the screen. The console's 
 only what the host screen shows before any data (the host's name, read-only, the scenario), so
 the command line hands the app this, and the app calls `open()` once that frame is painted
 (docs/design.md, "Start-up"). Whatever can fail for a person's reason (the hosts file, the
-destination, the identity file) is checked before; what `open()` raises ends the console with
-one line. Headless.
+destination, the identity file) is checked before. What `open()` raises ends the console with
+its message on one line (`vllm-console: NAME: MESSAGE`, exit 2): it says why, for a person.
+Headless.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.sim import materialise, start_background, stop
+    from console.sim import stop
 
     if args.list:
         return list_scenarios()
@@ -46,12 +46,8 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, _exit_on_signal)
     try:
-        tree = materialise(args.scenario, root / "host", port=free_port(), gpus=2,
-                           startup_s=4.0, metrics_interval_s=2.0)
-        pid = start_background(tree).pid
-        return open_console(tree, pid, theme=args.theme, readonly=args.readonly)
-    except OSError as exc:
-        raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
+        return open_console(args.scenario, root / "host", theme=args.theme,
+                            readonly=args.readonly)
     finally:
         try:
             tree_root = root / "host"
@@ -93,23 +89,30 @@ def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def
     )
 
 
-def open_console(tree, pid: int, *, theme: str | None = None,  # type: ignore[no-untyped-def]
+def open_console(scenario: str, where: Path, *, theme: str | None = None,
                  readonly: bool = False) -> int:
-    """The console on the simulated host; the host's session (and the record of its launch)
-    is made after the first frame."""
+    """The console on a simulated host written into `where`: the tree, its server, the host's
+    session and the record of its launch are made after the first frame."""
     from console.app import ConsoleApp
     from console.pending_session import PendingSession
 
     async def open_session():  # type: ignore[no-untyped-def]
         from console.local_host import LocalHost
         from console.session import HostSession
+        from console.sim import materialise, start_background
 
-        session = HostSession(demo_config(tree, readonly=readonly), LocalHost("demo"),
-                              scenario=tree.scenario)
-        await record(session.host, tree, pid)
+        try:
+            tree = materialise(scenario, where, port=free_port(), gpus=2, startup_s=4.0,
+                               metrics_interval_s=2.0)
+            pid = start_background(tree).pid
+            session = HostSession(demo_config(tree, readonly=readonly), LocalHost("demo"),
+                                  scenario=scenario)
+            await record(session.host, tree, pid)
+        except OSError as exc:
+            raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
         return session
 
     app = ConsoleApp([PendingSession("demo", open_session, readonly=readonly,
-                                     scenario=tree.scenario)], theme=theme)
+                                     scenario=scenario)], theme=theme)
     app.run()
     return app.return_code or 0
