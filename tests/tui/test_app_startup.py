@@ -4,6 +4,7 @@ A session that cannot be made ends the console with one line and exit 2."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,34 @@ def test_the_first_frame_imports_nothing_of_the_session() -> None:
                    "checks.chain", "checks.references", "console.sources.url",
                    "console.agent.client", "asyncssh"):
         assert module not in loaded, module
+
+
+async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
+        tmp_path: Path) -> None:
+    """`vllm-console` starts with the cyclic collector off (`console.cli.main`); left off, a
+    long session's reference cycles would never be freed."""
+    tree = make_tree(tmp_path / "host")
+
+    async def open_session() -> HostSession:
+        return HostSession(demo_config(tree), LocalHost("demo"))
+
+    app = ConsoleApp([PendingSession("demo", open_session)], autostart_checks=False)
+    gc.disable()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            assert not gc.isenabled()
+            await wait_until(pilot, lambda: "demo" in app.sessions, what="the session")
+            assert gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_every_other_command_runs_with_the_collector_on(tmp_path: Path) -> None:
+    code = ("import gc, sys\n"
+            "import console.cli, console.commands.init as init\n"
+            "init.run = lambda args: print('RUN', gc.isenabled()) or 0\n"
+            f"code = console.cli.main(['init', '--config', {str(tmp_path / 'h.toml')!r}])\n"
+            "print('AFTER', gc.isenabled(), code)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split("\n")
+    assert out[:2] == ["RUN True", "AFTER True 0"]
