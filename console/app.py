@@ -47,6 +47,7 @@ from widgets.log_pane import LogPane
 
 if TYPE_CHECKING:  # the sessions' modules load after the first frame (`_open_sessions`)
     from checks.models import ChainReport
+    from checks.profile import Acceptance
     from console.draft_diff import DraftDiff
     from console.restart import RestartResult, RestartStep
     from console.session import HostSession
@@ -170,15 +171,14 @@ class ConsoleApp(App[int]):
             follower = opened.telemetry.follower if opened is not None else None
             return [e.display() for e in follower.recent()] if follower is not None else []
 
-        def expected() -> object:
+        def expected() -> Acceptance | None:
             opened = self.sessions.get(name)
             return opened.expected_acceptance() if opened is not None else None
 
         url_only = None if isinstance(session, PendingSession) else _url_only(session)
         screen = HostScreen(
             name, readonly=session.readonly, scenario=session.scenario,
-            expected_acceptance=expected,  # type: ignore[arg-type]
-            log_backlog=backlog,
+            expected_acceptance=expected, log_backlog=backlog,
             serve_summary=url_only.url_telemetry.summary if url_only else None)
         if url_only is not None:
             from console.screens.url_only import show_url_only
