@@ -11,19 +11,12 @@ The clock starts just before `tmux new-session` runs the command; the screen is 
 - first log line: a serve-log line (`pid=`) in the log pane.
 For the demo the simulated server starts with the console (its log begins ~1 s later), so its
 first-log mark is the server's start-up more than the console's.
-
-`first_frame_cpu_s` is the console process's CPU time (user + system, from /proc, 10 ms ticks)
-when its first frame was seen: what the first frame costs, which holds better on a loaded
-machine, where the wall-clock marks are the scheduler's. An upper bound: the console goes on
-working (opening the host's session) until the poll sees the frame.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,44 +50,24 @@ def time_marks(argv: list[str], tmp: Path, timeout: float = 30.0) -> dict[str, f
     found: dict[str, float] = {}
     t0 = time.perf_counter()
     term.start()
-    pid = _console_pid(term.socket)
     try:
         deadline = t0 + timeout
-        while not found.keys() >= MARKS.keys() and time.perf_counter() < deadline:
+        while len(found) < len(MARKS) and time.perf_counter() < deadline:
             screen = term.screen()
             now = time.perf_counter() - t0
             for name, seen in MARKS.items():
                 if name not in found and seen(screen):
                     found[name] = round(now, 3)
-                    if name == "first_frame_s":
-                        found["first_frame_cpu_s"] = _cpu_s(pid)
             time.sleep(0.005)
         term.quit()
     finally:
         term.stop()
-    return {name: found.get(name, -1.0) for name in (*MARKS, "first_frame_cpu_s")}
-
-
-def _console_pid(socket: str) -> int | None:
-    """The console's process: the pane's (its shell and `env` exec it)."""
-    out = subprocess.run(["tmux", "-L", socket, "display-message", "-p", "-t", "main",
-                          "#{pane_pid}"], capture_output=True, text=True, check=False).stdout
-    return int(out) if out.strip().isdigit() else None
-
-
-def _cpu_s(pid: int | None) -> float:
-    """User + system CPU seconds of `pid` so far; -1 when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (OSError, TypeError):
-        return -1.0
-    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 3)
+    return {name: found.get(name, -1.0) for name in MARKS}
 
 
 def median_marks(runs: list[dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in (*MARKS, "first_frame_cpu_s"):
+    for name in MARKS:
         values = [r[name] for r in runs if r[name] >= 0]
         out[name] = round(statistics.median(values), 3) if values else -1.0
         out[name.replace("_s", "_all")] = [r[name] for r in runs]
