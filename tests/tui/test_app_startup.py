@@ -60,16 +60,19 @@ async def test_a_session_that_cannot_be_made_ends_the_console_with_one_line(
 def test_the_first_frame_imports_nothing_of_the_session() -> None:
     """What `vllm-console HOST` and `demo` import before the app paints: the app, its screens
     and widgets, the settings; not the telemetry's driver, the restart, the chain, the URL
-    source (each loads with the session, after the first frame)."""
+    source, the simulated host's writer and runner (each loads with the session, after the
+    first frame)."""
     code = ("import sys\n"
             "import console.cli, console.commands.tui, console.commands.demo, console.app\n"
+            "console.commands.demo.check_scenario('incident')\n"
             "print(' '.join(sorted(sys.modules)))\n")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True, timeout=60).stdout.split())
     assert {"textual.app", "console.screens.host"} <= loaded
     for module in ("console.session", "console.telemetry.host_telemetry", "console.restart",
                    "checks.chain", "checks.references", "console.sources.url",
-                   "console.agent.client", "asyncssh"):
+                   "console.agent.client", "asyncssh", "console.sim.tree",
+                   "console.sim.runner"):
         assert module not in loaded, module
 
 
