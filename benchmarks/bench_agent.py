@@ -25,6 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.output import report_each  # noqa: E402
 from console.sim.runner import start_background, stop, wait_ready  # noqa: E402
 from console.sim.tree import materialise  # noqa: E402
 from tests.hostside.bundle import entry_argv  # noqa: E402
@@ -109,15 +110,11 @@ def main(argv: list[str] | None = None) -> int:
                 [*common, *smi, "--match", f"vllm serve {tree.root}/"], opts.seconds)
         finally:
             stop(server, timeout=5)
-    if opts.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"agent at one sample every {opts.interval:g} s, {opts.seconds:g} s each "
-          f"(target: < 1% of a core)")
-    for name, r in results.items():
-        print(f"  {name:<26} agent {r['agent_cpu_pct']:6.3f}% of a core   "
-              f"children {r['children_cpu_pct']:6.3f}%   ({r['samples']} samples, "
-              f"{r['processes']} processes on the machine, source {r['gpu_source']})")
+    report_each(results, opts.json, f"agent at one sample every {opts.interval:g} s, "
+                f"{opts.seconds:g} s each (target: < 1% of a core)", lambda name, r: (
+                    f"  {name:<26} agent {r['agent_cpu_pct']:6.3f}% of a core   "
+                    f"children {r['children_cpu_pct']:6.3f}%   ({r['samples']} samples, "
+                    f"{r['processes']} processes on the machine, source {r['gpu_source']})"))
     return 0
 
 

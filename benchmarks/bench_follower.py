@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -38,6 +37,7 @@ if __package__ in (None, ""):
 import psutil  # noqa: E402
 
 from benchmarks.bench_agent import cpu_s  # noqa: E402
+from benchmarks.output import report_each  # noqa: E402
 from console.follower import LogBatch, LogFollower  # noqa: E402
 from console.ssh_host import SSHHost  # noqa: E402
 from console.telemetry.run_log import RunLog  # noqa: E402
@@ -192,20 +192,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     results = asyncio.run(bench(opts.seconds))
-    if opts.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print(f"log follower over sshd on loopback, lines parsed as the TUI does "
-          f"({os.cpu_count()} CPUs)")
-    for name, r in results.items():
-        print(f"  {name:<28} offered {r['offered_lines_per_s']:>8,}/s  parsed "
-              f"{r['parsed_lines_per_s']:>8,}/s  behind {r['behind_at_end_s']:.3f} s  "
-              f"latency p50 {r['latency_p50_ms']:.1f} p99 {r['latency_p99_ms']:.1f} "
-              f"max {r['latency_max_ms']:.1f} ms  RSS {r['rss_mb']:.0f} MB "
-              f"(kept {r['kept_lines']:,} lines)  host follower "
-              f"{r['host_follower_cpu_pct']:.1f}% CPU"
-              + (f", {r['host_follower_idle_cpu_pct']:.2f}% idle"
-                 if r["host_follower_idle_cpu_pct"] >= 0 else ""))
+    report_each(results, opts.json, "log follower over sshd on loopback, lines parsed as the "
+                f"TUI does ({os.cpu_count()} CPUs)", lambda name, r: (
+                    f"  {name:<28} offered {r['offered_lines_per_s']:>8,}/s  parsed "
+                    f"{r['parsed_lines_per_s']:>8,}/s  behind {r['behind_at_end_s']:.3f} s  "
+                    f"latency p50 {r['latency_p50_ms']:.1f} p99 {r['latency_p99_ms']:.1f} "
+                    f"max {r['latency_max_ms']:.1f} ms  RSS {r['rss_mb']:.0f} MB "
+                    f"(kept {r['kept_lines']:,} lines)  host follower "
+                    f"{r['host_follower_cpu_pct']:.1f}% CPU"
+                    + (f", {r['host_follower_idle_cpu_pct']:.2f}% idle"
+                       if r["host_follower_idle_cpu_pct"] >= 0 else "")))
     return 0
 
 

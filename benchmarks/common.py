@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.bench_follower import FLOODS, WRITER
+from benchmarks.output import emit
 from benchmarks.stamps import pct, stamp_of
 from tests.sshd import Sshd, chown_to, start_sshd
 
@@ -155,12 +156,6 @@ def kill_tree(pid: int) -> None:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(procs, timeout=5)
-
-
-def emit(result: object) -> None:
-    """A benchmark process's result: one JSON line, last on stdout."""
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
 
 
 def report(result: dict[str, object], as_json: bool, unit: str = "", width: int = 20) -> None:

@@ -17,6 +17,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from console import hangup
 from console.screens.prom_fleet import PromFleetScreen, PromServerScreen
 from console.settings import FleetSettings, HostsFile
 from console.sources.fleet_hosts import OpenKind, OpenTarget, hosts_by_label, open_target
@@ -131,8 +132,10 @@ def run_fleet(prom: Prometheus, fleet: FleetSettings, selector: str, hosts: Host
     state = TableState()
     while True:
         app = FleetApp(prom, fleet, selector, hosts, state=state, theme=args.theme)
-        target = app.run()
-        state = app.state
+        status = hangup.run(app)
+        if status:  # the terminal went away, or SIGTERM
+            return status
+        target, state = app.return_value, app.state
         if target is None:
             return 0
         try:
@@ -142,7 +145,9 @@ def run_fleet(prom: Prometheus, fleet: FleetSettings, selector: str, hosts: Host
             continue
         from console.app import ConsoleApp
 
-        ConsoleApp([session], theme=args.theme).run()
+        status = hangup.run(ConsoleApp([session], theme=args.theme))
+        if status:
+            return status
 
 
 def _session(target: OpenTarget, hosts: HostsFile, args: argparse.Namespace) -> HostSession:

@@ -30,18 +30,20 @@ import json
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from console.display import DISPLAY_MAX, plain_ascii, safe_text
+from console.display import DISPLAY_MAX, PlainLines, safe_text
 from console.host import ConnectionState, Host, HostError, StreamHandle, backoff
 from console.parsers.lines import LineAssembler
-from console.parsers.redact import may_hold_secret, redact_text
+from console.parsers.redact import redact_text
+from console.parsers.sieve import batch_keys
 from console.remote_scripts import RemoteScripts, python_line
 
 SIG_BYTES = 64
 MIB = 1024 * 1024
+_PLAIN = PlainLines()  # which lines of a batch the screen must change, cached across batches
 
 
 class FollowState(StrEnum):
@@ -95,7 +97,7 @@ class LogEntry(NamedTuple):
     """One log line, terminal escapes stripped, whole. `seq` counts lines since the start."""
 
     # Built on request only (`LogBatch.entries`, `LogFollower.recent`): the hot path and the
-    # ring carry plain texts and (seq, text) tuples, which cost less and the collector untracks.
+    # ring carry plain texts, numbered by where they are.
     seq: int
     text: str
 
@@ -141,6 +143,8 @@ class LogBatch:
     live: bool = True
     position: FollowPosition | None = None
     first_seq: int = 0
+    _keys: list[list[bytes] | None] = field(default_factory=list, init=False, compare=False,
+                                             repr=False)  # `keys`, once made
 
     @classmethod
     def of(cls, entries: Iterable[LogEntry], **kw: Any) -> LogBatch:
@@ -153,17 +157,27 @@ class LogBatch:
         return tuple(map(LogEntry, range(self.first_seq, self.first_seq + len(self.texts)),
                          self.texts))
 
-    def display_lines(self, width: int = DISPLAY_MAX) -> list[str]:
-        """Everything for one `Log.write_lines`: notices first, then the lines, cut to width.
+    @property
+    def keys(self) -> list[bytes] | None:
+        """The lines' `batch_keys`, made on first use: the telemetry's sieve and the screen's
+        `PlainLines` both answer by them (one translation of a batch, not two)."""
+        if not self._keys:
+            self._keys.append(batch_keys(self.texts))
+        return self._keys[0]
 
-        Checked once per batch first: a batch of printable ASCII lines within `width` with no
-        secret-looking word in any of them (nearly every batch of a busy log) is shown as it is,
-        and only a batch that fails the check pays for `LogEntry.display` line by line."""
-        notices = [n.text for n in self.notices]
-        texts = list(self.texts)
-        if plain_ascii(texts, width) and not may_hold_secret("\n".join(texts)):
-            return notices + texts
-        return notices + [e.display(width) for e in self.entries]
+    def display_lines(self, width: int = DISPLAY_MAX, skip: int = 0) -> list[str]:
+        """Everything for one `Log.write_lines`: notices first, then the lines from the
+        `skip`-th on (a pane that keeps fewer lines than this batch holds never shows the
+        first ones), cut to width.
+
+        Only the lines `PlainLines` finds that the screen must change (nearly none of a busy
+        log's) pay for `LogEntry.display`; the others are shown as they are."""
+        texts = list(self.texts[skip:])
+        keys = self.keys
+        self._keys.clear()  # the screen is their last user: not kept while the batch is
+        for i in _PLAIN.changed(texts, width, None if keys is None else keys[skip:]):
+            texts[i] = LogEntry(self.first_seq + skip + i, texts[i]).display(width)
+        return [n.text for n in self.notices] + texts
 
 
 class FrameError(HostError):
@@ -250,7 +264,10 @@ class LogFollower:
         self.python = python
         self.scripts = scripts or RemoteScripts(host)
         self._clock = clock
-        self._ring: deque[tuple[int, str]] = deque()  # (seq, text)
+        # The texts only: the ring's oldest line is number `_seq - len(_ring)`. (Per-line
+        # (seq, text) tuples cost ~50 ns a line to make, and each was tracked by the collector
+        # until it had survived a collection.)
+        self._ring: deque[str] = deque()
         self._ring_bytes = 0
         self._seq = 0
         self._assembler = LineAssembler()
@@ -278,7 +295,8 @@ class LogFollower:
 
     def recent(self) -> tuple[LogEntry, ...]:
         """The lines kept (at most `max_lines`, about `max_bytes` of text), oldest first."""
-        return tuple(map(LogEntry._make, self._ring))
+        ring = self._ring
+        return tuple(map(LogEntry, range(self._seq - len(ring), self._seq), ring))
 
     def stop(self) -> None:
         """End `run()` soon (it also ends when its task is cancelled)."""
@@ -499,17 +517,13 @@ class LogFollower:
             return
         if not self._pending and not self._notices:
             self._first_pending = self._clock()
-        seqs = range(self._seq, self._seq + len(texts))
         self._seq += len(texts)
         self._pending.extend(texts)
         ring = self._ring
-        # Plain tuples, not `LogEntry`s: the collector untracks a plain tuple of str and int
-        # once it has survived a collection, never a tuple subclass, so a ring of 100k
-        # `LogEntry`s was walked by every full collection of a flood.
-        ring.extend(zip(seqs, texts, strict=True))
+        ring.extend(texts)
         size = self._ring_bytes + sum(map(len, texts))
         while ring and (len(ring) > self.max_lines or size > self.max_bytes):
-            size -= len(ring.popleft()[1])
+            size -= len(ring.popleft())
         self._ring_bytes = size
 
     def _notice(self, kind: NoticeKind, detail: str = "") -> None:

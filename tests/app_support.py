@@ -43,9 +43,10 @@ class WidgetApp(App[None]):
         yield self.widget
 
 
-def theme_colour(name: str) -> Color:
-    """A status colour of the dark theme (`status-ok`, ...), as rich parses it."""
-    return Color.parse(THEMES["vllm-dark"].variables[name])
+def theme_colour(name: str, theme: str = "vllm-dark") -> Color:
+    """A status colour of a theme (`status-ok`, ...; the dark one unless named), as rich
+    parses it."""
+    return Color.parse(THEMES[theme].variables[name])
 
 
 def colour_of(text: Text, word: str) -> Color | None:

@@ -137,3 +137,11 @@ def pids_with_env(needle: str, user: str | None = None) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def helpers_on_host(root: Path, user: str) -> list[int]:
+    """The console's helpers of this simulated host (agent, follower, their nvidia-smi loops)
+    running as `user`: they carry their arguments, the tree's paths among them, in
+    VLLM_CONSOLE_ARGS (their command lines are only `PYTHON BUNDLE ENTRY`)."""
+    return sorted(set(pids_with_env("VLLM_CONSOLE_ARGS=", user))
+                  & set(pids_with_env(str(root), user)))

@@ -151,6 +151,16 @@ class Sshd:
         base.update(changes)
         return HostConfig.model_validate(base)
 
+    def hosts_file(self, path: Path, name: str, root: Path, nvidia_smi: Path) -> Path:
+        """A hosts file at `path` with one entry, `name`, on this sshd: only `ssh`, the key and
+        the simulated host's match and nvidia-smi (python, log, draft and url are discovered)."""
+        path.write_text(
+            f'[hosts.{name}]\nssh = "{self.user}@127.0.0.1:{self.port}"\n'
+            f'identity = "{self.client_key}"\nknown_hosts = "{self.known_hosts}"\n'
+            f'[hosts.{name}.serve]\nmatch = "{root}/venv serve"\n'
+            f'[hosts.{name}.gpu]\nnvidia_smi = "{nvidia_smi}"\n')
+        return path
+
     def user_dir(self, name: str) -> Path:
         """A fresh directory the login user owns, outside /root."""
         path = Path(tempfile.mkdtemp(prefix=f"vc-{name}-", dir="/tmp"))

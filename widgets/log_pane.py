@@ -75,8 +75,14 @@ def compile_query(query: str) -> re.Pattern[str] | None:
         return re.compile(re.escape(query), re.IGNORECASE)
 
 
+# The looks of `LogLines.looks` the stylesheet gives (`log--spec`, ... in themes/console.tcss).
+_LOOKS = ("spec", "aux", "warn", "fail", "current")
+
+
 class LogPane(Vertical, can_focus=False):
     """The serve log pane."""
+
+    COMPONENT_CLASSES = {f"log--{look}" for look in _LOOKS}
 
     BINDINGS = [
         Binding("slash", "search", "Search", id="log.search"),
@@ -138,21 +144,20 @@ class LogPane(Vertical, can_focus=False):
     def on_mount(self) -> None:
         self._update_status()
         self._apply_theme()
-        self.watch(self.app, "theme", lambda _: self._apply_theme(), init=False)
+        self.app.theme_changed_signal.subscribe(self, lambda _: self._apply_theme())
         self.app.screen_change_signal.subscribe(self, self._screen_changed)
         # Lines handed over before the pane was mounted (a host screen being composed) show
         # now: a quiet log may send nothing more.
         self.call_after_refresh(self._screen_changed, None)
 
     def _apply_theme(self) -> None:
-        variables = self.app.theme_variables
-        self._log.looks.update({
-            "spec": f"bold {variables.get('log-spec', 'cyan')}",
-            "aux": f"bold {variables.get('log-aux', 'magenta')}",
-            "warn": variables.get("status-warn", "yellow"),
-            "fail": f"bold {variables.get('status-fail', 'red')}",
-            "current": f"bold reverse {variables.get('status-warn', 'yellow')}",
-        })
+        """The looks of classified lines from the stylesheet's `log--*` component classes
+        (after a theme change, the stylesheet has been refreshed by the time this runs); a
+        pane outside the console's stylesheet keeps the log's own looks."""
+        for look in _LOOKS:
+            style = self.get_component_rich_style(f"log--{look}", partial=True)
+            if style.color is not None:
+                self._log.looks[look] = str(style)
         if self.is_mounted:
             self._log.restyle()
 
@@ -172,17 +177,23 @@ class LogPane(Vertical, can_focus=False):
 
     # -- data in ---------------------------------------------------------------------------
     def add_batch(self, batch: LogBatch, notable: Iterable[tuple[int, LineEvent]]) -> None:
-        """One follower batch and what the parsers found in it (`LogLinesReceived`)."""
-        lines = batch.display_lines()
+        """One follower batch and what the parsers found in it (`LogLinesReceived`). Lines
+        that the pane would drop at once (a flood's batch can hold more than `max_lines`) are
+        counted but not made display-safe; the rest come display-safe from the batch."""
+        skip = max(0, len(batch.texts) - self.max_lines)
+        lines = batch.display_lines(skip=skip)
         offset = len(lines) - len(batch.texts)  # the follower's notices come first
-        self.add_lines(lines, [(offset + i, event) for i, event in notable])
+        self._next += skip
+        self.add_lines(lines, [(offset + i, event) for i, event in notable if i >= skip], True)
 
     def add_lines(self, lines: Iterable[str],
-                  notable: Iterable[tuple[int, LineEvent]] | None = None) -> None:
+                  notable: Iterable[tuple[int, LineEvent]] | None = None,
+                  safe: bool = False) -> None:
         """Append one batch of lines, escapes already stripped (one call per batch).
         `notable`: the parsers' findings by index in the batch; None: the pane asks them
-        (`RunLog.feed_texts`, the rule the rest of the console counts by)."""
-        batch = display_safe(lines)
+        (`RunLog.feed_texts`, the rule the rest of the console counts by). `safe`: the lines
+        are display-safe already (`LogBatch.display_lines`)."""
+        batch = list(lines) if safe else display_safe(lines)
         if not batch:
             return
         if notable is None:

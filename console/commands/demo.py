@@ -8,9 +8,7 @@ local host. Everything it started is stopped and removed on exit.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
 import socket
 import tempfile
 from pathlib import Path
@@ -18,13 +16,6 @@ from pathlib import Path
 from console.commands.common import CommandError, reason
 from console.commands.sim import check_scenario, list_scenarios
 from console.commands.tui import check_theme
-
-_signalled: list[int] = []
-
-
-def _exit_on_signal(signum: int, frame: object) -> None:
-    _signalled.append(signum)
-    raise SystemExit(128 + signum)
 
 
 def free_port() -> int:
@@ -34,6 +25,7 @@ def free_port() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console import hangup
     from console.sim import stop
 
     if args.list:
@@ -41,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     check_scenario(args.scenario)
     check_theme(args.theme)
     root = Path(tempfile.mkdtemp(prefix="vllm-console-demo-"))
-    # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the simulated server and
-    # remove its tree: turn them into an orderly exit through the `finally` below.
-    for sig in (signal.SIGHUP, signal.SIGTERM):
-        signal.signal(sig, _exit_on_signal)
+    # A closed terminal (SIGHUP, a dead pty) or a kill (SIGTERM) must still stop the simulated
+    # server and remove its tree: they end the app, or raise SystemExit before it runs, and
+    # either way the `finally` below runs.
+    hangup.install()
     try:
         return open_console(args.scenario, root / "host", theme=args.theme,
                             readonly=args.readonly)
@@ -57,11 +49,6 @@ def run(args: argparse.Namespace) -> int:
                 stop(SimTree.load(tree_root), timeout=5)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-            if _signalled:
-                # The terminal is gone (SIGHUP) or we were told to stop: Textual's input thread
-                # (not a daemon) would spin on the dead pty and keep the process alive, so leave
-                # now that the simulated host is stopped and removed.
-                os._exit(128 + _signalled[0])
 
 
 async def record(host, tree, pid: int) -> None:  # type: ignore[no-untyped-def]
@@ -93,6 +80,7 @@ def open_console(scenario: str, where: Path, *, theme: str | None = None,
                  readonly: bool = False) -> int:
     """The console on a simulated host written into `where`: the tree, its server, the host's
     session and the record of its launch are made after the first frame."""
+    from console import hangup
     from console.app import ConsoleApp
     from console.pending_session import PendingSession
 
@@ -114,5 +102,4 @@ def open_console(scenario: str, where: Path, *, theme: str | None = None,
 
     app = ConsoleApp([PendingSession("demo", open_session, readonly=readonly,
                                      scenario=scenario)], theme=theme)
-    app.run()
-    return app.return_code or 0
+    return hangup.run(app) or app.return_code or 0

@@ -26,6 +26,7 @@ def check_theme(name: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console import hangup
     from console.app import ConsoleApp
     from console.pending_session import PendingSession
 
@@ -67,5 +68,4 @@ def run(args: argparse.Namespace) -> int:
                                f"one server without SSH, `vllm-console demo` tries it offline")
         sessions = [session(name, hosts) for name in hosts.hosts]
     app = ConsoleApp(sessions, theme=args.theme)
-    app.run()
-    return app.return_code or 0
+    return hangup.run(app) or app.return_code or 0

@@ -4,8 +4,9 @@ Entry points (run on the host as `PYTHON BUNDLE ENTRY [ARGS]`, see `__main__`): 
 telemetry sampler), `follow` (the log follower), `discover` (which process is the server),
 `probe-code`, `probe-configs`, `probe-fields`, `probe-log` (the check chain's probes) and
 `restart` (the detached restart step and its queries). Shared parts: `procfs` (one reader of
-/proc), `gpu` (one NVML / nvidia-smi reader), `argv` (one rule for matching a command line) and
-`wire` (the one JSON framing both sides read).
+/proc), `gpu` (one NVML / nvidia-smi reader), `argv` (one rule for matching a command line),
+`lifeline` (the long-lived helpers end when their stdin, the SSH channel, does) and `wire` (the
+one JSON framing both sides read).
 
 The laptop ships the package as one content-hashed zipapp (`console.remote_scripts`). It is
 stdlib only and imports nothing from the rest of the console (import-linter enforces it): it

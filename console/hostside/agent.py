@@ -24,10 +24,8 @@ wrapper ends the process group instead).
 import argparse
 import json
 import os
-import select
 import signal
 import socket
-import stat
 import sys
 import threading
 import time
@@ -35,6 +33,7 @@ import time
 from .argv import matches
 from .gpu import open_gpu_source
 from .gpu.common import MIB
+from .lifeline import on_stdin_eof
 from .procfs import boot_time, cmdline, read_bytes, read_stat, readlink
 
 PROTOCOL = 1
@@ -244,28 +243,6 @@ def _process_cpu_s(pid, clk):
     return 0.0 if st is None else st.cpu_ticks / float(clk)
 
 
-def _watch_stdin():
-    """End at EOF of stdin when it is a pipe or socket (not /dev/null, not a terminal)."""
-    try:
-        mode = os.fstat(0).st_mode
-    except OSError:
-        return
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return
-
-    def watch():
-        while not _stop.is_set():
-            try:
-                ready, _, _ = select.select([0], [], [], 1.0)
-                if ready and not os.read(0, 4096):
-                    break
-            except OSError:
-                break
-        _stop.set()
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def _emit(obj):
     line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
     try:
@@ -294,7 +271,7 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: _stop.set())
     if not args.once:  # a one-shot run is over in a moment, whatever its stdin does
-        _watch_stdin()
+        on_stdin_eof(_stop.set)
     parent = os.getppid()
     clk = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     gpu = open_gpu_source(args.gpu_source, args.nvidia_smi, interval, once=args.once,

@@ -22,6 +22,9 @@ Reads are chunked (`os.pread`, 256 KiB), never line by line; the file is polled 
 every `--poll` seconds while it is busy, every `--idle-poll` once quiet), so a quiet log costs
 next to nothing. Following is by name
 (like `tail -F`): a deleted file is read to its end, then the new one from its start.
+
+It stops on SIGTERM/SIGINT/SIGHUP, when stdout goes away, when its parent goes away, and at EOF
+of stdin when stdin is a pipe or socket (the SSH channel closed; see `lifeline`).
 """
 
 import argparse
@@ -29,6 +32,8 @@ import json
 import os
 import signal
 import time
+
+from .lifeline import on_stdin_eof
 
 CHUNK = 256 * 1024
 SIG_BYTES = 64
@@ -350,6 +355,7 @@ def main(argv=None):
     args = parse_args(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _stop)
+    on_stdin_eof(_stop)  # the SSH channel closed: nobody reads what follows
     follower = Follower(args.path, Output(), max(0.005, args.poll), args.once,
                         idle_poll=args.idle_poll)
     try:

@@ -15,7 +15,7 @@ and the answer is cached under it: a translation and a dict lookup per line, bot
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
 
 # What strip_ansi removes, made NUL (so one search finds any): ASCII controls but tab, and DEL;
@@ -27,6 +27,16 @@ _KEEP_LF = _CONTROLS.replace(b"\n", b"")
 _KEY_BATCH = bytes.maketrans(b"0123456789" + _KEEP_LF, b"#" * 10 + b"\0" * len(_KEEP_LF))
 _C1_UTF8 = rb"\xc2[\x80-\x9f]"
 _NOT_IN_ANCHORS = re.compile(r"[0-9#\x00-\x1f\x7f-\x9f]")
+
+
+def batch_keys(texts: Sequence[str]) -> list[bytes] | None:
+    """Each text's key (its UTF-8, digits made `#` and controls NUL), from one translation of
+    the joined batch; None when a text holds a line feed (the keys would not line up). Made
+    once per follower batch (`LogBatch.keys`) for this sieve and the screen's `PlainLines`."""
+    if not texts:
+        return []
+    keys = "\n".join(texts).encode("utf-8", "surrogatepass").translate(_KEY_BATCH).split(b"\n")
+    return keys if len(keys) == len(texts) else None
 
 
 class Sieve:
@@ -54,13 +64,13 @@ class Sieve:
         verdict = self._verdicts.get(key)
         return self._decide(key) if verdict is None else verdict
 
-    def select(self, texts: list[str]) -> list[int]:
-        """The indices of the `texts` for which `maybe` is True, in order."""
+    def select(self, texts: list[str], keys: list[bytes] | None = None) -> list[int]:
+        """The indices of the `texts` for which `maybe` is True, in order. `keys`: their
+        `batch_keys`, when the caller has them."""
         if not texts:
             return []
-        keys = "\n".join(texts).encode("utf-8", "surrogatepass").translate(_KEY_BATCH)
-        split = keys.split(b"\n")
-        if len(split) != len(texts):  # a text holds a line feed: one by one
+        split = batch_keys(texts) if keys is None else keys
+        if split is None:  # a text holds a line feed: one by one
             return [i for i, text in enumerate(texts) if self.maybe(text)]
         verdicts = self._verdicts
         # Cached False is the common case, and skipped in C; unknown keys come through.

@@ -1,9 +1,14 @@
-"""Reading a relaunch's log from the marker on: start-up phases, failure lines, trace lines."""
+"""Reading a relaunch's log from the marker on: start-up phases, failure lines, trace lines.
+
+The phases are counted by the telemetry's rule (`PhaseSteps`), so the restart report and the
+status bar name the same phases; what is the restart's own is here: the marker, the trace
+lines, the failure lines and tail it reports, and timing phases that came late (after a lost
+link) as unknown."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from checks.trace import parse_trace_line
 from console.parsers import (
@@ -15,21 +20,12 @@ from console.parsers import (
     parse_startup,
 )
 from console.restart.model import PhaseTiming
+from console.telemetry.startup import RESTART_MARKER, PhaseSteps
 
 MAX_ERROR_LINES = 40
 TAIL_LINES = 15
 # Lines that only give a traceback its shape: the log keeps them, the report does not.
 _CONTEXT = (ErrorKind.TRACEBACK, ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_CHAIN)
-
-
-@dataclass
-class _Seen:
-    phase: StartupPhase
-    at: float
-    reported_s: float | None
-    detail: str
-    late: bool = False
-    """Received in a burst after a lost link: when it was written is unknown."""
 
 
 @dataclass
@@ -40,7 +36,7 @@ class StartupTracker:
     marker_seen: bool = False
     ready: bool = False
     trace_events: int = 0
-    _phases: list[_Seen] = field(default_factory=list)
+    _steps: PhaseSteps = field(default_factory=PhaseSteps)
     _errors: list[str] = field(default_factory=list)
     _tail: list[str] = field(default_factory=list)
 
@@ -50,7 +46,7 @@ class StartupTracker:
         says how long one took. `late`: it was written while the link was down (its phase's
         timing is then unknown, never 0)."""
         now = time.monotonic() if now is None else now
-        if not self.marker_seen and raw.startswith("[vllm-console] restart at"):
+        if not self.marker_seen and raw.startswith(RESTART_MARKER):
             self.marker_seen = True
             return None
         new: StartupEvent | None = None
@@ -64,43 +60,28 @@ class StartupTracker:
             self._tail = [*self._tail[-(TAIL_LINES - 1):], line.text]
             event = parse_startup(line.message)
             if event is not None:
-                new = self._phase(event, now, late) or new
+                self.ready = self.ready or event.phase is StartupPhase.READY
+                new = self._steps.add(event, now, late=late) or new
                 continue
             error = parse_error(line.message, line.level)
             if error is not None and error.kind not in _CONTEXT:
                 self._errors.append(line.text)
         return new
 
-    def _phase(self, event: StartupEvent, now: float, late: bool = False
-               ) -> StartupEvent | None:
-        if event.phase is StartupPhase.READY:
-            self.ready = True
-        last = self._phases[-1] if self._phases else None
-        if last is not None and last.phase is StartupPhase.LOADING_DRAFTER and \
-                event.phase is StartupPhase.LOADING_WEIGHTS:
-            # The drafter's own weights (its tqdm bar, its `Loading weights took`): that phase.
-            event = replace(event, phase=StartupPhase.LOADING_DRAFTER)
-        if last is not None and last.phase is event.phase:
-            if event.seconds is not None:
-                last.reported_s = event.seconds
-                return event
-            return None
-        self._phases.append(_Seen(event.phase, now, event.seconds, event.detail, late))
-        return event
-
     def phases(self, end: float | None = None) -> tuple[PhaseTiming, ...]:
         """The phases seen, each lasting until the next began (the last until `end`); None
         where a phase or the next one arrived late (after a lost link)."""
+        steps = self._steps.steps
         out = []
-        for i, seen in enumerate(self._phases):
-            later = self._phases[i + 1] if i + 1 < len(self._phases) else None
+        for i, step in enumerate(steps):
+            later = steps[i + 1] if i + 1 < len(steps) else None
             nxt = later.at if later is not None else end
-            if seen.late or (later is not None and later.late):
+            if step.late or (later is not None and later.late):
                 nxt = None
             out.append(PhaseTiming(
-                phase=seen.phase, started_s=round(seen.at - self.t0, 3),
-                duration_s=None if nxt is None else round(max(0.0, nxt - seen.at), 3),
-                reported_s=seen.reported_s, detail=seen.detail))
+                phase=step.phase, started_s=round(step.at - self.t0, 3),
+                duration_s=None if nxt is None else round(max(0.0, nxt - step.at), 3),
+                reported_s=step.seconds, detail=step.detail))
         return tuple(out)
 
     def error_lines(self) -> tuple[str, ...]:

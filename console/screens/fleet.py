@@ -14,6 +14,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from widgets.status import STATUS_CLASSES, status_style
+
 COLUMNS = ("host", "link", "serve", "GPU util", "acceptance length", "broken link", "root cause",
            "last check")
 AGE_COLUMN = "last check"
@@ -50,6 +52,7 @@ class FleetScreen(Screen[None]):
     """The fleet table."""
 
     BINDINGS = [Binding("enter", "open", "Open host", id="fleet.open")]
+    COMPONENT_CLASSES = STATUS_CLASSES
 
     class HostChosen(Message):
         def __init__(self, host: str) -> None:
@@ -77,11 +80,11 @@ class FleetScreen(Screen[None]):
             table.add_row(*self._cells(row), key=row.name)
         table.focus()
         self.set_interval(0.5, self._apply_pending)
+        self.app.theme_changed_signal.subscribe(self, self._recolour)
 
     def _cells(self, row: FleetRow) -> list[Text]:
-        v = self.app.theme_variables
-        ok, fail, unknown = v.get("status-ok", ""), v.get("status-fail", ""), \
-            v.get("status-unknown", "")
+        ok, fail, unknown = (status_style(self, "ok"), status_style(self, "fail"),
+                             status_style(self, "unknown"))
         state_colour = ok if row.state == "connected" else fail
         broken = ("—" if not row.checked else "all pass") if row.broken_link is None \
             else row.broken_link
@@ -95,6 +98,13 @@ class FleetScreen(Screen[None]):
                                                                  else unknown)),
                 Text(row.root_cause or "—", style=fail if row.root_cause else unknown),
                 Text(age(row.checked_at), style=unknown if row.checked_at is None else "")]
+
+    def _recolour(self, _theme: object) -> None:
+        """A new theme (the stylesheet has been refreshed by now): every shown cell again."""
+        table = self.query_one(DataTable)
+        for name, row in self._shown.items():
+            for column, cell in zip(COLUMNS, self._cells(row), strict=True):
+                table.update_cell(name, column, cell)
 
     def update_row(self, row: FleetRow) -> None:
         """Note a host's new row; rows are applied together twice a second, and only the

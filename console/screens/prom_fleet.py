@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,6 +22,7 @@ from textual.widgets.data_table import ColumnKey
 
 from console.display import safe_text
 from console.sources.fleet_query import ABSENT, IDLE, NO_DCGM, FleetReport, FleetServer
+from widgets.status import STATUS_CLASSES, status_style
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class PromFleetScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="promfleet.clear"),
         Binding("r", "refresh", "Refresh", id="promfleet.refresh"),
     ]
+    COMPONENT_CLASSES = STATUS_CLASSES
 
     class ServerChosen(Message):
         def __init__(self, server: FleetServer) -> None:
@@ -152,23 +155,23 @@ class PromFleetScreen(Screen[None]):
             table.add_column(column.title, key=column.key)
         self.query_one(Input).display = False
         table.focus()
+        self.app.theme_changed_signal.subscribe(self, self._recolour)
 
     def show(self, report: FleetReport) -> None:
         """A refresh: keep the last good table when this one failed, and say so."""
         status = self.query_one("#promfleet-status", Static)
-        v = self.app.theme_variables
         if report.error:
             error = safe_text(report.error, 500)  # Prometheus's words: inert
             status.update(Text(f" {error} (the table is from the last good refresh)"
-                               if self.report else f" {error}",
-                               style=v.get("status-fail", "")))
+                               if self.report else f" {error}"))
+            status.set_class(False, "status--warn").set_class(True, "status--fail")
             self._title(report)
             return
         self.report = report
         errors = safe_text("; ".join(f"{k}: {e}" for k, e in sorted(
             report.query_errors.items())), 1000)
-        status.update(Text(f" query errors: {errors}" if errors else "",
-                           style=v.get("status-warn", "")))
+        status.update(Text(f" query errors: {errors}" if errors else ""))
+        status.set_class(False, "status--fail").set_class(True, "status--warn")
         self._title(report)
         self._render_rows()
 
@@ -224,12 +227,18 @@ class PromFleetScreen(Screen[None]):
 
     def _styled(self, column: str, text: str) -> Text:
         text = safe_text(text, 200)  # label values are the scraped servers' words: inert
-        v = self.app.theme_variables
         if text in ("DOWN", "error") or text.startswith("LOW"):
-            return Text(text, style=f"bold {v.get('status-fail', '')}")
+            return Text(text, style=status_style(self, "fail") + Style(bold=True))
         if text in ("absent", "idle", "no dcgm", ""):
-            return Text(text, style=v.get("status-unknown", ""))
+            return Text(text, style=status_style(self, "unknown"))
         return Text(text, style="bold" if column == "server" else "")
+
+    def _recolour(self, _theme: object) -> None:
+        """A new theme (the stylesheet has been refreshed by now): every shown cell again."""
+        table = self.query_one(DataTable)
+        for key, texts in self._shown.items():
+            for column, text in zip(COLUMNS, texts, strict=True):
+                table.update_cell(key, column.key, self._styled(column.key, text))
 
     def action_sort(self, reverse: bool = False) -> None:
         if reverse:

@@ -46,10 +46,7 @@ class Prometheus:
     timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
-        try:
-            web.split_url(self.url)
-        except web.BadUrl as exc:
-            raise PromError(f"Prometheus URL {exc}") from None
+        web.check_url(self.url, PromError, "Prometheus URL")
 
     async def query(self, expr: str) -> list[Series]:
         """Run an instant query; its vector (empty: nothing matched)."""

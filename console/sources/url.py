@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from checks.models import ChainReport
@@ -76,10 +76,7 @@ class UrlSource:
     timeout_s: float = 5.0
 
     def __post_init__(self) -> None:
-        try:
-            web.split_url(self.url)
-        except web.BadUrl as exc:
-            raise ConfigError(f"--url {exc}") from None
+        web.check_url(self.url, ConfigError, "--url")
 
     @property
     def base(self) -> str:
@@ -153,7 +150,6 @@ class UrlTelemetry(HostTelemetry):
         super().__init__(host, config, options)
         self.url_host = host
         self.source = source
-        self.version: str | None = None
         # (at, (prompt, generation, prefix queries, prefix hits)): the last scrape's counters
         self._counters: tuple[float, tuple[float | None, ...]] | None = None
         self._update(agent=AgentStatus(AgentState.LOST, needs_ssh("GPU telemetry", host.name)))
@@ -188,7 +184,7 @@ class UrlTelemetry(HostTelemetry):
             if answer.status == 401:
                 detail = ("/v1/models answered 401: the server wants its --api-key (set "
                           "api_key_env or api_key_file in the hosts file)")
-            self.version = await self._version()
+            self._engine_version(await self._version())
         readiness = Readiness(health, self.source.base, result.status, detail, models, now)
         self._set_link(result)
         self._update(readiness=readiness)
@@ -201,6 +197,21 @@ class UrlTelemetry(HostTelemetry):
         if metrics.ok:
             self._metrics(parse_metrics(metrics.body), now)
         return True
+
+    @property
+    def version(self) -> str | None:
+        """The engine's version (from `/version`), None until the server has said it."""
+        return self._snapshot.run.version
+
+    def _engine_version(self, version: str | None) -> None:
+        """`/version` gives what an SSH session reads from the log's banner: the run's
+        version, so `status --json`'s engine.version and the export say it too. No
+        `RunUpdated`: the panes a run feeds say they need SSH here, and the header hears of it
+        with the `ReadinessChanged` this poll sends."""
+        if version is None or version == self.run_log.info.version:
+            return
+        self.run_log.info = replace(self.run_log.info, version=version)
+        self._update(run=self.run_log.info)
 
     async def _version(self) -> str | None:
         answer = await self.source.get("/version")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from console.telemetry.http import MAX_BODY, HttpResult, exchange
@@ -35,6 +35,15 @@ def split_url(url: str) -> tuple[str, str, int, str]:
         raise BadUrl(f"{url!r}: a base URL takes no ?query or #fragment")
     default = 443 if parts.scheme == "https" else 80
     return parts.scheme, parts.hostname, port or default, parts.path.rstrip("/")
+
+
+def check_url(url: str, error: Callable[[str], Exception], what: str) -> None:
+    """Raise `error("<what> <why>")` unless `url` is a base URL `split_url` takes: a source
+    refuses a bad URL when it is made, in its own error type, not at its first request."""
+    try:
+        split_url(url)
+    except BadUrl as exc:
+        raise error(f"{what} {exc}") from None
 
 
 async def get(url: str, path: str, *, headers: Mapping[str, str] | None = None,

@@ -310,7 +310,7 @@ class HostTelemetry:
         if follower is not self._follower:
             return  # a late batch of a log no longer followed
         arrival = self.clock.now() if batch.live else None
-        notable, changed = self.run_log.feed_texts(batch.texts, arrival)
+        notable, changed = self.run_log.feed_texts(batch.texts, arrival, batch.keys)
         name = self.host.name
         if follower.state is not self._snapshot.follow:
             self._update(follow=follower.state)

@@ -135,10 +135,12 @@ class RunLog:
         self._last_at: float | None = None
         self.throughput_at: float | None = None
 
-    def feed_texts(self, texts: Iterable[str], arrival: float | None = None
+    def feed_texts(self, texts: Iterable[str], arrival: float | None = None,
+                   keys: list[bytes] | None = None
                    ) -> tuple[list[tuple[int, LineEvent]], Changed]:
         """Parse and classify lines (escapes already stripped or not); `arrival` is the host
-        clock when they came in live (None while replaying: the log's own stamps count).
+        clock when they came in live (None while replaying: the log's own stamps count);
+        `keys`: the texts' `batch_keys` when the caller has them (`LogBatch.keys`).
 
         Returns the notable lines (anything but OTHER: errors, warnings, spec decode, ...)
         with their index, and what changed. Per-request lines (access log, request log) are
@@ -148,7 +150,9 @@ class RunLog:
         notable: list[tuple[int, LineEvent]] = []
         changed = Changed.NOTHING
         texts = list(texts)
-        picked = _LINES.select(_uncoloured(texts))  # every throughput line among them
+        uncoloured = _uncoloured(texts)
+        # every throughput line among them
+        picked = _LINES.select(uncoloured, keys if uncoloured is texts else None)
         last_throughput = max((i for i in picked if _throughput(texts[i])), default=-1)
         for i in picked:
             text = texts[i]

@@ -14,7 +14,7 @@ runtime-activation link alike, so that the status bar and `check` never tell two
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 
 from console.parsers.classifier import LineEvent, LineKind
@@ -109,12 +109,59 @@ class StartupState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class StartupStep:
-    """A start-up line: its phase, when (host clock), and the duration it reports."""
+    """A start-up phase as the log showed it: when it began, the duration vLLM reports for it,
+    and its first line's detail (which model is loading, how many GiB)."""
 
     phase: StartupPhase
     at: float
     seconds: float | None = None
     detail: str = ""
+    late: bool = False
+    """Its line came in a burst after a lost link: when it was written is unknown."""
+
+
+class PhaseSteps:
+    """The phases one start-up went through, one step a phase: the one rule the telemetry's
+    start-up status and the restart's report count phases by.
+
+    A phase's later lines (a tqdm bar moving on, `Loading weights took N seconds`) belong to
+    its step: the first line's detail is kept, because it says what the phase works on (the
+    model path, "loading drafter model") where the later ones only say how far a bar got; a
+    duration vLLM reports is recorded on the step. The drafter's own weights (their bar and
+    `Loading weights took`, after `Loading drafter model`) are the drafter's phase, not a
+    second `loading-weights`."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._steps: list[StartupStep] = []
+
+    @property
+    def steps(self) -> tuple[StartupStep, ...]:
+        return tuple(self._steps)
+
+    @property
+    def phase(self) -> StartupPhase | None:
+        """The phase the start-up is in: the last step's (None before any)."""
+        return self._steps[-1].phase if self._steps else None
+
+    def add(self, event: StartupEvent, at: float, *, late: bool = False
+            ) -> StartupEvent | None:
+        """Count a start-up line at `at`. Returns the event as counted (its phase folded
+        into the drafter's) when it opened a step or reported a duration; None when it only
+        repeated its phase."""
+        last = self._steps[-1] if self._steps else None
+        if last is not None and last.phase is StartupPhase.LOADING_DRAFTER and \
+                event.phase is StartupPhase.LOADING_WEIGHTS:
+            event = replace(event, phase=StartupPhase.LOADING_DRAFTER)
+        if last is not None and last.phase is event.phase:
+            if event.seconds is None:
+                return None
+            self._steps[-1] = replace(last, seconds=event.seconds)
+            return event
+        self._steps.append(StartupStep(event.phase, at, event.seconds, event.detail, late))
+        if len(self._steps) > self._limit:
+            del self._steps[:-self._limit]
+        return event
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +249,7 @@ class StartupTracker:
         self._failure: str | None = None
         self._dflash_failure = False
         self._failure_before_engine = False
-        self._steps: list[StartupStep] = []
+        self._steps = PhaseSteps()
 
     @property
     def started(self) -> bool:
@@ -220,23 +267,16 @@ class StartupTracker:
             self._failure = None  # the API server went on: that exception was not its end
             self._failure_before_engine = False
         self._last_progress = at
-        step = StartupStep(event.phase, at, event.seconds, event.detail)
-        last = self._steps[-1] if self._steps else None
-        if last is not None and last.phase is event.phase and last.seconds is None \
-                and event.seconds is None:
-            step = StartupStep(event.phase, last.at, None, event.detail)  # a bar moving on
-            self._steps.pop()
-        self._steps.append(step)
-        if len(self._steps) > 64:
-            del self._steps[:-64]
-        activity = _ACTIVITY.get(event.phase, event.phase.value)
-        if event.phase is StartupPhase.LOADING_WEIGHTS and event.seconds is not None:
+        self._steps.add(event, at)
+        phase = self._steps.phase or event.phase
+        activity = _ACTIVITY.get(phase, phase.value)
+        if phase is StartupPhase.LOADING_WEIGHTS and event.seconds is not None:
             activity = "loading model"
-        elif event.phase is StartupPhase.KV_CACHE and event.tokens is not None:
+        elif phase is StartupPhase.KV_CACHE and event.tokens is not None:
             activity = "capturing CUDA graphs"
-        if event.phase is StartupPhase.READY:
+        if phase is StartupPhase.READY:
             self._ready_at = at
-        self._phase = event.phase
+        self._phase = phase
         if activity != self._activity:
             self._activity, self._activity_since = activity, at
         return True
@@ -276,4 +316,4 @@ class StartupTracker:
         activity = self._activity or "starting (no log line yet)"
         return StartupStatus(state, activity, self._phase, self._run_started,
                              self._activity_since, self._last_progress, self._ready_at,
-                             self._failure, tuple(self._steps), now, self.stall_after_s)
+                             self._failure, self._steps.steps, now, self.stall_after_s)

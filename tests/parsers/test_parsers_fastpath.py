@@ -36,7 +36,7 @@ from console.parsers.prefix import (
     strip_ansi,
     strip_ansi_block,
 )
-from console.parsers.sieve import Sieve
+from console.parsers.sieve import Sieve, batch_keys
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import Changed, RunLog, _per_request, _throughput
 
@@ -386,14 +386,17 @@ coloured = st.tuples(st.sampled_from(COLOURS), any_line, st.sampled_from(COLOURS
 @given(start=st.sampled_from(STARTS),
        batches=st.lists(st.lists(st.one_of(any_line, coloured, st.sampled_from(INCIDENT)),
                                  max_size=25), max_size=4),
-       arrival=st.sampled_from([None, 1.7e9]))
+       arrival=st.sampled_from([None, 1.7e9]), with_keys=st.booleans())
 @SETTINGS
 def test_feed_texts_gives_what_every_line_parsed_gives(
-    start: list[str], batches: list[list[str]], arrival: float | None
+    start: list[str], batches: list[list[str]], arrival: float | None, with_keys: bool
 ) -> None:
+    # `with_keys`: the batch's keys made by the caller, as the app does (`LogBatch.keys`).
     fast, general = RunLog(FixedClock(0.0)), RunLog(FixedClock(0.0))
     for batch in [start, *batches]:
-        assert fast.feed_texts(batch, arrival) == feed_texts_line_by_line(general, batch, arrival)
+        keys = batch_keys(batch) if with_keys else None
+        assert fast.feed_texts(batch, arrival, keys) == feed_texts_line_by_line(
+            general, batch, arrival)
         assert _state(fast) == _state(general)
 
 
@@ -428,4 +431,54 @@ def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
     batch = LogBatch.of(LogEntry(i, t) for i, t in enumerate(texts))
     each = [e.display(width) for e in batch.entries]
     assert batch.display_lines(width) == each
+    for skip in range(len(texts) + 1):  # a pane keeping the last lines only
+        assert batch.display_lines(width, skip) == each[skip:]
     assert display_safe(each) == [safe_text(t) for t in each]
+
+
+def _shown(text: str, width: int) -> str:
+    from console.follower import LogEntry
+
+    return LogEntry(0, text).display(width)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(screen_line, min_size=1, max_size=8), st.permutations("0123456789"),
+       st.sampled_from([30, 80, 2000]))
+def test_plain_lines_leave_out_only_lines_shown_as_they_are(
+        texts: list[str], digits: list[str], width: int) -> None:
+    """`PlainLines` answers by the line with its digits made `#`: a batch, then the same
+    batch renumbered (a flood's next lines, answered from the cache), then both mixed."""
+    from console.display import PlainLines
+
+    plain = PlainLines()
+    renumbered = [t.translate(str.maketrans("0123456789", "".join(digits))) for t in texts]
+    for batch in (texts, renumbered, [*renumbered, *texts]):
+        changed = set(plain.changed(batch, width))
+        assert all(_shown(text, width) == text
+                   for i, text in enumerate(batch) if i not in changed)
+        assert plain.changed(batch, width) == sorted(changed)  # the same answer, cached
+
+
+def test_plain_lines_tell_a_secret_from_a_line_that_differs_only_in_its_digits() -> None:
+    from console.display import PlainLines
+
+    plain = PlainLines()
+    assert plain.changed([" ke1y: v", "GET /v1/x 200", "a7 token9 b"]) == []
+    assert plain.changed(["1 key: v"]) == [0]  # not " key: v" (digits dropped): a secret
+    assert _shown("1 key: v", 80) == "1 key: <redacted>"
+    assert plain.changed(["x1key= v", "x#key= v", "a7 token: b", "GET /v2/x 404"]) == [0, 1, 2]
+    assert plain.changed(["é 1", "tab\t2", "\x1b[2J", "y" * 81, "ok 3"], 80) == [0, 1, 2, 3]
+
+
+def test_plain_lines_cache_stays_small() -> None:
+    from console.display import PlainLines
+
+    plain = PlainLines(max_keys=4, max_key_bytes=64)
+    assert plain.changed(["x" * 65, "key: x" + "y" * 80]) == [1]
+    assert plain._changes == {}  # too long to keep
+    for i in range(10):
+        assert plain.changed([f"line {'x' * i}", f"other {'y' * i}"]) == []
+    assert len(plain._changes) <= 4
+    assert plain.changed([f"{'z' * i} key: v" for i in range(10)]) == list(range(10))
+    assert len(plain._changes) <= 4

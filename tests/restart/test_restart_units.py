@@ -24,7 +24,7 @@ from console.hostside.procfs import read_proc, service_in_cgroup
 from console.hostside.restart.status import take_lock
 from console.hostside.restart.stop import send, verified_tree
 from console.local_host import LocalHost
-from console.parsers import StartupPhase
+from console.parsers import StartupPhase, parse_line, parse_startup
 from console.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
 from console.restart import Outcome, RestartPlan, RestartResult, restart
 from console.restart.env import (
@@ -38,6 +38,7 @@ from console.restart.env import (
 from console.restart.plan import server_address
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
+from console.telemetry.startup import StartupTracker as TelemetryStartup
 
 HOOK = "/home/u/.cache/vllm-console/trace-hook-abc"
 WATCH = ("m:f",)
@@ -174,6 +175,25 @@ def test_the_drafters_weights_are_part_of_loading_the_drafter() -> None:
     assert phases[0].detail == "/m/target"
     assert phases[0].reported_s == 0.01
     assert phases[1].reported_s == 0.0
+
+
+def test_the_restart_report_and_the_status_bar_count_the_same_phases() -> None:
+    """One rule counts phases for both views: the same log gives the restart report's phases
+    and the telemetry's start-up steps alike (phase, first line's detail, vLLM's duration)."""
+    restart = StartupTracker(t0=0.0)
+    telemetry = TelemetryStartup()
+    for i, raw in enumerate(REAL_DRAFTER_LOG):
+        restart.feed(raw, now=float(i))
+        event = parse_startup(parse_line(raw).message)
+        if event is not None:
+            telemetry.feed(event, float(i))
+        if raw is REAL_DRAFTER_LOG[-2]:  # the drafter's own `Loading weights took`
+            status = telemetry.status(float(i), running=True)
+            assert (status.phase, status.activity) == (StartupPhase.LOADING_DRAFTER,
+                                                       "loading drafter")
+    steps = telemetry.status(10.0, running=True).steps
+    assert [(s.phase, s.at, s.detail, s.seconds) for s in steps] == [
+        (p.phase, p.started_s, p.detail, p.reported_s) for p in restart.phases()]
 
 
 def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:

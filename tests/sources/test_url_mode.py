@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.request import urlopen
 
 import pytest
 
@@ -87,6 +88,10 @@ async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> N
     assert status["gpus"] == []
     assert status["gpu_source"] == "none"
     assert "needs SSH" in status["gpu_source_reason"]
+    # The engine's version is knowable from the URL (`/version`): the object says it.
+    assert status["engine"]["version"] == session.url_telemetry.version
+    answer = await asyncio.to_thread(lambda: urlopen(f"{server}/version", timeout=5).read())
+    assert status["engine"]["version"] == json.loads(answer)["version"]
 
 
 async def test_without_the_key_the_server_says_401_and_we_say_why(server: str) -> None:

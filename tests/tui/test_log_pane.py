@@ -218,6 +218,33 @@ async def test_a_batch_bigger_than_the_pane_keeps_the_newest_lines_numbered() ->
         assert small.log_widget.numbers == list(range(71, 121))
 
 
+async def test_a_batch_bigger_than_the_pane_shows_what_every_line_shown_would() -> None:
+    # `add_batch` makes display-safe only the lines the pane keeps: the same lines, numbers,
+    # redaction and styles as showing every line of the batch and dropping the oldest.
+    from console.follower import FollowNotice, LogBatch, LogEntry, NoticeKind
+
+    warning = "WARNING 05-14 10:00:01 [x.py:2] slow {}"
+    texts = [warning.format(i) if i % 17 == 0 else
+             f"'api_key': 'sk-{i}' \x1b[2J \u202e{i}" if i % 13 == 0 else info(i)
+             for i in range(130)]
+    batch = LogBatch.of((LogEntry(i, t) for i, t in enumerate(texts)),
+                        notices=(FollowNotice(NoticeKind.CAUGHT_UP),))
+    notable, _ = RunLog().feed_texts(texts)
+    async with PaneApp().run_test(size=SIZE) as pilot:
+        fast, every = LogPane(max_lines=50, id="fast"), LogPane(max_lines=50, id="every")
+        await pilot.app.mount(fast, every)
+        for pane in (fast, every):
+            pane.add_lines([info(i) for i in range(5)])  # numbered 1-5
+        fast.add_batch(batch, notable)
+        every.add_lines(batch.display_lines(), [(i + 1, event) for i, event in notable])
+        assert fast.visible_lines() == every.visible_lines()
+        assert fast.visible_lines()[-1] == batch.entries[-1].display()
+        assert "sk-117" not in "".join(fast.visible_lines())
+        assert fast.log_widget.numbers == every.log_widget.numbers == list(range(87, 137))
+        assert fast._kinds == every._kinds
+        assert LineKind.WARNING in fast._kinds.values()
+
+
 async def test_a_full_following_pane_shows_the_newest_lines() -> None:
     # Once the pane holds max_lines, a batch drops as many old lines as it adds: the view is
     # already at the end, so it does not scroll, yet every row shows another line.

@@ -3,7 +3,6 @@ host launched as the login user: the way a person uses it, hosts file and all.""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from console.sim import stop
 from console.sim.tree import materialise
+from tests.fault_support import helpers_on_host
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env
 
@@ -27,13 +27,8 @@ def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None
                        startup_s=0.5, metrics_interval_s=0.3)
     chown_to(tree.root, sshd.user)
     server = start_as(tree, sshd.user)
-    hosts = tmp_path / "hosts.toml"
     # Only `ssh`, the key and the match: python, log, draft and url are discovered.
-    hosts.write_text(
-        f'[hosts.gpu1]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
-        f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
-        f'[hosts.gpu1.serve]\nmatch = "{tree.root}/venv serve"\n'
-        f'[hosts.gpu1.gpu]\nnvidia_smi = "{tree.nvidia_smi}"\n')
+    hosts = sshd.hosts_file(tmp_path / "hosts.toml", "gpu1", tree.root, tree.nvidia_smi)
     env = app_env()
     env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
     term = Terminal([sys.executable, "-m", "console", "--config", str(hosts), "gpu1"],
@@ -46,19 +41,13 @@ def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None
         assert "GPU0" in screen
         assert "mask_token_id" in screen
         assert "SpecDecoding metrics" in screen
+        assert helpers_on_host(tree.root, sshd.user), "no agent or follower found on the host"
         assert term.quit(timeout=10)
         # Nothing of the console is left on the host: only the serve tree runs as the user.
-        def helpers_left() -> str:
-            # This console's helpers carry this tree's paths in their arguments.
-            out = subprocess.run(["pgrep", "-a", "-u", sshd.user, "-f",
-                                  "vllm-console/(agent|follow)_main"],
-                                 capture_output=True, text=True).stdout
-            return "\n".join(line for line in out.splitlines() if str(tree.root) in line)
-
         deadline = time.monotonic() + 5
-        while helpers_left() and time.monotonic() < deadline:
+        while helpers_on_host(tree.root, sshd.user) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert helpers_left() == ""
+        assert helpers_on_host(tree.root, sshd.user) == []
     finally:
         term.stop()
         stop(server)

@@ -50,6 +50,8 @@ def test_a_log_measured_off_the_dom_is_no_error() -> None:
     assert detached._width == cell_len("wide 日本語")  # CJK: two cells each
     detached._update_size(0, ["x" * 30])
     assert detached._width == 30
+    detached._update_size(0, ["a\tb" * 10])  # a tab is as wide as it expands
+    assert detached._width == len(("a\tb" * 10).expandtabs())
 
 
 def test_lines_are_made_inert_once_per_batch() -> None:
