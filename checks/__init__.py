@@ -12,30 +12,38 @@ one), trace lines are defined in `checks.trace`. `expected_acceptance(method)` i
 method's profile expects, for the panes and the fleet table.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
-
-from checks.models import LINK_IDS, ChainReport, Evidence, LinkResult, Status
-from checks.profile import (
-    Acceptance,
-    Profile,
-    ProfileError,
-    expected_acceptance,
-    load_profile,
-    shipped_profiles,
-)
-from checks.references import Reference, ReferenceError, load_reference_file
 
 if TYPE_CHECKING:
     from checks.chain import run_chain
+    from checks.models import LINK_IDS, ChainReport, Evidence, LinkResult, Status
+    from checks.profile import (
+        Acceptance,
+        Profile,
+        ProfileError,
+        expected_acceptance,
+        load_profile,
+        shipped_profiles,
+    )
+    from checks.references import Reference, ReferenceError, load_reference_file
+
+# Each name is imported from its module on first use (PEP 562): the console's checklist widget
+# needs `checks.models` for its first frame, not the profiles and references (pydantic models
+# read from TOML) nor `run_chain` (discovery, the probes, the host scripts).
+_WHERE = {
+    **dict.fromkeys(("LINK_IDS", "ChainReport", "Evidence", "LinkResult", "Status"),
+                    "checks.models"),
+    **dict.fromkeys(("Acceptance", "Profile", "ProfileError", "expected_acceptance",
+                     "load_profile", "shipped_profiles"), "checks.profile"),
+    **dict.fromkeys(("Reference", "ReferenceError", "load_reference_file"), "checks.references"),
+    "run_chain": "checks.chain",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # `run_chain` pulls in discovery, the probes and the host scripts: loaded on first use, so
-    # that the console's first frame does not wait for it.
-    if name == "run_chain":
-        from checks.chain import run_chain
-
-        return run_chain
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'checks' has no attribute {name!r}")
 
 

@@ -5,6 +5,11 @@ events; the app routes them, as messages, to the host's screen (`HostScreen.show
 that host's state and renders it. Actions (checks, restart, apply reference, export) run in
 workers and report back as messages; their failures become notifications in one place
 (`on_worker_state_changed`).
+
+Start-up: the first frame needs Textual and the screens' skeleton only. A host given as a
+`PendingSession` (the command line's way) gets its session made after that frame is painted,
+and every host's telemetry and first checks start then (docs/design.md, "Start-up"); until
+then the host's actions are shown disabled.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 from textual import on, work
@@ -25,26 +31,30 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from checks.models import ChainReport
 from console.display import safe_text
-from console.draft_diff import DraftDiff
-from console.restart import RestartResult, RestartStep
-from console.screens.confirm import ConfirmScreen
+from console.host import ConnectionState
+from console.pending_session import PendingSession
 from console.screens.evidence import EvidenceScreen
 from console.screens.fleet import FleetRow, FleetScreen
-from console.screens.help import HelpScreen
 from console.screens.host import HostScreen
-from console.screens.restart import RestartScreen
-from console.screens.url_only import show_url_only
-from console.session import ActionError, HostSession
 from console.settings import APP_NAME
-from console.sources.url import UrlSession
 from console.telemetry import events as ev
 from console.ui_state import load_ui_state, save_ui_state
 from themes import DEFAULT_THEME, THEMES, stylesheet_path
 from widgets.checklist import Checklist, ChecklistState
 from widgets.draft_diff import DraftDiffPane
 from widgets.log_pane import LogPane
+
+if TYPE_CHECKING:  # the sessions' modules load after the first frame (`_open_sessions`)
+    from checks.models import ChainReport
+    from checks.profile import Acceptance
+    from console.draft_diff import DraftDiff
+    from console.restart import RestartResult, RestartStep
+    from console.session import HostSession
+    from console.sources.url import UrlSession
+
+HOST_ACTIONS = ("run_checks", "restart", "apply_reference", "export")
+"""The actions on the current host: they need its session."""
 
 
 def _bindings(items: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
@@ -125,12 +135,17 @@ class ConsoleApp(App[int]):
                 id="app.focus_previous"),
     ]
 
-    def __init__(self, sessions: list[HostSession], *, theme: str | None = None,
-                 export_dir: Path | None = None, autostart_checks: bool = True) -> None:
+    def __init__(self, sessions: Sequence[HostSession | PendingSession], *,
+                 theme: str | None = None, export_dir: Path | None = None,
+                 autostart_checks: bool = True) -> None:
         super().__init__()
         if not sessions:
             raise ValueError("no hosts")
-        self.sessions = {s.name: s for s in sessions}
+        self.sessions: dict[str, HostSession] = {
+            s.name: s for s in sessions if not isinstance(s, PendingSession)}
+        """Every host's session, in the given order once they are open (`_open_sessions`)."""
+        self._pending = [s for s in sessions if isinstance(s, PendingSession)]
+        self._order = [s.name for s in sessions]
         self.current = sessions[0].name
         self._screens = {s.name: self._host_screen(s) for s in sessions}
         self.export_dir = export_dir or Path(platformdirs.user_data_dir(APP_NAME)) / "exports"
@@ -146,38 +161,68 @@ class ConsoleApp(App[int]):
         self.theme = wanted if wanted in THEMES else DEFAULT_THEME
 
     # -- set-up -------------------------------------------------------------------------------
-    @staticmethod
-    def _host_screen(session: HostSession) -> HostScreen:
+    def _host_screen(self, session: HostSession | PendingSession) -> HostScreen:
+        """The host's screen; what it asks of the session before it is open is answered
+        empty (the backlog) or None (the expected acceptance, shown with the first sample)."""
+        name = session.name
+
         def backlog() -> list[str]:
-            follower = session.telemetry.follower
+            opened = self.sessions.get(name)
+            follower = opened.telemetry.follower if opened is not None else None
             return [e.display() for e in follower.recent()] if follower is not None else []
 
-        url_only = session if isinstance(session, UrlSession) else None
+        def expected() -> Acceptance | None:
+            opened = self.sessions.get(name)
+            return opened.expected_acceptance() if opened is not None else None
+
+        url_only = None if isinstance(session, PendingSession) else _url_only(session)
         screen = HostScreen(
-            session.name, readonly=session.readonly, scenario=session.scenario,
-            expected_acceptance=session.expected_acceptance, log_backlog=backlog,
+            name, readonly=session.readonly, scenario=session.scenario,
+            expected_acceptance=expected, log_backlog=backlog,
             serve_summary=url_only.url_telemetry.summary if url_only else None)
         if url_only is not None:
+            from console.screens.url_only import show_url_only
+
             show_url_only(screen, url_only)
         return screen
 
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._remember_theme)
-        for name, session in self.sessions.items():
+        for name in self._order:
             self.install_screen(self._screens[name], name=f"host:{name}")
-            self._start_telemetry(session)
-        if len(self.sessions) > 1:
+        if len(self._order) > 1:
             self.push_screen(FleetScreen(self._fleet_rows()))
         else:
             self.push_screen(f"host:{self.current}")
+        self.call_after_refresh(lambda: self.run_worker(self._open_sessions(), name="open",
+                                                        group="open", exit_on_error=False))
+
+    async def _open_sessions(self) -> None:
+        """Once the first frame is painted: make the pending sessions (their imports are most
+        of the console's start-up), start every host's telemetry and, 1.5 s later, its checks."""
+        opened = {}
+        for pending in self._pending:
+            try:
+                opened[pending.name] = await pending.open()
+            except Exception as exc:  # noqa: BLE001 - said on one line, as the CLI does
+                self.exit(return_code=2, message=safe_text(
+                    f"vllm-console: {pending.name}: {exc or type(exc).__name__}", 2000))
+                return
+        self._pending = []
+        self.sessions = {name: self.sessions.get(name) or opened[name] for name in self._order}
+        for session in self.sessions.values():
+            self._start_telemetry(session)
         if self._autostart_checks:
             for name, session in self.sessions.items():
-                if not isinstance(session, UrlSession):  # the chain needs SSH
+                if _url_only(session) is None:  # the chain needs SSH
                     self.set_timer(1.5, lambda n=name: self._run_checks(n))
+        self.refresh_bindings()  # the host's actions are enabled now
         # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
         # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
-        # for 100 ms and more during a log flood (benchmarks/findings.md).
+        # for 100 ms and more during a log flood (benchmarks/findings.md). `vllm-console`
+        # starts with the collector off (`console.cli.main`): on from here.
         gc.freeze()
+        gc.enable()
 
     def _remember_theme(self, theme: object) -> None:
         save_ui_state({"theme": self.theme})
@@ -197,6 +242,8 @@ class ConsoleApp(App[int]):
     # -- one place for worker failures ----------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR:
+            from console.session import ActionError
+
             error = event.worker.error
             message = str(error) if isinstance(error, ActionError) else \
                 f"{event.worker.name}: {type(error).__name__}: {error}"
@@ -232,10 +279,11 @@ class ConsoleApp(App[int]):
     # -- actions --------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         session = self.sessions.get(self.current)
-        host_actions = ("run_checks", "restart", "apply_reference", "export")
         top = self.screen_stack[-1] if self.screen_stack else None
-        if action in host_actions and isinstance(top, FleetScreen):
+        if action in HOST_ACTIONS and isinstance(top, FleetScreen):
             return False  # the fleet table picks a host first
+        if action in HOST_ACTIONS and session is None:
+            return None  # shown, disabled: the session opens right after the first frame
         # hidden: --readonly shows no action that changes the host
         return not (action in ("restart", "apply_reference") and session is not None
                     and session.readonly)
@@ -263,6 +311,8 @@ class ConsoleApp(App[int]):
         return sections
 
     def action_help(self) -> None:
+        from console.screens.help import HelpScreen
+
         self.push_screen(HelpScreen([(title, bindings)
                                      for title, _, bindings in self._key_sections()]))
 
@@ -282,6 +332,8 @@ class ConsoleApp(App[int]):
 
     @work(group="checks", exclusive=False, exit_on_error=False)
     async def _checks_worker(self, host: str) -> None:
+        from console.session import ActionError
+
         try:
             report = await self.sessions[host].run_checks()
         except ActionError as exc:
@@ -325,6 +377,8 @@ class ConsoleApp(App[int]):
             if ok:
                 self._apply_worker(session.name)
 
+        from console.screens.confirm import ConfirmScreen
+
         self.push_screen(ConfirmScreen("Apply the reference draft config?", body, "Write"),
                          confirmed)
 
@@ -347,6 +401,8 @@ class ConsoleApp(App[int]):
 
     @work(group="restart-plan", exclusive=True, exit_on_error=False)
     async def _plan_worker(self, host: str, trace: bool) -> None:
+        from console.screens.restart import RestartScreen
+
         plan = await self.sessions[host].plan_restart(trace=trace)
         title = "Restart vllm serve with the activation trace?" if trace else \
             "Restart vllm serve?"
@@ -404,7 +460,10 @@ class ConsoleApp(App[int]):
 
     # -- fleet -----------------------------------------------------------------------------------
     def _fleet_row(self, name: str) -> FleetRow:
-        session = self.sessions[name]
+        session = self.sessions.get(name)
+        if session is None:  # not open yet
+            return FleetRow(name=name, state=ConnectionState.CONNECTING.value, gpu_util=None,
+                            acceptance=None, broken_link=None, checked=False)
         snap = session.snapshot
         report = session.last_report
         gpus = snap.sample.gpus if snap.sample else ()
@@ -419,11 +478,11 @@ class ConsoleApp(App[int]):
                         checked_at=session.last_checked_at)
 
     def _fleet_rows(self) -> list[FleetRow]:
-        return [self._fleet_row(n) for n in self.sessions]
+        return [self._fleet_row(n) for n in self._order]
 
     def action_fleet(self) -> None:
         """Back to the fleet table, which stays under the host screens."""
-        if len(self.sessions) < 2:
+        if len(self._order) < 2:
             self.notify("one host: there is no fleet table (it lists the hosts when the "
                         "console watches several)", severity="information", timeout=5)
             return
@@ -471,3 +530,11 @@ def _command(section: str, node: DOMNode | None, binding: Binding,
             return None
         return SystemCommand(title, help_, lambda: action(argument))
     return SystemCommand(title, help_, action)
+
+
+def _url_only(session: HostSession) -> UrlSession | None:
+    """The session when it watches a server's URL alone (no SSH), else None. (Its module, like
+    every session's, is imported only once a session exists.)"""
+    from console.sources.url import UrlSession
+
+    return session if isinstance(session, UrlSession) else None

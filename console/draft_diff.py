@@ -15,13 +15,16 @@ import posixpath
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checks import draftconfig as dc
-from checks.links.config_correct import Finding, check_invariants
-from checks.profile import Profile, ProfileError
-from checks.references import Reference, choose_reference, load_reference_file
 from console.host import Host, HostError
+
+if TYPE_CHECKING:  # the pane shows a DraftDiff from the first frame; the chain's links,
+    # profiles and references (pydantic models read from TOML) load when a diff is made
+    from checks.links.config_correct import Finding
+    from checks.profile import Profile
+    from checks.references import Reference
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
@@ -88,6 +91,8 @@ def config_path(model_dir: str) -> str:
 def pick_reference(profile: Profile, draft_dir: str, draft: Mapping[str, Any],
                    explicit: str = "") -> Reference | None:
     """`--reference` first, else the profile's reference for this drafter's names."""
+    from checks.references import choose_reference, load_reference_file
+
     if explicit:
         return load_reference_file(explicit)
     names = [draft_dir.rstrip("/"), str(draft.get("_name_or_path") or "")]
@@ -211,6 +216,9 @@ async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_d
                           reference: str = "") -> DraftDiff:
     """Read the draft (and target) config on the host and compare. Never raises for bad
     input: the DraftDiff carries the error."""
+    from checks.links.config_correct import Finding, check_invariants
+    from checks.profile import ProfileError
+
     if not draft_dir:
         return DraftDiff(error="no draft model known: is vllm serve running with a "
                                "--speculative-config? (or pass --draft)")

@@ -5,16 +5,35 @@ The agent itself (`console.hostside.agent`) runs on the host from the console's 
 turns its JSON lines into typed `AgentSample`s.
 """
 
-from console.agent.client import AgentClient, AgentError, agent_command
-from console.agent.samples import (
-    AgentHello,
-    AgentSample,
-    GpuProcess,
-    GpuReading,
-    HostStats,
-    ServeProc,
-    ServeTree,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.agent.client import AgentClient, AgentError, agent_command
+    from console.agent.samples import (
+        AgentHello,
+        AgentSample,
+        GpuProcess,
+        GpuReading,
+        HostStats,
+        ServeProc,
+        ServeTree,
+    )
+
+# Imported on first use (PEP 562): the GPU pane needs the samples for the console's first frame,
+# not the client (the remote scripts' bundle).
+_WHERE = {
+    **dict.fromkeys(("AgentClient", "AgentError", "agent_command"), "console.agent.client"),
+    **dict.fromkeys(("AgentHello", "AgentSample", "GpuProcess", "GpuReading", "HostStats",
+                     "ServeProc", "ServeTree"), "console.agent.samples"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'console.agent' has no attribute {name!r}")
+
 
 __all__ = [
     "AgentClient",

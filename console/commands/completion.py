@@ -13,9 +13,9 @@ import argparse
 import shlex
 from dataclasses import dataclass
 
+from console.cli import SHELLS
 from console.commands.common import emit
 
-SHELLS = ("bash", "zsh", "fish")
 _FILE_METAVARS = {"PATH", "NAME|PATH"}
 
 

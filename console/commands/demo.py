@@ -26,7 +26,7 @@ def free_port() -> int:
 
 def run(args: argparse.Namespace) -> int:
     from console import hangup
-    from console.sim import materialise, start_background, stop
+    from console.sim import stop
 
     if args.list:
         return list_scenarios()
@@ -38,12 +38,8 @@ def run(args: argparse.Namespace) -> int:
     # either way the `finally` below runs.
     hangup.install()
     try:
-        tree = materialise(args.scenario, root / "host", port=free_port(), gpus=2,
-                           startup_s=4.0, metrics_interval_s=2.0)
-        record(tree, start_background(tree).pid)
-        return open_console(tree, theme=args.theme, readonly=args.readonly)
-    except OSError as exc:
-        raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
+        return open_console(args.scenario, root / "host", theme=args.theme,
+                            readonly=args.readonly)
     finally:
         try:
             tree_root = root / "host"
@@ -55,18 +51,15 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def record(tree, pid: int) -> None:  # type: ignore[no-untyped-def]
+async def record(host, tree, pid: int) -> None:  # type: ignore[no-untyped-def]
     """Record the simulated server's start as the console's last launch of the `demo` entry:
     a scenario whose server exits at start-up can then be started again with `r`."""
-    import asyncio
-
-    from console.local_host import LocalHost
     from console.restart.last import launch_record, record_launch
     from console.sim.runner import launch_environment
 
-    asyncio.run(record_launch(LocalHost("demo"), launch_record(
+    await record_launch(host, launch_record(
         "demo", tree.serve_argv(), cwd=str(tree.root), env=launch_environment(tree),
-        log=str(tree.log), url=tree.url, port=tree.port, pid=pid, by="vllm-console demo")))
+        log=str(tree.log), url=tree.url, port=tree.port, pid=pid, by="vllm-console demo"))
 
 
 def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def]
@@ -83,13 +76,30 @@ def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def
     )
 
 
-def open_console(tree, *, theme: str | None = None, readonly: bool = False) -> int:  # type: ignore[no-untyped-def]
+def open_console(scenario: str, where: Path, *, theme: str | None = None,
+                 readonly: bool = False) -> int:
+    """The console on a simulated host written into `where`: the tree, its server, the host's
+    session and the record of its launch are made after the first frame."""
     from console import hangup
     from console.app import ConsoleApp
-    from console.local_host import LocalHost
-    from console.session import HostSession
+    from console.pending_session import PendingSession
 
-    session = HostSession(demo_config(tree, readonly=readonly), LocalHost("demo"),
-                          scenario=tree.scenario)
-    app = ConsoleApp([session], theme=theme)
+    async def open_session():  # type: ignore[no-untyped-def]
+        from console.local_host import LocalHost
+        from console.session import HostSession
+        from console.sim import materialise, start_background
+
+        try:
+            tree = materialise(scenario, where, port=free_port(), gpus=2, startup_s=4.0,
+                               metrics_interval_s=2.0)
+            pid = start_background(tree).pid
+            session = HostSession(demo_config(tree, readonly=readonly), LocalHost("demo"),
+                                  scenario=scenario)
+            await record(session.host, tree, pid)
+        except OSError as exc:
+            raise CommandError(f"cannot start the simulated host: {reason(exc)}") from None
+        return session
+
+    app = ConsoleApp([PendingSession("demo", open_session, readonly=readonly,
+                                     scenario=scenario)], theme=theme)
     return hangup.run(app) or app.return_code or 0

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.commands.common import CommandError
 from console.connect import host_config_from_args, make_host
 from console.settings import HostsFile, default_hosts_path, load_hosts_file
+
+if TYPE_CHECKING:
+    from console.pending_session import PendingSession
+    from console.session import HostSession
 
 
 def check_theme(name: str | None) -> None:
@@ -23,24 +28,36 @@ def check_theme(name: str | None) -> None:
 def run(args: argparse.Namespace) -> int:
     from console import hangup
     from console.app import ConsoleApp
-    from console.session import HostSession
-    from console.sources.url import url_session
+    from console.pending_session import PendingSession
 
-    def session(name: str | None, hosts: HostsFile) -> HostSession:
-        """A session on the hosts-file entry `name`, or on the HOST typed (None)."""
+    def session(name: str | None, hosts: HostsFile) -> HostSession | PendingSession:
+        """A session on the hosts-file entry `name`, or on the HOST typed (None). An SSH or
+        local one is made after the console's first frame (`PendingSession`); its settings are
+        checked now, so that a mistake is one line on stderr, not a screen."""
         key = name or args.host
         entry = hosts.hosts.get(key)
         if entry is not None and entry.url and not entry.ssh and not entry.local:
+            from console.sources.url import url_session
+
             return url_session(key, entry.url, entry)  # URL-only: no SSH
         config = host_config_from_args(args, name)
-        return HostSession(config, make_host(config))
+
+        async def open_session() -> HostSession:
+            from console.session import HostSession
+
+            return HostSession(config, make_host(config))
+
+        return PendingSession(config.name, open_session, readonly=config.readonly)
 
     check_theme(args.theme)
     path = Path(args.config).expanduser() if args.config else default_hosts_path()
     hosts = load_hosts_file(path, required=args.config is not None)
+    sessions: list[HostSession | PendingSession]
     if args.host:
         sessions = [session(None, hosts)]
     elif args.url:
+        from console.sources.url import url_session
+
         sessions = [url_session(args.url, args.url)]
     else:
         if not hosts.hosts:

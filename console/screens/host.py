@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -24,13 +25,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from checks.profile import Acceptance
-from console.draft_diff import DraftDiff
 from console.host import ConnectionState, LinkStatus
-from console.restart import RestartStep
 from console.telemetry import events as ev
 from console.telemetry.history import AcceptanceHistory, GpuHistory
-from console.telemetry.snapshot import HostSnapshot
 from console.telemetry.startup import StartupState
 from widgets.checklist import Checklist, ChecklistState
 from widgets.draft_diff import DraftDiffPane
@@ -40,6 +37,12 @@ from widgets.host_header import HostHeader, Sources, describe_age
 from widgets.key_footer import KeyFooter
 from widgets.log_pane import LogPane
 from widgets.spec_pane import SpecPane, SpecView
+
+if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
+    from checks.profile import Acceptance
+    from console.draft_diff import DraftDiff
+    from console.restart import RestartStep
+    from console.telemetry.snapshot import HostSnapshot
 
 COMPACT_BELOW = (120, 40)
 """Columns, rows: below either, the compact layout."""

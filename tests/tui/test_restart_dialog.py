@@ -6,7 +6,6 @@ asks for."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 
@@ -98,7 +97,7 @@ async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edite
     tree = materialise("upstream-mixed-swa-v1-runner", tmp_path / "host", port=free_port(),
                        gpus=2, startup_s=0.5, metrics_interval_s=0.3)
     proc = start_background(tree)
-    await asyncio.to_thread(record, tree, proc.pid)  # as `vllm-console demo` does
+    await record(LocalHost("demo"), tree, proc.pid)  # as `vllm-console demo` does
     assert proc.wait(timeout=30) == 1
     session = HostSession(demo_config(tree), LocalHost("demo"),
                           scenario="upstream-mixed-swa-v1-runner")

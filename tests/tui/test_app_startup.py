@@ -1,0 +1,107 @@
+"""Start-up: the host screen is on the terminal before the host's session is made, and the
+first frame needs none of what the session brings (its telemetry, checks' profiles, restart).
+A session that cannot be made ends the console with one line and exit 2."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.app import ConsoleApp
+from console.commands.demo import demo_config
+from console.local_host import LocalHost
+from console.pending_session import PendingSession
+from console.session import HostSession
+from tests.app_support import make_tree, screen_text, wait_until
+
+SIZE = (160, 50)
+
+
+async def test_the_host_screen_is_painted_before_the_session_is_made(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "host")  # not started: the screen says what it finds
+    painted: list[str] = []
+
+    async def open_session() -> HostSession:
+        painted.append(screen_text(app))
+        return HostSession(demo_config(tree), LocalHost("demo"), scenario="incident")
+
+    app = ConsoleApp([PendingSession("demo", open_session, scenario="incident")],
+                     autostart_checks=False)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.check_action("restart", ()) is None  # shown, disabled until the session
+        await wait_until(pilot, lambda: "demo" in app.sessions, what="the session")
+        assert app.check_action("restart", ()) is True
+        await wait_until(pilot, lambda: app.sessions["demo"].snapshot.link.state.value
+                         != "connecting", what="the telemetry started")
+    assert len(painted) == 1
+    first = painted[0]
+    for text in ("vllm-console", "demo", "incident", "GPUs", "Speculative decoding",
+                 "serve log"):
+        assert text in first, text
+
+
+async def test_a_session_that_cannot_be_made_ends_the_console_with_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    async def open_session() -> HostSession:
+        raise OSError(28, "No space left on device")
+
+    app = ConsoleApp([PendingSession("demo", open_session)], autostart_checks=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.return_code is not None, what="the exit")
+    assert app.return_code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "vllm-console: demo: [Errno 28] No space left on device"]
+
+
+def test_the_first_frame_imports_nothing_of_the_session() -> None:
+    """What `vllm-console HOST` and `demo` import before the app paints: the app, its screens
+    and widgets, the settings; not the telemetry's driver, the restart, the chain, the URL
+    source, the simulated host's writer and runner (each loads with the session, after the
+    first frame)."""
+    code = ("import sys\n"
+            "import console.cli, console.commands.tui, console.commands.demo, console.app\n"
+            "console.commands.demo.check_scenario('incident')\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True, timeout=60).stdout.split())
+    assert {"textual.app", "console.screens.host"} <= loaded
+    for module in ("console.session", "console.telemetry.host_telemetry", "console.restart",
+                   "checks.chain", "checks.references", "console.sources.url",
+                   "console.agent.client", "asyncssh", "console.sim.tree",
+                   "console.sim.runner"):
+        assert module not in loaded, module
+
+
+async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
+        tmp_path: Path) -> None:
+    """`vllm-console` starts with the cyclic collector off (`console.cli.main`); left off, a
+    long session's reference cycles would never be freed."""
+    tree = make_tree(tmp_path / "host")
+
+    async def open_session() -> HostSession:
+        return HostSession(demo_config(tree), LocalHost("demo"))
+
+    app = ConsoleApp([PendingSession("demo", open_session)], autostart_checks=False)
+    gc.disable()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            assert not gc.isenabled()
+            await wait_until(pilot, lambda: "demo" in app.sessions, what="the session")
+            assert gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_every_other_command_runs_with_the_collector_on(tmp_path: Path) -> None:
+    code = ("import gc, sys\n"
+            "import console.cli, console.commands.init as init\n"
+            "init.run = lambda args: print('RUN', gc.isenabled()) or 0\n"
+            f"code = console.cli.main(['init', '--config', {str(tmp_path / 'h.toml')!r}])\n"
+            "print('AFTER', gc.isenabled(), code)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split("\n")
+    assert out[:2] == ["RUN True", "AFTER True 0"]
