@@ -241,7 +241,6 @@ class StartupTracker:
     def reset(self, at: float | None) -> None:
         """A new run starts (its first preamble or engine line) at `at`."""
         self._run_started = at
-        self._phase: StartupPhase | None = None
         self._activity = "starting" if at is not None else ""
         self._activity_since = at
         self._last_progress = at
@@ -268,7 +267,7 @@ class StartupTracker:
             self._failure_before_engine = False
         self._last_progress = at
         self._steps.add(event, at)
-        phase = self._steps.phase or event.phase
+        phase = self._steps.phase or event.phase  # the phase as counted (drafter folded in)
         activity = _ACTIVITY.get(phase, phase.value)
         if phase is StartupPhase.LOADING_WEIGHTS and event.seconds is not None:
             activity = "loading model"
@@ -276,7 +275,6 @@ class StartupTracker:
             activity = "capturing CUDA graphs"
         if phase is StartupPhase.READY:
             self._ready_at = at
-        self._phase = phase
         if activity != self._activity:
             self._activity, self._activity_since = activity, at
         return True
@@ -314,6 +312,6 @@ class StartupTracker:
         else:
             state = StartupState.UNKNOWN
         activity = self._activity or "starting (no log line yet)"
-        return StartupStatus(state, activity, self._phase, self._run_started,
+        return StartupStatus(state, activity, self._steps.phase, self._run_started,
                              self._activity_since, self._last_progress, self._ready_at,
                              self._failure, self._steps.steps, now, self.stall_after_s)
