@@ -9,6 +9,15 @@ from tests.app_support import WidgetApp, colour_of, theme_colour
 from widgets.host_header import HostHeader, Sources, describe_age, describe_link
 
 
+def show_ready(header: HostHeader, host: str, *, gpu: str) -> None:
+    """A connected simulated host (scenario `incident`) whose server is ready, without metrics."""
+    header.host_name = host
+    header.scenario = "incident"
+    header.link = LinkStatus(ConnectionState.CONNECTED)
+    header.sources = Sources(gpu=gpu, log="live", metrics="none")
+    header.activity = "serve: ready (started in 4s)"
+
+
 @pytest.mark.parametrize(("link", "text"), [
     (LinkStatus(ConnectionState.CONNECTED), "connected"),
     (LinkStatus(ConnectionState.RECONNECTING, retry_in_s=4.4), "reconnecting in 4 s"),
@@ -29,11 +38,7 @@ async def test_a_connected_header_shows_host_state_sources_and_activity() -> Non
     header = HostHeader()
     app = WidgetApp(header)
     async with app.run_test(size=(160, 3)) as pilot:
-        header.host_name = "gpu1"
-        header.scenario = "incident"
-        header.link = LinkStatus(ConnectionState.CONNECTED)
-        header.sources = Sources(gpu="nvml", log="live", metrics="none")
-        header.activity = "serve: ready (started in 4s)"
+        show_ready(header, "gpu1", gpu="nvml")
         await pilot.pause()
         text = header.render()
         assert text.plain.startswith(" vllm-console  gpu1 (simulated: incident) ● connected")
@@ -79,11 +84,7 @@ async def test_compact_keeps_the_state_and_drops_the_details() -> None:
     header = HostHeader()
     app = WidgetApp(header)
     async with app.run_test(size=(80, 3)) as pilot:
-        header.host_name = "demo"
-        header.scenario = "incident"
-        header.link = LinkStatus(ConnectionState.CONNECTED)
-        header.sources = Sources(gpu="nvidia-smi", log="live", metrics="none")
-        header.activity = "serve: ready (started in 4s)"
+        show_ready(header, "demo", gpu="nvidia-smi")
         header.compact = True
         await pilot.pause()
         text = header.render()
