@@ -37,11 +37,11 @@ from benchmarks.bench_start import console_argv
 from benchmarks.common import private_sshd, report
 from benchmarks.simhosts import set_knobs
 from checks import run_chain
-from console.commands.demo import free_port
+from console.cli.commands.demo import free_port
 from console.settings import ServeSettings
 from console.sim.runner import stop, wait_ready
 from console.sim.tree import SimTree, materialise
-from console.ssh_host import SSHHost
+from console.transport.ssh_host import SSHHost
 from tests.sshd import chown_to, ensure_login_user, start_as
 
 CACHE = Path(os.environ.get("VC_BENCH_CACHE", "/tmp/vc-bench-cache"))

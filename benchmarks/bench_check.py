@@ -33,7 +33,7 @@ from checks import run_chain
 from console.settings import ServeSettings
 from console.sim.runner import stop, wait_ready
 from console.sim.tree import SimTree, materialise
-from console.ssh_host import SSHHost
+from console.transport.ssh_host import SSHHost
 from tests.sshd import chown_to, start_sshd
 
 TARGET_S = 5.0

@@ -31,14 +31,14 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.host import ConnectionState  # noqa: E402
-from console.ssh_host import SSHHost  # noqa: E402
 from console.telemetry import (  # noqa: E402
     GpuSampled,
     HostTelemetry,
     LinkChanged,
     TelemetryOptions,
 )
+from console.transport.host import ConnectionState  # noqa: E402
+from console.transport.ssh_host import SSHHost  # noqa: E402
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once  # noqa: E402
 from tests.sshd import Sshd, start_sshd  # noqa: E402
 from tests.tcp_proxy import TcpProxy, proxied_config  # noqa: E402

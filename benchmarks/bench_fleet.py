@@ -29,11 +29,11 @@ from textual.widgets import DataTable
 from benchmarks.bench_screen import ScreenProbe, host_screen_keys, key_figures, press_keys
 from benchmarks.common import CpuMeter, peak_rss_mb, private_sshd, report, rss_mb
 from benchmarks.simhosts import sim_hosts
-from console.app import ConsoleApp
-from console.host import ConnectionState
-from console.screens.fleet import FleetScreen
-from console.session import HostSession
-from console.ssh_host import SSHHost
+from console.session.host_session import HostSession
+from console.transport.host import ConnectionState
+from console.transport.ssh_host import SSHHost
+from console.tui.app import ConsoleApp
+from console.tui.screens.fleet import FleetScreen
 from tests.sshd import Sshd
 
 SIZE = (160, 50)

@@ -38,9 +38,9 @@ import psutil  # noqa: E402
 
 from benchmarks.bench_agent import cpu_s  # noqa: E402
 from benchmarks.output import report_each  # noqa: E402
-from console.follower import LogBatch, LogFollower  # noqa: E402
-from console.ssh_host import SSHHost  # noqa: E402
+from console.hostclient.follower import LogBatch, LogFollower  # noqa: E402
 from console.telemetry.run_log import RunLog  # noqa: E402
+from console.transport.ssh_host import SSHHost  # noqa: E402
 from tests.follower_support import running  # noqa: E402
 from tests.sshd import Sshd, chown_to, start_sshd  # noqa: E402
 

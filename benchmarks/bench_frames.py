@@ -21,9 +21,9 @@ import time
 from typing import Any
 
 from benchmarks.common import ACCESS_LINE, report
-from console.app import TelemetryArrived
-from console.follower import LogBatch
+from console.hostclient.follower import LogBatch
 from console.telemetry import events as ev
+from console.tui.app import TelemetryArrived
 from tests.snapshot_support import HOST, replay_app
 
 BATCHES_PER_S = 40

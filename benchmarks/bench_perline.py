@@ -26,9 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import ACCESS_LINE, report
-from console.follower import LogBatch, LogFollower
-from console.local_host import LocalHost
+from console.hostclient.follower import LogBatch, LogFollower
 from console.telemetry.run_log import RunLog
+from console.transport.local_host import LocalHost
 from widgets.log_lines import LogLines
 
 

@@ -128,7 +128,7 @@ def query_stats(url: str, expr: str) -> dict[str, Any]:
 
 
 async def measure(url: str, n: int, seconds: float, prom_pid: int) -> dict[str, Any]:
-    from console.fleet_app import FleetApp
+    from console.tui.fleet_app import FleetApp
 
     fleet = FleetSettings(prometheus=url)
     app = FleetApp(Prometheus(url, timeout_s=60), fleet, "", HostsFile(), refresh_s=5.0)

@@ -64,10 +64,10 @@ if __package__ in (None, ""):
 
 from benchmarks.common import pct, report  # noqa: E402
 from benchmarks.machine import busy_processes  # noqa: E402
-from console.session import HostSession  # noqa: E402
+from console.session.host_session import HostSession  # noqa: E402
 from console.settings import load_hosts_file, resolve_host  # noqa: E402
-from console.ssh_host import SSHHost  # noqa: E402
 from console.telemetry.events import LogLinesReceived  # noqa: E402
+from console.transport.ssh_host import SSHHost  # noqa: E402
 from tests.real_vllm.fixture import (  # noqa: E402
     RealServer,
     RealVllm,

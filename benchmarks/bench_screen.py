@@ -56,11 +56,11 @@ from benchmarks.common import (
     stamp_of,
     writer_argv,
 )
-from console.app import ConsoleApp
-from console.local_host import LocalHost
-from console.session import HostSession
+from console.session.host_session import HostSession
 from console.settings import GpuSettings, HostConfig, ServeSettings
-from console.ssh_host import SSHHost
+from console.transport.local_host import LocalHost
+from console.transport.ssh_host import SSHHost
+from console.tui.app import ConsoleApp
 from tests.sshd import Sshd
 
 SIZE = (160, 50)

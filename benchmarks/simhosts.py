@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.commands.demo import free_port
+from console.cli.commands.demo import free_port
 from console.settings import HostConfig
 from console.sim.runner import stop, wait_ready
 from console.sim.tree import SimTree, materialise

@@ -34,17 +34,17 @@ from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
-from console.discovery import (
+from console.hostclient.discovery import (
     ServeArgs,
     configured_port,
     effective_serve,
     parse_serve_argv,
     resolve_serve,
 )
-from console.host import Host, HostError
-from console.remote_scripts import RemoteScripts, ScriptRun, run_json, shown_command
-from console.restart.last import read_last_launch
+from console.hostclient.launch_record import read_last_launch
 from console.settings import ServeSettings
+from console.transport.host import Host, HostError
+from console.transport.remote_scripts import RemoteScripts, ScriptRun, run_json, shown_command
 
 CODE_TIMEOUT = 120.0
 FIELDS_TIMEOUT = 120.0

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checks.models import Evidence
-from console.host import Host
-from console.remote_scripts import RemoteScripts, ScriptRun, run_json
+from console.transport.host import Host
+from console.transport.remote_scripts import RemoteScripts, ScriptRun, run_json
 
 HF_ENV = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HOME")
 

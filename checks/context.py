@@ -10,9 +10,9 @@ from typing import Any
 from checks.models import Evidence
 from checks.profile import Profile
 from checks.references import Reference
-from console.discovery import EffectiveServe, Resolved
-from console.host import Host
-from console.remote_scripts import RemoteScripts
+from console.hostclient.discovery import EffectiveServe, Resolved
+from console.transport.host import Host
+from console.transport.remote_scripts import RemoteScripts
 
 
 @dataclass(frozen=True)

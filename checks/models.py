@@ -97,7 +97,7 @@ class ChainReport(_Frozen):
     """Wall time of the chain (not part of `--json`)."""
     warnings: tuple[str, ...] = Field(default=(), exclude=True)
     """Where the configuration disagrees with the running server (a stale `log`), from
-    `console.discovery.effective_serve`; printed by `check` (not part of `--json`)."""
+    `console.hostclient.discovery.effective_serve`; printed by `check` (not part of `--json`)."""
 
     @property
     def exit_code(self) -> int:

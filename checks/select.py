@@ -105,7 +105,7 @@ def watch_for_argv(argv: list[str]) -> tuple[str, ...]:
     """What a traced restart of this command line should watch (`--profile auto`): the watch
     lists of every shipped profile for its speculative method (DFlash: with and without SWA,
     whose layers only the SWA profile's functions show)."""
-    from console.discovery import parse_serve_argv
+    from console.hostclient.discovery import parse_serve_argv
 
     method = infer_method(parse_serve_argv(argv).speculative, None)
     names = shipped_by_method().get(method or "", ())

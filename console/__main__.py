@@ -2,6 +2,6 @@
 
 import sys
 
-from console.cli import main
+from console.cli.parser import main
 
 sys.exit(main())

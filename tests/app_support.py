@@ -13,11 +13,11 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
-from console.app import ConsoleApp
-from console.commands.demo import demo_config, free_port
-from console.local_host import LocalHost
-from console.session import HostSession
+from console.cli.commands.demo import demo_config, free_port
+from console.session.host_session import HostSession
 from console.sim import SimTree, materialise, start_background, stop
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
 from themes import THEMES, stylesheet_path
 
 

@@ -13,18 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from checks.draft_diff import DraftDiff, compare, json_diff
 from checks.links.config_correct import check_invariants
 from checks.models import ChainReport, Evidence, LinkResult, Status
 from checks.profile import load_profile
-from console.agent.samples import AgentSample
-from console.app import ConsoleApp
-from console.draft_diff import DraftDiff, compare, json_diff
-from console.follower import LogBatch, LogEntry
-from console.host import ConnectionState, LinkStatus
-from console.local_host import LocalHost
+from console.hostclient.agent.samples import AgentSample
+from console.hostclient.follower import LogBatch, LogEntry
 from console.parsers.lines import split_lines
 from console.parsers.prefix import strip_ansi
-from console.session import HostSession
+from console.session.host_session import HostSession
 from console.settings import HostConfig
 from console.sim.configs import draft_config, target_config
 from console.sim.scenarios import WRONG_DRAFT
@@ -32,6 +29,9 @@ from console.telemetry import events as ev
 from console.telemetry.run_log import RunLog
 from console.telemetry.server import Health, Readiness
 from console.telemetry.snapshot import HostSnapshot
+from console.transport.host import ConnectionState, LinkStatus
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
 from widgets.checklist import ChecklistState
 
 DATA = Path(__file__).parent / "data"

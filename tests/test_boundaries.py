@@ -19,7 +19,7 @@ CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["import
     "contracts"]
 CORE: list[str] = next(c for c in CONTRACTS if c["forbidden_modules"] == ["textual"])[
     "source_modules"]
-TUI = ("console.app", "console.fleet_app", "console.screens")
+TUI = ("console.tui",)
 
 
 def _modules(package: str) -> list[str]:

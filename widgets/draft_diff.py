@@ -15,8 +15,8 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from console.display import safe_text
-from console.draft_diff import DraftDiff
+from checks.draft_diff import DraftDiff
+from console.output.display import safe_text
 from widgets.status import STATUS_CLASSES, status_style
 
 BOLD = Style(bold=True)

@@ -14,7 +14,7 @@ from textual.reactive import reactive
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from console.display import safe_text
+from console.output.display import safe_text
 from console.parsers.engine import EngineConfig, NonDefaultArgs
 from console.parsers.pyrepr import to_jsonable
 from widgets.status import STATUS_CLASSES, status_style

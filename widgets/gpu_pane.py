@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from console.agent.samples import AgentSample, ServeProc
+from console.hostclient.agent.samples import AgentSample, ServeProc
 from widgets.row_repaint import refresh_rows
 from widgets.status import STATUS_CLASSES, status_style
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from console.host import ConnectionState, LinkStatus
+from console.transport.host import ConnectionState, LinkStatus
 from widgets.status import STATUS_CLASSES, status_style
 
 _STATE_COLOUR = {

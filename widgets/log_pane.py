@@ -23,8 +23,8 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Input, Static
 
-from console.display import plain_ascii, safe_text
-from console.follower import LogBatch
+from console.hostclient.follower import LogBatch
+from console.output.display import plain_ascii, safe_text
 from console.parsers.classifier import LineEvent, LineKind
 from console.telemetry.run_log import RunLog
 from widgets.log_lines import LogLines

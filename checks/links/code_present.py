@@ -17,7 +17,7 @@ from typing import Any
 from checks.links.common import LINK_HINT, result, run_evidence, short_list
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import CodePresentSpec
-from console.remote_scripts import ScriptRun
+from console.transport.remote_scripts import ScriptRun
 
 LINK = "code-present"
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from checks.models import Evidence, LinkResult, Status
-from console.remote_scripts import ScriptRun
+from console.transport.remote_scripts import ScriptRun
 
 LINK_HINT = "the link to {host} failed during the check: check the connection, then run it again"
 

@@ -16,7 +16,7 @@ from checks.configs import ConfigRead
 from checks.links.common import LINK_HINT, result, run_evidence, short_list, show
 from checks.models import Evidence, LinkResult, Status
 from checks.profile import FieldsExtractedSpec, RuntimeActivationSpec
-from console.remote_scripts import ScriptRun
+from console.transport.remote_scripts import ScriptRun
 
 LINK = "fields-extracted"
 

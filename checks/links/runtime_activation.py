@@ -37,8 +37,8 @@ from console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
 from console.parsers.errors import ErrorKind, parse_error
 from console.parsers.prefix import LogLine, parse_line
 from console.parsers.spec_decode import parse_spec_decode
-from console.remote_scripts import ScriptRun
 from console.telemetry.startup import RunMark, current_run_start, run_mark
+from console.transport.remote_scripts import ScriptRun
 
 LINK = "runtime-activation"
 LAYER_TYPES_FN = "_get_dflash_layer_types"

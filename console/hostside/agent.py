@@ -8,7 +8,8 @@ line to stdout:
      "gpu_reason": "...", "gpu_age_s": S, "gpus": [...], "gpu_procs": [...], "host": {...},
      "serve": {...}, "agent": {...}}
 
-after a first `{"t": "hello", ...}` line (see `console/agent/samples.py` for every field).
+after a first `{"t": "hello", ...}` line (see `console/hostclient/agent/samples.py` for every
+field).
 
 GPU source (`console.hostside.gpu`), best first: NVML through `pynvml` when importable, NVML
 through ctypes (`libnvidia-ml.so.1`), then ONE long-running `nvidia-smi --query-gpu=... -lms N`

@@ -3,8 +3,8 @@
 A one-shot entry (discovery, a probe, a restart query) reads its parameters as one JSON object
 on stdin and writes its answer as one JSON object after the `MARKER` line, so that whatever an
 import prints before it (vLLM's logger does) cannot corrupt the answer; the console reads it with
-`console.remote_scripts.run_json`. Expected problems are facts in the answer and the exit status
-is 0; a crash exits non-zero with its traceback on stderr. A long-lived entry (agent, follow)
+`console.transport.remote_scripts.run_json`. Expected problems are facts in the answer and the exit
+status is 0; a crash exits non-zero with its traceback on stderr. A long-lived entry (agent, follow)
 gets its arguments in `ARGS_ENV` (a JSON list) and writes JSON lines or frames of its own.
 
 Written in the oldest Python 3 syntax, like `__main__`, which reads `TOO_OLD_EXIT` from here

@@ -21,9 +21,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from console.host import Host, HostError
 from console.parsers import StartupPhase
-from console.remote_scripts import RemoteScripts
 from console.restart.follow import FileFollower, LinkTimeout
 from console.restart.model import (
     Outcome,
@@ -37,6 +35,8 @@ from console.restart.plan import RestartError, plan_restart
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
 from console.telemetry.http import ServeUrl, http_get
+from console.transport.host import Host, HostError
+from console.transport.remote_scripts import RemoteScripts
 
 ProgressCallback = Callable[[RestartStep], None | Awaitable[None]]
 # The host step writes a heartbeat after 10 s of silence: three missed ones and it is gone.

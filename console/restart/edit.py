@@ -14,10 +14,10 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from console.host import quote_argv
 from console.hostside.argv import matches
 from console.restart.model import RestartPlan
 from console.restart.plan import RestartError, relaunch_inputs, server_address
+from console.transport.host import quote_argv
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

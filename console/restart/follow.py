@@ -1,7 +1,7 @@
 """A restart's files on the host (its status file, the serve log from the marker on), followed
-with the console's own log follower (`console.follower.LogFollower`: one long-lived process per
-file, resumed at the exact byte after a lost link, no gap and no duplicate) and handed over as
-lines, with the link's losses and returns said and bounded.
+with the console's own log follower (`console.hostclient.follower.LogFollower`: one long-lived
+process per file, resumed at the exact byte after a lost link, no gap and no duplicate) and handed
+over as lines, with the link's losses and returns said and bounded.
 
 What this adds for a restart: the link may stay down for `link_timeout` at most (then
 `LinkTimeout`: the restart goes on on the host, the client stops waiting), and lines that
@@ -16,9 +16,9 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 
-from console.follower import LogBatch, LogFollower, NoticeKind
-from console.host import ConnectionState, Host, HostError
-from console.remote_scripts import RemoteScripts
+from console.hostclient.follower import LogBatch, LogFollower, NoticeKind
+from console.transport.host import ConnectionState, Host, HostError
+from console.transport.remote_scripts import RemoteScripts
 
 # A line longer than this is cut (the follower says so): the start-up tracker needs no more,
 # and a writer that never ends its line must not grow the client's memory.

@@ -9,9 +9,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from console.host import quote_argv
 from console.parsers import StartupPhase
 from console.parsers.redact import is_secret_key
+from console.transport.host import quote_argv
 
 
 class _Frozen(BaseModel):

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from console.discovery import (
+from console.hostclient.discovery import (
     DiscoveryError,
     Resolution,
     configured_port,
@@ -23,13 +23,14 @@ from console.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.host import Host, quote_argv
+from console.hostclient.launch_env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
+from console.hostclient.launch_record import last_key
 from console.hostside.argv import matches
 from console.hostside.discover import argv_port, env_items
-from console.remote_scripts import RemoteScripts, run_json, trace_hook_source
-from console.restart.env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
 from console.restart.model import RestartPlan
 from console.settings import HostConfig
+from console.transport.host import Host, quote_argv
+from console.transport.remote_scripts import RemoteScripts, run_json, trace_hook_source
 
 
 class RestartError(Exception):
@@ -95,18 +96,13 @@ def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
     return f"http://{shown}:{port}", port
 
 
-def last_key(entry: str) -> str:
-    """The file name part of a host entry's last-launch record (entries never share one)."""
-    return hashlib.sha256(entry.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-
-
 async def _resolve(host: Host, config: HostConfig, python: str,
                    scripts: RemoteScripts) -> tuple[Resolution, str]:
-    """The serve process by the console's one rule (`console.discovery.resolve_serve`, which
-    telemetry and the checks use too; a look-alike is never it), checked for what a restart
-    must never act on: a port held by something else, a server a supervisor restarts by
-    itself, several servers with nothing to choose between them. Returns it and the
-    interpreter."""
+    """The serve process by the console's one rule
+    (`console.hostclient.discovery.resolve_serve`, which telemetry and the checks use too; a
+    look-alike is never it), checked for what a restart must never act on: a port held by something
+    else, a server a supervisor restarts by itself, several servers with nothing to choose between
+    them. Returns it and the interpreter."""
     try:
         found = await resolve_serve(host, config.serve, scripts=scripts, python=python)
     except DiscoveryError as exc:
@@ -176,8 +172,8 @@ def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
                  port: int | None, found: tuple[str, ...] = (),
                  seen: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """This host entry's last launch, checked: it belongs to this entry and its port is the
-    configured one. The last launch is the console's record on the host, or the server this
-    console last saw running (`seen`, `console.restart.last.seen_launch`) when that started
+    configured one. The last launch is the console's record on the host, or the server this console
+    last saw running (`seen`, `console.hostclient.launch_record.seen_launch`) when that started
     later. Raises RestartError saying why there is none to use."""
     last = described.get("last") or {}
     if seen and seen.get("argv") and float(seen.get("at") or 0) > float(last.get("at") or 0):

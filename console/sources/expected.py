@@ -1,8 +1,8 @@
 """The acceptance length a server should reach, in one place, so the fleet's "far below" flag
 and the spec pane agree.
 
-Today the console knows one figure (DFlash drafters: ~6.4, `console.session`); per-profile
-figures are coming to `checks/profile.py`, and this lookup is where they will be read.
+Today the console knows one figure (DFlash drafters: ~6.4, `console.session.host_session`);
+per-profile figures are coming to `checks/profile.py`, and this lookup is where they will be read.
 """
 
 from __future__ import annotations

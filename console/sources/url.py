@@ -16,20 +16,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from checks.draft_diff import DraftDiff
 from checks.models import ChainReport
-from console.display import safe_text
-from console.draft_diff import DraftDiff
-from console.host import CommandResult, ConnectionState, Host, HostError, LinkStatus, StreamHandle
+from console.output.display import safe_text
 from console.parsers.engine import SpeculativeSettings
 from console.parsers.metrics import MetricsSnapshot, parse_metrics
 from console.restart import RestartPlan
-from console.session import ActionError, HostSession
+from console.session.host_session import ActionError, HostSession
 from console.settings import ConfigError, HostConfig, HostEntry, ServeSettings
 from console.sources import web
 from console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
 from console.telemetry.host_telemetry import HostTelemetry, OnEvent, TelemetryOptions
 from console.telemetry.server import Health, Readiness, ServerLoad, judge_health, model_ids
 from console.telemetry.snapshot import AgentState, AgentStatus
+from console.transport.host import (
+    CommandResult,
+    ConnectionState,
+    Host,
+    HostError,
+    LinkStatus,
+    StreamHandle,
+)
 
 DEFAULT_KEY_ENV = "VLLM_API_KEY"
 """vLLM's own default for `--api-key`: read when the command line gives only `--url`."""

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.agent.samples import AgentSample, ServeTree
-from console.follower import FollowState, LogBatch
-from console.host import LinkStatus
+from console.hostclient.agent.samples import AgentSample, ServeTree
+from console.hostclient.follower import FollowState, LogBatch
 from console.parsers.classifier import LineEvent
 from console.telemetry.run_log import RunInfo
 from console.telemetry.server import Readiness, ServerLoad
 from console.telemetry.snapshot import AgentStatus, ServeInfo
 from console.telemetry.spec_decode import SpecDecodeState
 from console.telemetry.startup import StartupStatus
+from console.transport.host import LinkStatus
 
 
 @dataclass(frozen=True, slots=True)

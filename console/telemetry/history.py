@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from console.agent.samples import AgentSample
+from console.hostclient.agent.samples import AgentSample
 from console.telemetry.spec_decode import SpecDecodeState
 
 GPU_HISTORY = 60

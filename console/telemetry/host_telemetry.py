@@ -10,7 +10,7 @@ from the current run's start, resumed by byte offset after a lost link), `/healt
 `/v1/models` every `health_interval_s` until healthy, then with `/metrics` every
 `metrics_interval_s` (through `Host.forward_port`), and a 1 s tick that keeps start-up times
 moving. The serve process's log and URL come from the configuration, else from discovery
-(`console.discovery`) each time the agent sees a new serve process.
+(`console.hostclient.discovery`) each time the agent sees a new serve process.
 """
 
 from __future__ import annotations
@@ -20,20 +20,18 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from console.agent.client import AgentClient
-from console.agent.samples import AgentHello, AgentSample, ServeTree
-from console.discovery import (
+from console.hostclient.agent.client import AgentClient
+from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
+from console.hostclient.discovery import (
     DiscoveryError,
     ServeProcess,
     discover_serve,
     effective_serve,
     parse_serve_argv,
 )
-from console.follower import FollowState, LogBatch, LogFollower
-from console.host import ConnectionState, Host, HostError, LinkStatus, backoff
+from console.hostclient.follower import FollowState, LogBatch, LogFollower
 from console.parsers.engine import SpeculativeSettings
 from console.parsers.metrics import MetricsSnapshot
-from console.remote_scripts import RemoteScripts
 from console.settings import HostConfig, ServeSettings
 from console.telemetry import events as ev
 from console.telemetry.http import ServeUrl
@@ -51,6 +49,8 @@ from console.telemetry.server import (
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
 from console.telemetry.spec_decode import SpecSource
 from console.telemetry.startup import STALL_AFTER_S
+from console.transport.host import ConnectionState, Host, HostError, LinkStatus, backoff
+from console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
 
@@ -89,7 +89,7 @@ def speculative_of(argv: tuple[str, ...]) -> SpeculativeSettings | None:
 def serve_info(settings: ServeSettings, process: ServeProcess | None,
                running: bool | None) -> ServeInfo:
     """The serve process as the console uses it: configured values win, discovered ones fill
-    in (`console.discovery.effective_serve`)."""
+    in (`console.hostclient.discovery.effective_serve`)."""
     eff = effective_serve(settings, process)
     argv = process.argv if process is not None else ()
     return ServeInfo(running=running if process is None else True,

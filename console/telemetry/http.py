@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from console.host import Host, HostError
+from console.transport.host import Host, HostError
 
 MAX_BODY = 32 * 1024 * 1024
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-from console.agent.client import AgentClient
-from console.agent.samples import AgentHello, AgentSample
-from console.discovery import Resolution, resolve_serve
-from console.follower import LogFollower, NoticeKind
-from console.host import Host, HostError
+from console.hostclient.agent.client import AgentClient
+from console.hostclient.agent.samples import AgentHello, AgentSample
+from console.hostclient.discovery import Resolution, resolve_serve
+from console.hostclient.follower import LogFollower, NoticeKind
 from console.parsers.metrics import parse_metrics
-from console.remote_scripts import RemoteScripts
 from console.settings import HostConfig
 from console.telemetry.host_telemetry import serve_info, serve_info_from_tree
 from console.telemetry.http import HttpResult, ServeUrl, http_get
@@ -31,6 +29,8 @@ from console.telemetry.server import (
     totals,
 )
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
+from console.transport.host import Host, HostError
+from console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
 

@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from console.host import Host
 from console.parsers.metrics import (
     MetricsSnapshot,
     SpecDecodeCounters,
@@ -21,6 +20,7 @@ from console.parsers.metrics import (
 from console.parsers.spec_decode import SpecDecodeSample
 from console.parsers.throughput import ThroughputSample
 from console.telemetry.http import HttpResult, ServeUrl, http_get
+from console.transport.host import Host
 
 _ZERO = SpecDecodeCounters(0, 0, 0, ())
 

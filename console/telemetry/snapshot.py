@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from console.agent.samples import AgentHello, AgentSample, ServeTree
-from console.follower import FollowState
-from console.host import ConnectionState, LinkStatus
+from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
+from console.hostclient.follower import FollowState
 from console.parsers.engine import SpeculativeSettings
 from console.parsers.redact import redact, redact_text
 from console.telemetry.run_log import RunInfo
 from console.telemetry.server import Health, Readiness, ServerLoad
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from console.telemetry.startup import StartupState, StartupStatus
+from console.transport.host import ConnectionState, LinkStatus
 
 ERROR_LINE_MAX = 2000
 """An error line in `status --json` is cut here (a traceback line can be a whole repr)."""
@@ -90,7 +90,7 @@ class ServeInfo:
     speculative: SpeculativeSettings | None = None
     warnings: tuple[str, ...] = ()
     """Where the configuration disagrees with what the process really uses (a stale `log`):
-    `console.discovery.effective_serve`'s warnings."""
+    `console.hostclient.discovery.effective_serve`'s warnings."""
 
     @property
     def cmdline(self) -> str | None:

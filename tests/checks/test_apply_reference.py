@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 from checks import Status
+from checks.draft_diff import apply_reference, load_draft_diff
 from checks.links.config_correct import check_invariants, compare_reference
 from checks.profile import load_profile
-from console.draft_diff import apply_reference, load_draft_diff
-from console.local_host import LocalHost
 from console.sim.configs import draft_config, target_config
 from console.sim.scenarios import WRONG_DRAFT
+from console.transport.local_host import LocalHost
 from tests.app_support import SimApp, wait_until
 
 PROFILE = load_profile("dflash-swa")
@@ -97,7 +97,7 @@ async def test_after_apply_before_the_restart_runtime_says_restart_to_apply(
 
 
 async def test_the_apply_dialog_shows_json_values(tmp_path: Path) -> None:
-    from console.screens.confirm import ConfirmScreen
+    from console.tui.screens.confirm import ConfirmScreen
 
     sim = SimApp(tmp_path / "host")
     try:

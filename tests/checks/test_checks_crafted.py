@@ -28,7 +28,7 @@ from checks.models import Evidence, Status
 from checks.profile import load_profile
 from console.hostside.probes import code_probe
 from console.hostside.wire import MARKER
-from console.remote_scripts import ScriptRun
+from console.transport.remote_scripts import ScriptRun
 from tests.hostside.bundle import entry_argv
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -345,7 +345,7 @@ def test_interpreter_without_vllm_and_install_without_metadata(tmp_path: Path) -
 
 def test_code_present_verdicts_on_crafted_installs(tmp_path: Path) -> None:
     from checks.models import Evidence, Status
-    from console.remote_scripts import ScriptRun
+    from console.transport.remote_scripts import ScriptRun
 
     ctx = Evidence.make("discovery")
 

@@ -20,14 +20,14 @@ from checks.models import Evidence
 from checks.profile import load_profile
 from checks.trace import format_trace_line
 from console.hostside.probes import log_probe
-from console.local_host import LocalHost
-from console.remote_scripts import ScriptRun
 from console.settings import HostConfig, ServeSettings
 from console.sim.runner import start_background, stop, wait_ready
 from console.sim.tree import materialise
 from console.telemetry.oneshot import collect_status
 from console.telemetry.run_log import RunLog
 from console.telemetry.startup import StartupState
+from console.transport.local_host import LocalHost
+from console.transport.remote_scripts import ScriptRun
 from tests.checks.test_checks_crafted import engine_lines, make_install, make_models
 
 PROFILE = load_profile()

@@ -15,7 +15,7 @@ from checks.profile import load_profile
 from checks.references import choose_reference
 from checks.rootcause import broken_link, root_cause
 from checks.trace import format_trace_line
-from console.remote_scripts import ScriptRun
+from console.transport.remote_scripts import ScriptRun
 from tests.checks.test_checks_crafted import TARGET_CONFIG, draft_config, engine_lines
 
 PROFILE = load_profile()

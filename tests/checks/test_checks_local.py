@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from checks import Status, run_chain
-from console.local_host import LocalHost
 from console.settings import ServeSettings
+from console.transport.local_host import LocalHost
 from tests.checks.test_checks_crafted import (
     FAKE_SERVE,
     HOST_PYTHON,
@@ -108,8 +108,8 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
     """A relaunch the engine refused leaves no process to discover: the chain reads the log,
     interpreter and models of this host entry's last launch by the console (the restart's
     record), and judges that failed run, instead of asking for --log."""
-    from console.remote_scripts import RemoteScripts
-    from console.restart.plan import last_key
+    from console.hostclient.launch_record import last_key
+    from console.transport.remote_scripts import RemoteScripts
 
     install = make_install(root / "installed", variant="upstream")
     target, draft = make_models(root, "healthy")

@@ -19,9 +19,9 @@ from checks.links import config_correct, method_configs, runtime_activation
 from checks.models import Evidence
 from checks.profile import expected_acceptance, load_profile, method_family, shipped_profiles
 from checks.select import choose, infer_method
-from console.discovery import parse_serve_argv
-from console.local_host import LocalHost
+from console.hostclient.discovery import parse_serve_argv
 from console.settings import ServeSettings
+from console.transport.local_host import LocalHost
 
 TARGET = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 128,
           "vocab_size": 1024, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 3,
@@ -214,7 +214,7 @@ def _runtime(kind: str, lines: list[str], *, method: str, cfg: dict[str, Any] | 
     numbered = [[i * 100, line] for i, line in enumerate(lines)]
     tail_lines = [[100_000 + i, line] for i, line in enumerate(tail)]
     log = runtime_activation.read_run(numbered, profile.links.runtime_activation, tail_lines)
-    from console.remote_scripts import ScriptRun
+    from console.transport.remote_scripts import ScriptRun
 
     run = ScriptRun(command="log_probe", exit=0, data={
         "log": {"state": "ok", "path": "/l", "size": 1}, "lines": numbered, "tail": tail_lines},

@@ -24,7 +24,7 @@ from checks import (
     shipped_profiles,
 )
 from checks.trace import TRACE_TAG, format_trace_line, parse_trace_line
-from console.commands.check import render
+from console.cli.commands.check import render
 
 SHIPPED = Path(__file__).resolve().parents[2] / "checks" / "profiles" / "dflash-swa.toml"
 
@@ -178,7 +178,7 @@ def test_the_human_table(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_checks_and_the_check_command_never_import_textual() -> None:
     code = ("import sys, checks, checks.chain, checks.links.runtime_activation, "
-            "console.discovery, console.commands.check; "
+            "console.hostclient.discovery, console.cli.commands.check; "
             "assert 'textual' not in sys.modules, [m for m in sys.modules if 'textual' in m]")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[2], timeout=60,

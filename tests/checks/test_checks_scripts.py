@@ -341,7 +341,7 @@ def test_a_config_nested_too_deep_is_invalid_with_the_depth_named(tmp_path: Path
     import sys
 
     from checks.configs import parse_read
-    from console.remote_scripts import ScriptRun
+    from console.transport.remote_scripts import ScriptRun
 
     path = tmp_path / "config.json"
     path.write_text('{"a":' * 200_000 + "1" + "}" * 200_000)

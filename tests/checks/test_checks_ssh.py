@@ -26,13 +26,13 @@ import pytest
 
 from checks import Status, run_chain
 from checks.models import LINK_IDS, ChainReport
-from console.remote_scripts import trace_hook_source
-from console.restart.env import launch_env
+from console.hostclient.launch_env import launch_env
 from console.settings import ServeSettings
 from console.sim.runner import stop, wait_ready
 from console.sim.scenarios import SCENARIOS
 from console.sim.tree import SimTree, materialise
-from console.ssh_host import SSHHost
+from console.transport.remote_scripts import trace_hook_source
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to
 
 pytestmark = pytest.mark.ssh
@@ -277,7 +277,7 @@ def _cli(sshd: Sshd, item: Running, *extra: str) -> list[str]:
 
 def test_check_json_is_the_documented_object(sshd: Sshd, sims: dict[str, Running],
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli import main
+    from console.cli.parser import main
 
     if sshd.proc is None:
         sshd.start()
@@ -299,7 +299,7 @@ def test_check_json_is_the_documented_object(sshd: Sshd, sims: dict[str, Running
 def test_check_human_output_and_an_explicit_reference(
         sshd: Sshd, sims: dict[str, Running], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli import main
+    from console.cli.parser import main
 
     if sshd.proc is None:
         sshd.start()
@@ -331,7 +331,7 @@ def test_check_human_output_and_an_explicit_reference(
 def test_could_not_run_is_exit_3_with_one_line(sshd: Sshd, sims: dict[str, Running],
                                                tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli import main
+    from console.cli.parser import main
 
     item = sims["healthy"]
     assert main(_cli(sshd, item, "--profile", "no-such-profile")) == 3

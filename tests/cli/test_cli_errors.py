@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
+from console.cli.parser import main
 
 COULD_NOT_RUN = {"status": 2, "check": 3, "restart": 2}
 
@@ -54,7 +54,7 @@ def test_an_unexpected_failure_is_one_line_that_asks_for_a_report(
     async def trips(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("console.commands.restart.plan_restart", trips)
+    monkeypatch.setattr("console.cli.commands.restart.plan_restart", trips)
     assert main(["restart", "h", "--local", "--yes"]) == 2
     err = one_line(capsys.readouterr().err)
     assert "ZeroDivisionError: division by zero" in err

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from console.cli import build_parser, subcommands
+from console.cli.parser import build_parser, subcommands
 
 TOP_LEVEL = ["--help", "-h", "--version"]
 
@@ -42,7 +42,7 @@ def test_the_fast_parser_differs_only_in_the_settings_options_which_the_top_leve
 @pytest.mark.parametrize("word", TOP_LEVEL)
 def test_help_and_version_import_neither_pydantic_nor_the_settings(word: str) -> None:
     code = ("import sys\n"
-            "from console.cli import main\n"
+            "from console.cli.parser import main\n"
             f"try:\n    main([{word!r}])\nexcept SystemExit as exc:\n    code = exc.code\n"
             "heavy = [m for m in ('pydantic', 'console.settings', 'textual') if m in sys.modules]\n"
             "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from console.cli import build_parser, main, subcommands
-from console.connect import host_config_from_args
+from console.cli.parser import build_parser, main, subcommands
 from console.settings import FleetSettings, HostConfig, HostEntry, load_hosts_file, overrides
+from console.transport.connect import host_config_from_args
 
 HOST_COMMANDS = ("tui", "check", "status", "restart")
 
@@ -170,8 +170,8 @@ def test_a_fleet_opens_with_one_hosts_missing_identity_file_and_that_host_says_w
     builds (the other host is usable); the host itself is refused at connect, naming the file."""
     import asyncio
 
-    from console.host import ConnectionState, HostError
-    from console.ssh_host import SSHHost
+    from console.transport.host import ConnectionState, HostError
+    from console.transport.ssh_host import SSHHost
 
     missing = tmp_path / "id_gone"
     hosts = tmp_path / "hosts.toml"

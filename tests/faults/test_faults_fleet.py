@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp
-from console.host import ConnectionState
-from console.screens.fleet import FleetScreen
-from console.screens.help import HelpScreen
-from console.screens.host import HostScreen
-from console.session import HostSession
+from console.session.host_session import HostSession
 from console.settings import HostConfig
-from console.ssh_host import SSHHost
 from console.telemetry import GpuSampled, HostTelemetry, TelemetryOptions
+from console.transport.host import ConnectionState
+from console.transport.ssh_host import SSHHost
+from console.tui.app import ConsoleApp
+from console.tui.screens.fleet import FleetScreen
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.host import HostScreen
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
 from tests.sshd import Sshd
 from tests.tcp_proxy import TcpProxy, proxied_config

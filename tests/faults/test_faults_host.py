@@ -17,11 +17,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from console.follower import NoticeKind
-from console.host import ConnectionState
+from console.hostclient.follower import NoticeKind
 from console.sim.runner import stop
 from console.sim.tree import materialise
-from console.ssh_host import SSHHost
 from console.telemetry import (
     AgentChanged,
     AgentState,
@@ -35,6 +33,8 @@ from console.telemetry import (
     ServeTreeChanged,
     TelemetryOptions,
 )
+from console.transport.host import ConnectionState
+from console.transport.ssh_host import SSHHost
 from tests.fault_support import (
     NumberedWriter,
     Recorder,

@@ -129,7 +129,7 @@ def test_a_one_shot_follower_reads_to_the_end_with_its_stdin_already_closed(
         tmp_path: Path) -> None:
     """`status` reads the log with `follow --once`, its stdin at EOF from the start (nothing to
     send): that EOF is not a console gone away, and the whole log is read, not cut short."""
-    from console.follower import FrameDecoder
+    from console.hostclient.follower import FrameDecoder
 
     log = tmp_path / "serve.log"
     lines = 200_000

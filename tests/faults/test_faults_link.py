@@ -20,9 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from console.host import ConnectionState, HostError
 from console.settings import HostConfig
-from console.ssh_host import SSHHost
 from console.telemetry import (
     AgentChanged,
     AgentState,
@@ -32,6 +30,8 @@ from console.telemetry import (
     TelemetryEvent,
     TelemetryOptions,
 )
+from console.transport.host import ConnectionState, HostError
+from console.transport.ssh_host import SSHHost
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
 from tests.sshd import Sshd
 from tests.tcp_proxy import TcpProxy, proxied_config
@@ -293,8 +293,8 @@ async def test_streams_restart_at_once_when_the_link_comes_back() -> None:
     """The follower's and the agent's failed attempts while the link was down must not delay
     them once it is back (they used to wait out their whole backoff: the log up to 8 s behind
     the samples, the samples a second behind the link)."""
-    from console.follower import LogFollower
-    from console.host import LinkStatus
+    from console.hostclient.follower import LogFollower
+    from console.transport.host import LinkStatus
 
     class Host:
         name = "fake"

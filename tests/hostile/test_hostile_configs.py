@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from checks import load_profile, run_chain
+from checks.draft_diff import apply_reference, load_draft_diff
 from checks.models import Status
-from console.cli import main
-from console.commands.demo import free_port
-from console.draft_diff import apply_reference, load_draft_diff
-from console.host import HostError
-from console.local_host import LocalHost
+from console.cli.commands.demo import free_port
+from console.cli.parser import main
 from console.settings import ServeSettings
 from console.sim import SimTree, materialise
+from console.transport.host import HostError
+from console.transport.local_host import LocalHost
 
 MIB = 1024 * 1024
 

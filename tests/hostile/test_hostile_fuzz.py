@@ -17,19 +17,19 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checks import draftconfig as dc
+from checks.draft_diff import compare, json_diff, with_reference_values
 from checks.links.config_correct import check_invariants
 from checks.profile import load_profile
-from console.agent.samples import AgentHello, AgentSample, split_json_lines
-from console.discovery import parse_serve_argv, serve_from_facts
-from console.display import safe_text
-from console.draft_diff import compare, json_diff, with_reference_values
-from console.follower import FrameDecoder, LogFollower
-from console.host import HostError
+from console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
+from console.hostclient.discovery import parse_serve_argv, serve_from_facts
+from console.hostclient.follower import FrameDecoder, LogFollower
 from console.hostside.discover import argv_port
-from console.local_host import LocalHost
+from console.output.display import safe_text
 from console.parsers.redact import REDACTED, is_secret_key, redact_text
-from console.remote_scripts import parse_answer
 from console.settings import ConfigError, load_hosts_file
+from console.transport.host import HostError
+from console.transport.local_host import LocalHost
+from console.transport.remote_scripts import parse_answer
 
 FAST = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -258,7 +258,7 @@ def test_a_discovery_answer_of_the_wrong_shape_is_a_discovery_error(facts: dict[
                                                                     ) -> None:
     # Found by the property above: a KeyError/TypeError here ended the telemetry's agent
     # loop (only HostError is retried).
-    from console.discovery import DiscoveryError
+    from console.hostclient.discovery import DiscoveryError
 
     with pytest.raises(DiscoveryError):
         serve_from_facts(facts)

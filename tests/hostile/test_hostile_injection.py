@@ -22,10 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.cli import main
-from console.session import ActionError, HostSession
+from console.cli.parser import main
+from console.session.host_session import ActionError, HostSession
 from console.sim import SimTree, materialise, stop, wait_ready
-from console.ssh_host import SSHHost
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to, free_port
 
 pytestmark = pytest.mark.ssh

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from console.display import DISPLAY_MAX
-from console.host import ConnectionState
-from console.screens.help import HelpScreen
-from console.ssh_host import SSHHost
+from console.output.display import DISPLAY_MAX
 from console.telemetry import HostTelemetry, LogLinesReceived, TelemetryOptions
+from console.transport.host import ConnectionState
+from console.transport.ssh_host import SSHHost
+from console.tui.screens.help import HelpScreen
 from tests.app_support import SimApp, wait_until
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
 from tests.sshd import Sshd

@@ -13,13 +13,13 @@ import pytest
 from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static, Tree
 
-from console.app import ConsoleApp
-from console.cli import main
-from console.commands.demo import demo_config, free_port
-from console.local_host import LocalHost
-from console.screens.evidence import EvidenceScreen
-from console.session import HostSession
+from console.cli.commands.demo import demo_config, free_port
+from console.cli.parser import main
+from console.session.host_session import HostSession
 from console.sim import SimTree, materialise, start_background, stop, wait_ready
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
+from console.tui.screens.evidence import EvidenceScreen
 from tests.app_support import wait_until
 
 SECRET = "sk-vc-SECRET-4242424242"

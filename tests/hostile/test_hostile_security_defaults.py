@@ -20,16 +20,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.cli import main
-from console.commands.demo import demo_config
-from console.host import ConnectionState
-from console.local_host import LocalHost
+from console.cli.commands.demo import demo_config
+from console.cli.parser import main
 from console.parsers.redact import is_secret_key
-from console.session import ActionError, HostSession
+from console.session.host_session import ActionError, HostSession
 from console.settings import HostConfig, HostEntry
 from console.sim import materialise, start_background, stop, wait_ready
-from console.ssh_host import SSHHost
 from console.telemetry import HostTelemetry, TelemetryOptions
+from console.transport.host import ConnectionState
+from console.transport.local_host import LocalHost
+from console.transport.ssh_host import SSHHost
 from tests.fault_support import Recorder
 from tests.sshd import Sshd, chown_to, free_port, keygen, start_sshd
 

@@ -109,7 +109,7 @@ def test_hostile_log_lines_are_inert_in_a_real_terminal(demo: Terminal, tmp_path
 def test_status_prints_hostile_host_text_inert(tmp_path: Path) -> None:
     """`status` prints to the terminal directly: a serve process whose log file name and
     arguments carry escape sequences must not retitle or clear it."""
-    from console.commands.demo import free_port
+    from console.cli.commands.demo import free_port
     from console.sim import materialise, stop
     from console.sim.runner import wait_ready
 

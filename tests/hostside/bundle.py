@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from console.remote_scripts import bundle_bytes
+from console.transport.remote_scripts import bundle_bytes
 
 
 @functools.cache

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from console.agent.samples import AgentSample, ServeTree
+from console.hostclient.agent.samples import AgentSample, ServeTree
 from console.hostside.gpu import smi
 from console.sim.tree import SimTree, materialise
 from tests.hostside.bundle import entry_argv

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from console.discovery import (
+from console.hostclient.discovery import (
     DiscoveryError,
     discover_serve,
     effective_serve,
@@ -26,8 +26,8 @@ from console.discovery import (
 )
 from console.hostside.argv import matches
 from console.hostside.discover import interpreter
-from console.local_host import LocalHost
 from console.settings import ServeSettings
+from console.transport.local_host import LocalHost
 from tests.sshd import Sshd, chown_to
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -246,7 +246,7 @@ def test_several_servers_pick_the_oldest_and_say_so() -> None:
 
 @pytest.mark.ssh
 async def test_over_ssh_only_the_login_users_processes(sshd: Sshd, root: Path) -> None:
-    from console.ssh_host import SSHHost
+    from console.transport.ssh_host import SSHHost
 
     if os.geteuid() != 0:
         pytest.skip("needs root to run a process as another user")
@@ -308,7 +308,7 @@ def _start_orphaner(root: Path, token: str) -> subprocess.Popen[bytes]:
 async def test_an_orphaned_engine_and_its_resource_tracker_are_named(root: Path) -> None:
     """The API server SIGKILLed: its engine and resource tracker keep running. No server is
     reported; the orphan is, with the tracker that shares its directory and parent."""
-    from console.discovery import resolve_serve
+    from console.hostclient.discovery import resolve_serve
 
     token = f"orphan-{os.getpid()}"
     api = _start_orphaner(root, token)

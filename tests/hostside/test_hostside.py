@@ -16,15 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from console import remote_scripts
 from console.hostside import MIN_PYTHON
 from console.hostside.__main__ import ENTRIES
 from console.hostside.argv import matches
 from console.hostside.procfs import parse_stat, read_stat
 from console.hostside.wire import MARKER, TOO_OLD_EXIT
-from console.local_host import LocalHost
-from console.remote_scripts import PACKAGE, RemoteScripts, bundle_bytes, python_line, run_json
-from console.ssh_host import SSHHost
+from console.transport import remote_scripts
+from console.transport.local_host import LocalHost
+from console.transport.remote_scripts import (
+    PACKAGE,
+    RemoteScripts,
+    bundle_bytes,
+    python_line,
+    run_json,
+)
+from console.transport.ssh_host import SSHHost
 from tests.hostside.bundle import bundle_path, entry_argv
 from tests.sshd import Sshd
 

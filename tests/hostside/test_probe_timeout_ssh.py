@@ -11,8 +11,8 @@ import time
 import psutil
 import pytest
 
-from console.host import HostError
-from console.ssh_host import SSHHost
+from console.transport.host import HostError
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd
 
 pytestmark = pytest.mark.ssh

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.display import safe_text
+from console.output.display import safe_text
 from console.parsers import prefix
 from console.parsers.classifier import (
     MESSAGE_ANCHORS,
@@ -425,7 +425,7 @@ screen_line = st.lists(st.one_of(st.sampled_from(SECRETISH), st.sampled_from(PIE
 @given(st.lists(screen_line, max_size=8), st.sampled_from([30, 80, 2000]))
 def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
                                                              width: int) -> None:
-    from console.follower import LogBatch, LogEntry
+    from console.hostclient.follower import LogBatch, LogEntry
     from widgets.log_pane import display_safe
 
     batch = LogBatch.of(LogEntry(i, t) for i, t in enumerate(texts))
@@ -437,7 +437,7 @@ def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
 
 
 def _shown(text: str, width: int) -> str:
-    from console.follower import LogEntry
+    from console.hostclient.follower import LogEntry
 
     return LogEntry(0, text).display(width)
 
@@ -449,7 +449,7 @@ def test_plain_lines_leave_out_only_lines_shown_as_they_are(
         texts: list[str], digits: list[str], width: int) -> None:
     """`PlainLines` answers by the line with its digits made `#`: a batch, then the same
     batch renumbered (a flood's next lines, answered from the cache), then both mixed."""
-    from console.display import PlainLines
+    from console.output.display import PlainLines
 
     plain = PlainLines()
     renumbered = [t.translate(str.maketrans("0123456789", "".join(digits))) for t in texts]
@@ -461,7 +461,7 @@ def test_plain_lines_leave_out_only_lines_shown_as_they_are(
 
 
 def test_plain_lines_tell_a_secret_from_a_line_that_differs_only_in_its_digits() -> None:
-    from console.display import PlainLines
+    from console.output.display import PlainLines
 
     plain = PlainLines()
     assert plain.changed([" ke1y: v", "GET /v1/x 200", "a7 token9 b"]) == []
@@ -472,7 +472,7 @@ def test_plain_lines_tell_a_secret_from_a_line_that_differs_only_in_its_digits()
 
 
 def test_plain_lines_cache_stays_small() -> None:
-    from console.display import PlainLines
+    from console.output.display import PlainLines
 
     plain = PlainLines(max_keys=4, max_key_bytes=64)
     assert plain.changed(["x" * 65, "key: x" + "y" * 80]) == [1]

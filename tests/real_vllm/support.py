@@ -57,10 +57,10 @@ def hosts_file(path: Path, sshd: Sshd, entries: dict[str, RealServer],
 
 def console_app(hosts: Path, name: str) -> Any:
     """The console's app on one entry of a hosts file, over its real SSH link (for Pilot)."""
-    from console.app import ConsoleApp
-    from console.session import HostSession
+    from console.session.host_session import HostSession
     from console.settings import load_hosts_file, resolve_host
-    from console.ssh_host import SSHHost
+    from console.transport.ssh_host import SSHHost
+    from console.tui.app import ConsoleApp
 
     config = resolve_host(name, load_hosts_file(hosts))
     return ConsoleApp([HostSession(config, SSHHost(config))])

@@ -34,7 +34,7 @@ from console.restart import (
 )
 from console.settings import HostConfig
 from console.sim import SimTree, materialise, stop, wait_ready
-from console.ssh_host import SSHHost
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to, free_port
 
 pytestmark = pytest.mark.ssh
@@ -347,7 +347,7 @@ async def test_traced_restart_turns_runtime_activation_into_a_verdict(
 
 def test_cli_restart_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
     """`vllm-console restart HOST --yes` exits 0 once ready and prints the phases."""
-    from console.cli import main
+    from console.cli.parser import main
 
     if sshd.proc is None:
         sshd.start()
@@ -433,7 +433,7 @@ async def test_a_look_alike_is_never_stopped_for_the_server(lab: Lab) -> None:
 
 async def test_status_and_check_skip_an_older_look_alike(lab: Lab) -> None:
     """A same-user `python -c sleep ... vllm serve ...` started before the server."""
-    from console.discovery import discover_serve
+    from console.hostclient.discovery import discover_serve
 
     root = lab.sshd.user_dir("early-decoy")
     lab.dirs.append(root)
@@ -585,7 +585,7 @@ async def test_an_orphaned_engine_is_named_and_stopped_before_the_relaunch(lab: 
     """The API server SIGKILLed: its EngineCore keeps running (holding GPU memory, as a real
     one does). Discovery names it; the restart stops it with the same identity checks before
     it starts the last launch again, and leaves another directory's orphan alone."""
-    from console.discovery import resolve_serve
+    from console.hostclient.discovery import resolve_serve
 
     served = await lab.serve("incident")
     first = await restart(lab.host, served.config, options=FAST)

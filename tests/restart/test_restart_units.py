@@ -18,16 +18,9 @@ from pathlib import Path
 import pytest
 
 from checks.trace import parse_trace_line
-from console.cli import main
-from console.commands import restart as restart_command
-from console.hostside.procfs import read_proc, service_in_cgroup
-from console.hostside.restart.status import take_lock
-from console.hostside.restart.stop import send, verified_tree
-from console.local_host import LocalHost
-from console.parsers import StartupPhase, parse_line, parse_startup
-from console.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
-from console.restart import Outcome, RestartPlan, RestartResult, restart
-from console.restart.env import (
+from console.cli.commands import restart as restart_command
+from console.cli.parser import main
+from console.hostclient.launch_env import (
     ENV_HOOK,
     ENV_ORIG_PYTHONPATH,
     ENV_WATCH,
@@ -35,10 +28,17 @@ from console.restart.env import (
     launch_env,
     original_env,
 )
+from console.hostside.procfs import read_proc, service_in_cgroup
+from console.hostside.restart.status import take_lock
+from console.hostside.restart.stop import send, verified_tree
+from console.parsers import StartupPhase, parse_line, parse_startup
+from console.restart import Outcome, RestartPlan, RestartResult, restart
 from console.restart.plan import server_address
 from console.restart.startup import StartupTracker
 from console.settings import HostConfig
 from console.telemetry.startup import StartupTracker as TelemetryStartup
+from console.transport.local_host import LocalHost
+from console.transport.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
 
 HOOK = "/home/u/.cache/vllm-console/trace-hook-abc"
 WATCH = ("m:f",)
@@ -860,7 +860,7 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
     """A real engine renames itself (its environment reads back overwritten): the resource
     tracker beside it still has the server's. Another directory, or an environment that
     lacks one of the server's variables, is someone else's orphan: named, left alone."""
-    from console.discovery import Resolution
+    from console.hostclient.discovery import Resolution
     from console.hostside.discover import env_items
     from console.restart.plan import _orphans_to_stop
 

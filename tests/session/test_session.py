@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from console.commands.demo import demo_config, free_port
-from console.local_host import LocalHost
+from console.cli.commands.demo import demo_config, free_port
 from console.restart import Outcome, RestartError, RestartOptions, plan_restart
-from console.session import ActionError, HostSession
+from console.session.host_session import ActionError, HostSession
 from console.settings import HostConfig
 from console.sim import SimTree, materialise, start_background, stop, wait_ready
 from console.telemetry import ServeTreeChanged, TelemetryEvent
+from console.transport.local_host import LocalHost
 
 FAST = RestartOptions(term_timeout_s=5, kill_timeout_s=5, free_timeout_s=10,
                       startup_timeout_s=30)

@@ -145,9 +145,9 @@ def test_usage_errors_are_one_line(args: tuple[str, ...], message: str, tmp_path
 
 # -- the table (Pilot, the real app on the same Prometheus) ------------------------------------
 def _app(world: FleetWorld, hosts: dict[str, Any] | None = None, **fleet: str):  # type: ignore[no-untyped-def]
-    from console.fleet_app import FleetApp
     from console.settings import FleetSettings, HostsFile
     from console.sources.prometheus import Prometheus
+    from console.tui.fleet_app import FleetApp
 
     settings = FleetSettings(prometheus=world.prom.url, **fleet)
     return FleetApp(Prometheus(world.prom.url), settings, "",
@@ -160,9 +160,9 @@ def _cells(app, key: str) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 async def test_table_sort_filter_refresh_and_enter(world: FleetWorld) -> None:
-    from console.screens.prom_fleet import COLUMNS
     from console.sources.fleet_hosts import OpenKind
     from console.sources.prometheus import Prometheus
+    from console.tui.screens.prom_fleet import COLUMNS
     from tests.app_support import wait_until
     from tests.prometheus import free_port
 
@@ -220,7 +220,7 @@ async def test_table_sort_filter_refresh_and_enter(world: FleetWorld) -> None:
 
 
 async def test_prometheus_only_view(world: FleetWorld) -> None:
-    from console.screens.prom_fleet import PromServerScreen
+    from console.tui.screens.prom_fleet import PromServerScreen
     from tests.app_support import wait_until
 
     app = _app(world, host_label="job")  # a row named `vllm`: no URL, no hosts-file entry

@@ -8,8 +8,8 @@ import time
 
 from textual.app import App
 
-from console.screens.prom_fleet import COLUMNS, PromFleetScreen
 from console.sources.fleet_query import FleetReport, FleetServer
+from console.tui.screens.prom_fleet import COLUMNS, PromFleetScreen
 
 
 def report(n: int, shift: int) -> FleetReport:
@@ -48,7 +48,7 @@ async def test_a_live_sort_keeps_the_server_under_the_cursor() -> None:
 
 
 async def test_label_values_are_data_never_markup_or_escapes() -> None:
-    from console.screens.prom_fleet import PromServerScreen
+    from console.tui.screens.prom_fleet import PromServerScreen
 
     evil = "m\x1b]0;pwned\x07[bold red]x[/]"
     server = FleetServer(key="[::1]:8000", model=evil, up=True)
@@ -72,9 +72,9 @@ async def test_label_values_are_data_never_markup_or_escapes() -> None:
 
 
 async def test_help_lists_the_fleet_keys() -> None:
-    from console.fleet_app import FleetApp
     from console.settings import FleetSettings, HostsFile
     from console.sources.prometheus import Prometheus
+    from console.tui.fleet_app import FleetApp
     from tests.prometheus import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing there: the table says so, keys work

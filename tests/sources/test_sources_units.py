@@ -95,8 +95,8 @@ def test_enter_opens_ssh_then_url_then_prometheus() -> None:
 def test_enter_on_a_mapped_row_builds_the_ssh_console_of_that_entry(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import argparse
 
-    from console.fleet_app import _session
-    from console.session import HostSession
+    from console.cli.commands.fleet import _session
+    from console.session.host_session import HostSession
     from console.sources.fleet_hosts import OpenTarget
     from console.sources.url import UrlSession
 

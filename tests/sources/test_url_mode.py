@@ -131,7 +131,7 @@ def test_key_from_env_or_file_and_clear_errors(tmp_path: Path,
 
 
 async def test_host_actions_say_they_need_ssh(server: str, tmp_path: Path) -> None:
-    from console.session import ActionError
+    from console.session.host_session import ActionError
 
     session = url_session("gpu-a", server, entry(tmp_path, server))
     assert session.readonly
@@ -147,7 +147,7 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Pilot: the header and the speculative pane live; GPU, chain, draft diff and log say
     they need SSH."""
-    from console.app import ConsoleApp
+    from console.tui.app import ConsoleApp
     from tests.app_support import wait_until
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

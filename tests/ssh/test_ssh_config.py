@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import main
-from console.host import HostError, HostKeyError
+from console.cli.parser import main
 from console.settings import HostConfig, HostsFile, resolve_host
-from console.ssh_host import SSHHost
+from console.transport.host import HostError, HostKeyError
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, keygen
 from tests.tcp_proxy import TcpProxy
 

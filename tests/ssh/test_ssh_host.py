@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from console.host import ConnectionState, HostError, HostKeyError
-from console.ssh_host import SSHHost
+from console.transport.host import ConnectionState, HostError, HostKeyError
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to, keygen
 
 pytestmark = pytest.mark.ssh

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from console.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
-from console.local_host import LocalHost
+from console.hostclient.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
+from console.transport.local_host import LocalHost
 from tests.hostside.bundle import entry_argv
 
 PREAMBLE = "(APIServer pid=1) INFO 05-14 10:00:00 [utils.py:1] non-default args: {'model': 'm'}"

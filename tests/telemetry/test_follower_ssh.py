@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.follower import FollowState, LogBatch, LogFollower, NoticeKind
-from console.ssh_host import SSHHost
+from console.hostclient.follower import FollowState, LogBatch, LogFollower, NoticeKind
+from console.transport.ssh_host import SSHHost
 from tests.follower_support import running
 from tests.sshd import Sshd
 

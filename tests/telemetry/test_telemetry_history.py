@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.agent.samples import AgentSample
+from console.hostclient.agent.samples import AgentSample
 from console.telemetry.history import GPU_HISTORY, RESTART, AcceptanceHistory, GpuHistory
 from console.telemetry.spec_decode import (
     SpecDecodePoint,

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from console.host import ConnectionState
 from console.sim.runner import stop
 from console.sim.tree import materialise
-from console.ssh_host import SSHHost
 from console.telemetry import (
     AgentChanged,
     AgentState,
@@ -36,6 +34,8 @@ from console.telemetry import (
     TelemetryEvent,
     TelemetryOptions,
 )
+from console.transport.host import ConnectionState
+from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to, free_port, start_as
 
 pytestmark = pytest.mark.ssh

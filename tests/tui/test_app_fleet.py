@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp
-from console.commands.demo import demo_config
-from console.local_host import LocalHost
-from console.screens.fleet import COLUMNS, FleetScreen
-from console.screens.host import HostScreen
-from console.session import HostSession
+from console.cli.commands.demo import demo_config
+from console.session.host_session import HostSession
 from console.settings import HostConfig
 from console.sim import start_background, stop
-from console.ssh_host import SSHHost
+from console.transport.local_host import LocalHost
+from console.transport.ssh_host import SSHHost
+from console.tui.app import ConsoleApp
+from console.tui.screens.fleet import COLUMNS, FleetScreen
+from console.tui.screens.host import HostScreen
 from tests.app_support import make_tree, wait_until
 from tests.sshd import free_port
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from checks.models import Status
-from console.screens.confirm import ConfirmScreen
-from console.screens.evidence import EvidenceScreen
-from console.screens.help import HelpScreen
-from console.screens.host import HostScreen
 from console.telemetry.spec_decode import SpecDecodeStatus
+from console.tui.screens.confirm import ConfirmScreen
+from console.tui.screens.evidence import EvidenceScreen
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.host import HostScreen
 from tests.app_support import SimApp, screen_text, wait_until
 from tests.fault_support import record_figure
 

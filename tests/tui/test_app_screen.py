@@ -13,12 +13,12 @@ import pytest
 from rich.text import Text
 from textual.pilot import Pilot
 
-from console.app import ConsoleApp, TelemetryArrived
-from console.host import ConnectionState, LinkStatus
-from console.screens.evidence import EvidenceScreen
-from console.screens.help import HelpScreen
-from console.screens.host import HostScreen
 from console.telemetry import events as ev
+from console.transport.host import ConnectionState, LinkStatus
+from console.tui.app import ConsoleApp, TelemetryArrived
+from console.tui.screens.evidence import EvidenceScreen
+from console.tui.screens.help import HelpScreen
+from console.tui.screens.host import HostScreen
 from tests.app_support import colour_of, screen_text, theme_colour
 from tests.snapshot_support import DRAFT_DIR, HOST, replay_app
 from themes import THEMES

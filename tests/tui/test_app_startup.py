@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp
-from console.commands.demo import demo_config
-from console.local_host import LocalHost
-from console.pending_session import PendingSession
-from console.session import HostSession
+from console.cli.commands.demo import demo_config
+from console.session.host_session import HostSession
+from console.session.pending import PendingSession
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
 from tests.app_support import make_tree, screen_text, wait_until
 
 SIZE = (160, 50)
@@ -63,22 +63,24 @@ def test_the_first_frame_imports_nothing_of_the_session() -> None:
     source, the simulated host's writer and runner (each loads with the session, after the
     first frame)."""
     code = ("import sys\n"
-            "import console.cli, console.commands.tui, console.commands.demo, console.app\n"
-            "console.commands.demo.check_scenario('incident')\n"
+            "import console.cli.parser, console.cli.commands.tui, console.cli.commands.demo\n"
+            "import console.tui.app\n"
+            "console.cli.commands.demo.check_scenario('incident')\n"
             "print(' '.join(sorted(sys.modules)))\n")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True, timeout=60).stdout.split())
-    assert {"textual.app", "console.screens.host"} <= loaded
-    for module in ("console.session", "console.telemetry.host_telemetry", "console.restart",
+    assert {"textual.app", "console.tui.screens.host"} <= loaded
+    for module in ("console.session.host_session", "console.telemetry.host_telemetry",
+                   "console.restart",
                    "checks.chain", "checks.references", "console.sources.url",
-                   "console.agent.client", "asyncssh", "console.sim.tree",
+                   "console.hostclient.agent.client", "asyncssh", "console.sim.tree",
                    "console.sim.runner"):
         assert module not in loaded, module
 
 
 async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
         tmp_path: Path) -> None:
-    """`vllm-console` starts with the cyclic collector off (`console.cli.main`); left off, a
+    """`vllm-console` starts with the cyclic collector off (`console.cli.parser.main`); left off, a
     long session's reference cycles would never be freed."""
     tree = make_tree(tmp_path / "host")
 
@@ -98,9 +100,9 @@ async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
 
 def test_every_other_command_runs_with_the_collector_on(tmp_path: Path) -> None:
     code = ("import gc, sys\n"
-            "import console.cli, console.commands.init as init\n"
+            "import console.cli.parser, console.cli.commands.init as init\n"
             "init.run = lambda args: print('RUN', gc.isenabled()) or 0\n"
-            f"code = console.cli.main(['init', '--config', {str(tmp_path / 'h.toml')!r}])\n"
+            f"code = console.cli.parser.main(['init', '--config', {str(tmp_path / 'h.toml')!r}])\n"
             "print('AFTER', gc.isenabled(), code)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.split("\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.app import App
 
-from console.screens.fleet import FleetRow, FleetScreen
+from console.tui.screens.fleet import FleetRow, FleetScreen
 
 
 def row(name: str, **changes: object) -> FleetRow:
@@ -32,7 +32,7 @@ async def test_link_names_are_never_cut_when_they_arrive_later() -> None:
 async def test_serve_state_root_cause_and_a_ticking_age() -> None:
     import time
 
-    from console.screens.fleet import COLUMNS
+    from console.tui.screens.fleet import COLUMNS
 
     app: App[None] = App()
     async with app.run_test(size=(200, 40)) as pilot:

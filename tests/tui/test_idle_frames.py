@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from console.app import ConsoleApp, TelemetryArrived
 from console.telemetry import events as ev
+from console.tui.app import ConsoleApp, TelemetryArrived
 from tests.app_support import screen_text
 from tests.snapshot_support import HOST, replay_app, sample
 from widgets.row_repaint import changed_rows

@@ -12,12 +12,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.app import ConsoleApp
-from console.commands.demo import demo_config, free_port, record
-from console.local_host import LocalHost
-from console.screens.restart import RestartScreen
-from console.session import HostSession
+from console.cli.commands.demo import demo_config, free_port, record
+from console.session.host_session import HostSession
 from console.sim import materialise, start_background, stop
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
+from console.tui.screens.restart import RestartScreen
 from tests.app_support import SimApp, wait_until
 from tests.tui.test_app_pilot import SIZE, state_home  # noqa: F401 (a fixture)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp
-from console.commands.demo import demo_config
-from console.local_host import LocalHost
-from console.session import HostSession
+from console.cli.commands.demo import demo_config
+from console.session.host_session import HostSession
 from console.sim import start_background, stop
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
 from tests.app_support import make_tree, wait_until
 from tests.tui.test_app_pilot import SIZE, state_home  # noqa: F401 (a fixture)
 

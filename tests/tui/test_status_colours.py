@@ -9,9 +9,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from console.screens.fleet import COLUMNS, FleetRow, FleetScreen
-from console.screens.prom_fleet import PromFleetScreen
 from console.sources.fleet_query import FleetReport, FleetServer
+from console.tui.screens.fleet import COLUMNS, FleetRow, FleetScreen
+from console.tui.screens.prom_fleet import PromFleetScreen
 from tests.app_support import WidgetApp, theme_colour
 from widgets.log_pane import LogPane
 

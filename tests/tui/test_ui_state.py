@@ -1,4 +1,4 @@
-"""console/ui_state.py: what the console remembers between runs (the theme), read on start and
+"""console/tui/ui_state.py: what the console remembers between runs (the theme), read on start and
 written when it changes, privately, and never at the cost of the console."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.ui_state import load_ui_state, save_ui_state, state_path
+from console.tui.ui_state import load_ui_state, save_ui_state, state_path
 
 
 def test_nothing_saved_yet_reads_as_empty(tmp_path: Path) -> None:

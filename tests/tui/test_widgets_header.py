@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.host import ConnectionState, LinkStatus
+from console.transport.host import ConnectionState, LinkStatus
 from tests.app_support import WidgetApp, colour_of, theme_colour
 from widgets.host_header import HostHeader, Sources, describe_age, describe_link
 

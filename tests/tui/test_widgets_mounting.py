@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.message_pump import NoActiveAppError
 from textual.widgets import Log, Static
 
-from console.draft_diff import DraftDiff
+from checks.draft_diff import DraftDiff
 from widgets.draft_diff import DraftDiffPane
 from widgets.log_lines import LogLines
 from widgets.log_pane import LogPane, display_safe

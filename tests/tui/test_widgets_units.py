@@ -3,8 +3,8 @@ compact values, display safety."""
 
 from __future__ import annotations
 
-from console.agent.samples import AgentSample
-from console.display import safe_text
+from console.hostclient.agent.samples import AgentSample
+from console.output.display import safe_text
 from console.parsers.engine import parse_engine_start
 from widgets.draft_diff import _show
 from widgets.engine_tree import changed_fields

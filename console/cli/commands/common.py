@@ -1,0 +1,40 @@
+"""What the subcommands share: the failures they raise and the way they print.
+
+A command's `run(args)` returns its exit status, or raises: `cli.main` turns the exception into
+one line on stderr and the command's "could not run" status (its module's `COULD_NOT_RUN`,
+else 2). The module's `EXPECTED` names the failures a person can cause or meet (shown as they
+are); anything else is a bug of ours, shown on one line that asks for a report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TextIO
+
+from console.output.messages import failure_line, one_line, reason
+from console.settings import ConfigError
+from console.transport.host import HostError
+
+EXIT_COULD_NOT_RUN = 2
+__all__ = ["EXPECTED", "EXIT_COULD_NOT_RUN", "CommandError", "emit", "failure_line", "one_line",
+           "reason"]
+
+
+class CommandError(Exception):
+    """The command cannot go on; the message is the one line the person reads."""
+
+
+# The failures a person can cause or meet: a bad setting, an unreachable host, a missing file.
+EXPECTED: tuple[type[BaseException], ...] = (CommandError, ConfigError, HostError, OSError)
+
+
+def emit(text: str, stream: TextIO | None = None) -> None:
+    """Print `text`; a reader that left (`status | head -1`) is not an error: the rest of the
+    output goes nowhere and the command finishes with its own exit status."""
+    out = stream or sys.stdout
+    try:
+        print(text, file=out, flush=True)
+    except BrokenPipeError:
+        # Also keeps the interpreter's flush at exit from complaining about the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())

@@ -1,0 +1,106 @@
+"""`vllm-console restart HOST [--yes] [--trace]`: the console's `r` key, headless.
+
+Exit 0 once the new server is ready; 1 when it did not come up (the reason and the error lines
+from the log are printed); 2 when it could not run (bad usage, unreachable host, nothing to
+restart, read-only, refused by the person or by another restart holding the host's lock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from console.cli.commands.common import EXPECTED as COMMON_EXPECTED
+from console.cli.commands.common import CommandError, emit
+from console.output.display import safe_text
+from console.restart import (
+    Outcome,
+    RestartError,
+    RestartPlan,
+    RestartResult,
+    RestartStep,
+    Stage,
+    plan_restart,
+    restart,
+)
+from console.settings import HostConfig
+from console.transport.connect import host_config_from_args, make_host
+
+# `cli.main` reports these on one line with exit 2: the restart could not run.
+EXPECTED = (*COMMON_EXPECTED, RestartError)
+
+
+def _progress(step: RestartStep) -> None:
+    if step.stage is Stage.PLANNED:
+        return
+    label = step.stage.value
+    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
+
+
+def confirm(answer: str | None) -> bool:
+    """Whether the person said yes. Cancel (no) is the default: only `y`/`yes` go on."""
+    return (answer or "").strip().lower() in ("y", "yes")
+
+
+def _ask(plan: RestartPlan) -> bool:
+    emit(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
+    for line in plan.describe().splitlines():
+        emit(f"  {safe_text(line, 1000)}")
+    try:
+        answer = input("Restart now? [y/N] ")
+    except EOFError:
+        answer = ""
+    return confirm(answer)
+
+
+def report(result: RestartResult) -> None:
+    """The outcome for a person: phase durations when it came up, the error lines when not."""
+    if result.phases:
+        emit("start-up phases:")
+        for p in result.phases:
+            took = f"{p.duration_s:7.2f}s" if p.duration_s is not None else "        "
+            said = f" (vLLM: {p.reported_s:g} s)" if p.reported_s is not None else ""
+            emit(f"  {p.phase.value:<16} {took}{said}  {safe_text(p.detail, 200)}")
+    for note in result.notes:
+        emit(f"note: {safe_text(note, 500)}")
+    timing = f"stop {result.stop_s:.2f}s, " if result.stop_s is not None else ""
+    timing += f"start-up {result.startup_s:.2f}s, " if result.startup_s is not None else ""
+    timing += f"total {result.total_s:.2f}s"
+    if result.ok:
+        emit(f"ready: {safe_text(result.reason, 500)} ({timing})")
+        return
+    err = sys.stderr
+    emit(f"{result.outcome.value}: {safe_text(result.reason, 1000)} ({timing})", err)
+    if result.error_lines:
+        emit(f"from {result.log} after the restart marker:", err)
+        for line in result.error_lines:
+            emit(f"  {safe_text(line, 1000)}", err)
+
+
+async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
+    host = make_host(config)
+    try:
+        await host.connect()
+        plan = await plan_restart(host, config, trace=bool(args.trace))
+        if not args.yes and not await asyncio.to_thread(_ask, plan):
+            raise CommandError("cancelled: nothing was changed")
+        if args.yes:
+            emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
+        result = await restart(host, config, trace=bool(args.trace), plan=plan,
+                               on_progress=_progress)
+    finally:
+        await host.close()
+    report(result)
+    return result.exit_status
+
+
+def run(args: argparse.Namespace) -> int:
+    config = host_config_from_args(args)
+    if config.readonly:
+        raise CommandError("refused: --readonly forbids restarting (no restart, no writes)")
+    if not args.yes and not (sys.stdin is not None and sys.stdin.isatty()):
+        raise CommandError("not asking without a terminal: pass --yes to restart without "
+                           "confirmation")
+    code = asyncio.run(_restart(config, args))
+    return code if code in (0, 1, 2) else Outcome.ERROR.exit_status

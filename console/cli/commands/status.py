@@ -1,0 +1,115 @@
+"""`vllm-console status HOST [--json]`: one snapshot of the host.
+
+GPUs (and where the figures come from, or why there are none), the serve process, its health,
+state and uptime, the engine config of the current run, the spec-decode figures, the load (and
+whether the log or `/metrics` gave it) and the current run's errors. Exit 0, or 2 when it could
+not run (bad usage or configuration, an unreachable host, no Python on it): one line on stderr,
+never a traceback. `--json` prints docs/design.md's object exactly; the text says the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from console.cli.commands.common import emit
+from console.output.display import safe_text
+from console.telemetry.oneshot import collect_status
+from console.telemetry.snapshot import HostSnapshot
+from console.telemetry.startup import format_duration
+from console.transport.connect import host_config_from_args, make_host
+
+
+def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
+    return "?" if value is None else f"{value:{fmt}}{unit}"
+
+
+def render(snap: HostSnapshot) -> str:
+    """The human form: a few aligned lines."""
+    data = snap.status_json()
+    lines = [f"{snap.host}  (GPU figures: {data['gpu_source']})"]
+    for gpu in snap.sample.gpus if snap.sample is not None else ():
+        lines.append(
+            f"  GPU {gpu.index}  {safe_text(gpu.name, 40)}  util {_num(gpu.util_pct, '.0f', '%')}"
+            f"  mem {_num(gpu.mem_used_mib)}/{_num(gpu.mem_total_mib)} MiB"
+            f"  {_num(gpu.temp_c, '.0f', '°C')}  {_num(gpu.power_w, '.0f', ' W')}")
+    if data["gpu_source"] == "none":
+        lines.append(f"  no GPU telemetry: {safe_text(snap.agent.detail or '?', 300)}")
+    serve = data["serve"]
+    if serve["running"]:
+        lines.append(f"serve   running, pid {serve['pid']}, {serve['health']}"
+                     + (f" at {safe_text(snap.serve.url, 300)}" if snap.serve.url else ""))
+        lines.append(f"        {safe_text(serve['cmdline'] or '', 400)}")
+    else:
+        lines.append(f"serve   not running ({serve['health']})")
+    lines.append(f"state   {_state(serve)}")
+    if snap.startup.state.value not in ("unknown", "not-running"):
+        lines.append(f"start   {safe_text(snap.startup.text, 300)}")
+    engine = data["engine"]
+    spec = engine["speculative_config"]
+    lines.append(f"engine  vLLM {safe_text(str(engine['version'] or '?'), 100)}, "
+                 f"model {safe_text(str(engine['model'] or '?'), 400)}")
+    if spec:
+        lines.append(f"        speculative: {safe_text(str(spec['method'] or '?'), 100)} "
+                     f"{safe_text(str(spec['model'] or '?'), 400)}, "
+                     f"{spec['num_spec_tokens'] or '?'} tokens")
+    aux = engine["aux_layers"]
+    lines.append(f"        max model len {_num(engine['max_model_len'])}, "
+                 f"TP {_num(engine['tensor_parallel_size'])}, "
+                 f"DP {_num(engine['data_parallel_size'])}, "
+                 f"aux layers {tuple(aux) if aux is not None else '?'}")
+    lines.append(f"spec    {safe_text(snap.spec_decode.summary, 400)}")
+    figures = snap.spec_decode.latest or snap.spec_decode.totals
+    if figures is not None and figures.per_position:
+        rates = " ".join(f"{r:.2f}" for r in figures.per_position)
+        lines.append(f"        per position: {rates}")
+    lines.append(f"load    {_load(data['throughput'])}")
+    errors = data["errors"]
+    if not errors:
+        lines.append("errors  none in the current run")
+    lines.extend(f"error   {e['kind']}: {safe_text(e['line'], 300)}" for e in errors)
+    if snap.serve.log:
+        # A file name on the host may hold anything, escape sequences included.
+        lines.append(f"log     {safe_text(snap.serve.log, 1000)}")
+    lines.extend(f"note    {safe_text(note, 300)}" for note in snap.notes)
+    return "\n".join(lines)
+
+
+def _state(serve: dict[str, Any]) -> str:
+    """"ready, up 5m02s (since 2026-12-03T05:41:01Z)", "starting (loading-weights), up 40s",
+    "failed (started 2026-...)"."""
+    text = serve["state"] + (f" ({serve['phase']})" if serve["phase"] else "")
+    if serve["uptime_s"] is not None:
+        text += f", up {format_duration(serve['uptime_s'])}"
+        return text + (f" (since {serve['started_at']})" if serve["started_at"] else "")
+    return text + (f" (started {serve['started_at']})" if serve["started_at"] else "")
+
+
+def _load(load: dict[str, Any]) -> str:
+    if load["source"] is None:
+        return "unknown (no stat line in the log, no /metrics)"
+    return (f"prompt {_num(load['prompt_tps'], '.1f', ' tokens/s')}, "
+            f"generation {_num(load['generation_tps'], '.1f', ' tokens/s')}, "
+            f"running {_num(load['running'])}, waiting {_num(load['waiting'])}, "
+            f"KV cache {_num(load['kv_cache_usage_pct'], '.1f', '%')}, "
+            f"prefix cache hit {_num(load['prefix_cache_hit_rate_pct'], '.1f', '%')} "
+            f"(from {'the log' if load['source'] == 'log' else '/metrics'})")
+
+
+async def _collect(args: argparse.Namespace) -> HostSnapshot:
+    config = host_config_from_args(args)
+    host = make_host(config)
+    try:
+        return await collect_status(host, config)
+    finally:
+        await host.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one snapshot; 0 (`cli.main` says why, with 2, when it could not run)."""
+    snap = asyncio.run(_collect(args))
+    emit(json.dumps(snap.status_json(), indent=2) if getattr(args, "json", False) else
+         render(snap))
+    return 0

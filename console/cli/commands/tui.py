@@ -1,0 +1,71 @@
+"""`vllm-console [HOST]`: the console on one host, or on every host of the hosts file;
+`vllm-console --url URL`: the console on a server's URL alone (no SSH)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.cli.commands.common import CommandError
+from console.settings import HostsFile, default_hosts_path, load_hosts_file
+from console.transport.connect import host_config_from_args, make_host
+
+if TYPE_CHECKING:
+    from console.session.host_session import HostSession
+    from console.session.pending import PendingSession
+
+
+def check_theme(name: str | None) -> None:
+    """Refuse a theme the console does not have, naming those it has (Textual would fall back
+    to the default without a word)."""
+    from themes import THEMES
+
+    if name is not None and name not in THEMES:
+        raise CommandError(f"unknown theme {name!r}; one of: {', '.join(THEMES)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.session.pending import PendingSession
+    from console.tui import hangup
+    from console.tui.app import ConsoleApp
+
+    def session(name: str | None, hosts: HostsFile) -> HostSession | PendingSession:
+        """A session on the hosts-file entry `name`, or on the HOST typed (None). An SSH or
+        local one is made after the console's first frame (`PendingSession`); its settings are
+        checked now, so that a mistake is one line on stderr, not a screen."""
+        key = name or args.host
+        entry = hosts.hosts.get(key)
+        if entry is not None and entry.url and not entry.ssh and not entry.local:
+            from console.sources.url import url_session
+
+            return url_session(key, entry.url, entry)  # URL-only: no SSH
+        config = host_config_from_args(args, name)
+
+        async def open_session() -> HostSession:
+            from console.session.host_session import HostSession
+
+            return HostSession(config, make_host(config))
+
+        return PendingSession(config.name, open_session, readonly=config.readonly)
+
+    check_theme(args.theme)
+    path = Path(args.config).expanduser() if args.config else default_hosts_path()
+    hosts = load_hosts_file(path, required=args.config is not None)
+    sessions: list[HostSession | PendingSession]
+    if args.host:
+        sessions = [session(None, hosts)]
+    elif args.url:
+        from console.sources.url import url_session
+
+        sessions = [url_session(args.url, args.url)]
+    else:
+        if not hosts.hosts:
+            said = "has no hosts" if path.exists() else "does not exist"
+            raise CommandError(f"no HOST given and the hosts file {path} {said}: "
+                               f"`vllm-console init` writes a commented one to fill in, "
+                               f"`vllm-console HOST` opens one host, `vllm-console --url URL` "
+                               f"one server without SSH, `vllm-console demo` tries it offline")
+        sessions = [session(name, hosts) for name in hosts.hosts]
+    app = ConsoleApp(sessions, theme=args.theme)
+    return hangup.run(app) or app.return_code or 0

@@ -1,0 +1,2 @@
+"""What the console shows or writes: host-controlled text made safe for the screen
+(`display`). Headless."""

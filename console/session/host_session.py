@@ -1,0 +1,207 @@
+"""`HostSession`: everything the console does with one host, headless.
+
+It owns the host link and the telemetry, and carries out the actions (checks, restart, apply
+the reference draft config, export). The TUI drives it from workers and renders what it
+reports; `check`, `status` and `restart` use the same pieces directly. Never imports textual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from checks.draft_diff import DraftDiff, apply_reference, load_draft_diff
+from checks.models import ChainReport
+from checks.profile import Acceptance, Profile, ProfileError, expected_acceptance, load_profile
+from checks.references import ReferenceError, load_reference_file
+from console.hostclient.launch_record import seen_launch
+from console.output.display import safe_text
+from console.parsers.redact import redact, redact_text
+from console.restart import (
+    RestartError,
+    RestartPlan,
+    RestartResult,
+    RestartStep,
+    plan_restart,
+    restart,
+)
+from console.restart.edit import edit_plan, parse_argv, parse_env
+from console.settings import HostConfig
+from console.telemetry.events import TelemetryEvent
+from console.telemetry.host_telemetry import HostTelemetry
+from console.telemetry.snapshot import HostSnapshot
+from console.transport.host import Host, HostError
+
+
+class ActionError(Exception):
+    """An action could not be carried out; the message is for the person. (A plain exception,
+    not a frozen dataclass: Python sets `__traceback__` on exceptions as they propagate, which a
+    frozen one refuses, turning the message into a FrozenInstanceError.)"""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class HostSession:
+    """One host: link, telemetry, actions."""
+
+    def __init__(self, config: HostConfig, host: Host, *, scenario: str = "") -> None:
+        self.config = config
+        self.host = host
+        self.name = config.name
+        self.scenario = scenario
+        self.telemetry = HostTelemetry(host, config)
+        self.last_report: ChainReport | None = None
+        self.last_checked_at: float | None = None
+        """When the last chain run finished (epoch s): the fleet table shows its age."""
+        self.last_diff: DraftDiff | None = None
+        self._profile: Profile | None = None
+
+    @property
+    def readonly(self) -> bool:
+        return self.config.readonly
+
+    @property
+    def snapshot(self) -> HostSnapshot:
+        return self.telemetry.snapshot
+
+    def profile(self) -> Profile:
+        if self._profile is None:
+            try:
+                self._profile = load_profile(self.config.checks.profile)
+            except ProfileError as exc:
+                raise ActionError(str(exc)) from None
+        return self._profile
+
+    def expected_acceptance(self) -> Acceptance | None:
+        """The range the running method's profile expects (`checks.profile`), with its source."""
+        spec = self.snapshot.run.speculative or self.snapshot.serve.speculative
+        method = spec.method if spec else None
+        return expected_acceptance(method or "dflash")
+
+    async def run(self, on_event: Callable[[TelemetryEvent], Any]) -> None:
+        """Telemetry until cancelled (reconnects on its own)."""
+        await self.telemetry.run(on_event)
+
+    # -- actions ----------------------------------------------------------------------------
+    def _serve_paths(self) -> tuple[str, str]:
+        snap = self.snapshot
+        draft = self.config.serve.draft or snap.serve.draft or ""
+        target = self.config.serve.target or snap.serve.target or ""
+        return draft, target
+
+    async def run_checks(self) -> ChainReport:
+        profile = self.profile()
+        reference = None
+        if self.config.checks.reference:
+            try:
+                reference = load_reference_file(self.config.checks.reference)
+            except ReferenceError as exc:
+                raise ActionError(str(exc)) from None
+        from checks.chain import run_chain  # heavy: loaded when the chain first runs
+
+        self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
+                                           reference=reference, host_label=self.name)
+        self.last_checked_at = time.time()
+        return self.last_report
+
+    async def load_diff(self) -> DraftDiff:
+        draft, target = self._serve_paths()
+        self.last_diff = await load_draft_diff(self.host, self.profile(), draft, target,
+                                               self.config.checks.reference)
+        return self.last_diff
+
+    async def apply_reference(self) -> str:
+        """Write the reference values into the draft config.json; returns the backup path."""
+        if self.readonly:
+            raise ActionError("read-only: writing the draft config is refused (--readonly)")
+        diff = self.last_diff or await self.load_diff()
+        if not diff.wrong:
+            raise ActionError("the draft config already matches the reference")
+        try:
+            backup = await apply_reference(self.host, diff,
+                                           self.profile().links.config_correct.compare)
+        except HostError as exc:
+            raise ActionError(str(exc)) from None
+        await self.load_diff()
+        return backup
+
+    async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
+        """The plan for `r`/`R`. When no server runs, the last launch started again is this
+        entry's record on the host or the server this session last saw running, whichever
+        started later (a server started by hand that exited leaves no record)."""
+        if self.readonly:
+            raise ActionError("read-only: restart refused (--readonly)")
+        process = self.telemetry.last_process
+        seen = seen_launch(process, self.name) if process is not None else None
+        try:
+            return await plan_restart(self.host, self.config, trace=trace, seen=seen)
+        except (HostError, Exception) as exc:  # noqa: BLE001 - shown to the person
+            raise ActionError(f"cannot plan the restart: {exc}") from None
+
+    def edit_plan(self, plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
+        """`plan` with the person's environment (`NAME=value`, `-NAME`) and command line
+        changes, as the restart dialog takes them; ActionError says what is wrong with them."""
+        try:
+            return edit_plan(plan, env=parse_env(env),
+                             argv=parse_argv(argv) if argv.strip() else (),
+                             url=self.config.serve.url, match=self.config.serve.match)
+        except RestartError as exc:
+            raise ActionError(str(exc)) from None
+
+    async def restart(self, plan: RestartPlan,
+                      on_progress: Callable[[RestartStep], Awaitable[None] | None] | None = None
+                      ) -> RestartResult:
+        return await restart(self.host, self.config, trace=plan.trace, plan=plan,
+                             on_progress=on_progress)
+
+    def evidence_bundle(self, log_window: list[str]) -> dict[str, Any]:
+        """Everything a colleague needs to see what this screen shows (secrets redacted)."""
+        snap = self.snapshot
+        diff = self.last_diff
+        return redact({
+            "host": self.name,
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "status": snap.status_json(),
+            "engine_fields": _jsonable(dict(snap.run.engine.fields)) if snap.run.engine else None,
+            "non_default_args": _jsonable(dict(snap.run.args.args)) if snap.run.args else None,
+            "checks": self.last_report.to_json() if self.last_report else None,
+            "draft_diff": None if diff is None else {
+                "path": diff.path, "reference": diff.reference, "error": diff.error,
+                "fields": [{"field": r.field, "expected": r.expected, "actual": r.actual,
+                            "ok": r.ok} for r in diff.rows],
+                "findings": [f.__dict__ for f in diff.findings],
+                "full_diff": list(diff.full_diff)},
+            "gpus": snap.status_json()["gpus"],
+            # Redacted here too: a caller may hand raw lines (the TUI's are display lines).
+            "log_window": [safe_text(redact_text(line)) for line in log_window],
+        })
+
+    def export(self, directory: Path, log_window: list[str]) -> Path:
+        """Write the evidence bundle as private JSON (mode 600) and return its path."""
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
+        path = directory / f"vllm-console-{safe_name}-{stamp}.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.evidence_bundle(log_window), fh, indent=2, default=repr)
+        return path
+
+    async def close(self) -> None:
+        self.telemetry.stop()
+        await self.host.close()
+
+
+def _jsonable(value: Any) -> Any:
+    from console.parsers.pyrepr import to_jsonable
+
+    return to_jsonable(value)

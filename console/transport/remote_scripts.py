@@ -1,0 +1,211 @@
+"""The host-side package, shipped to a host as one bundle and run there.
+
+`console.hostside` travels as one zipapp, built in memory with fixed timestamps (the same sources
+give the same bytes, so the same content hash) and installed once per content hash into a
+private per-user directory on the host (`${XDG_CACHE_HOME:-~/.cache}/vllm-console`, mode 700):
+nothing the console puts there is readable by other users, and nothing is re-uploaded per call.
+
+Every entry point runs as `PYTHON BUNDLE ENTRY`: `run_json` for one-shot answers (discovery,
+the probes, restart's queries), `python_line` for the long-lived streams (agent, follower).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import shlex
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from console.hostside import MIN_PYTHON
+from console.hostside.wire import ARGS_ENV, MARKER, TOO_OLD_EXIT
+from console.transport.host import Host, HostError, quote_argv
+
+REMOTE_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-console"'
+PACKAGE = "vllm_console_host"
+"""The package's name inside the bundle: one no serving interpreter has on its path (the probes
+run under it and import vLLM beside it)."""
+_ROOT_MAIN = f"import sys\nfrom {PACKAGE}.__main__ import main\nsys.exit(main())\n".encode()
+SHOWN_PAYLOAD_MAX = 1500
+
+
+def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o644 << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info, data
+
+
+def _sources(folder: Any, prefix: str) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for item in sorted(folder.iterdir(), key=lambda i: i.name):
+        if item.is_dir() and item.joinpath("__init__.py").is_file():
+            out += _sources(item, f"{prefix}{item.name}/")
+        elif item.name.endswith(".py"):
+            out.append((f"{prefix}{item.name}", item.read_bytes()))
+    return out
+
+
+@functools.cache
+def bundle_bytes() -> bytes:
+    """The zipapp of `console.hostside`: `python3 BUNDLE ENTRY ...` runs its `__main__`."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(*_entry("__main__.py", _ROOT_MAIN))
+        for name, data in _sources(resources.files("console.hostside"), f"{PACKAGE}/"):
+            zf.writestr(*_entry(name, data))
+    return buf.getvalue()
+
+
+def trace_hook_source() -> bytes:
+    """The trace hook's source (what a traced run finds as `sitecustomize.py`)."""
+    return resources.files("console.hostside.restart").joinpath("trace_hook.py").read_bytes()
+
+
+class RemoteScripts:
+    """The bundle on one host: installed on first use, its path remembered."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._path = ""
+
+    async def bundle(self) -> str:
+        """The remote path of the bundle (uploaded once per content hash)."""
+        if self._path:
+            return self._path
+        source = bundle_bytes()
+        quoted = shlex.quote(f"hostside-{hashlib.sha256(source).hexdigest()[:16]}.pyz")
+        # One round trip: make the private dir, write the file only when it is not there yet,
+        # print the absolute path.
+        line = (f"umask 077; d={REMOTE_DIR}; mkdir -p \"$d\" && chmod 700 \"$d\" && "
+                f"{{ test -s \"$d\"/{quoted} || {{ cat > \"$d\"/{quoted}.tmp && "
+                f"mv -f \"$d\"/{quoted}.tmp \"$d\"/{quoted}; }}; }} && "
+                f"printf '%s\\n' \"$d\"/{quoted}")
+        result = await self._host.run(line, input=source, timeout=30)
+        if not result.ok or not result.text.strip():
+            raise HostError(f"{self._host.name}: cannot install the console's host-side helper: "
+                            f"{result.error_text.strip() or 'exit ' + str(result.exit_status)}")
+        self._path = result.text.strip().splitlines()[-1]
+        return self._path
+
+
+def python_line(bundle: str, entry: str, args: Sequence[str], *, python: str = "",
+                merge_stderr: bool = False) -> str:
+    """A shell line that runs `entry` of the bundle with the host's python3 (else the serving
+    interpreter): the first of them that is new enough, or one `{"t": "error"}` JSON line
+    saying there is none.
+
+    The arguments travel in the environment (`VLLM_CONSOLE_ARGS`, a JSON list), not on the
+    command line: a helper whose argv held the match words or a `vllm-serve.log` path would
+    itself look like `vllm serve` to anything that finds the server by its command line."""
+    candidates = ["python3", "/usr/bin/python3"] + ([python] if python else [])
+    tried = " ".join(candidates)
+    run = '"$p" ' + quote_argv([bundle, entry])
+    if merge_stderr:
+        run += " 2>&1"
+    need = ".".join(map(str, MIN_PYTHON))
+    new_enough = f"import sys; sys.exit(sys.version_info[:2] < {MIN_PYTHON!r})"
+    error = json.dumps({"t": "error",
+                        "msg": f"no Python {need}+ on the host (tried {tried})"})
+    return (f"{ARGS_ENV}={quote_argv([json.dumps(list(args))])}; export {ARGS_ENV}\n"
+            f"for p in {quote_argv(candidates)}; do\n"
+            f"  if command -v \"$p\" >/dev/null 2>&1 && "
+            f"\"$p\" -S -c {quote_argv([new_enough])} 2>/dev/null; then exec {run}; fi\n"
+            f"done\nprintf '%s\\n' {quote_argv([error])}; exit 127")
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    """One run of an entry point: what ran, its exit status, its answer or why there is none."""
+
+    command: str
+    exit: int | None
+    data: Mapping[str, Any] | None = field(default=None, repr=False)
+    error: str | None = None
+    stderr: str = field(default="", repr=False)
+    link_failed: bool = False
+    """The host could not be reached or the link dropped (not a problem of the entry)."""
+
+
+def _reason(exc: HostError) -> str:
+    """A HostError's reason without the (long) command line it quotes."""
+    text = str(exc)
+    return text.rsplit(": ", 1)[-1] if len(text) > 200 else text
+
+
+def parse_answer(stdout: str) -> dict[str, Any] | None:
+    """The JSON object after the last marker line (or on the last line, for an answer that
+    came without one: the too-old message)."""
+    text = stdout.rsplit(MARKER, 1)[-1].strip() if MARKER in stdout else \
+        (stdout.strip().splitlines() or [""])[-1]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def shown_command(interpreter: str, bundle: str, entry: str, args: Sequence[str] = (),
+                  payload: Mapping[str, Any] | None = None) -> str:
+    """The command as a person would re-run it (payload shown inline, cut when huge)."""
+    line = quote_argv([interpreter, bundle, entry, *args])
+    if payload is None:
+        return line
+    body = json.dumps(payload, separators=(",", ":"))
+    if len(body) > SHOWN_PAYLOAD_MAX:
+        body = body[:SHOWN_PAYLOAD_MAX] + "…"
+    return f"printf '%s' {shlex.quote(body)} | {line}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else ""
+
+
+async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: str,
+                   payload: Mapping[str, Any] | None = None, *, args: Sequence[str] = (),
+                   timeout: float = 60.0, env: Mapping[str, str] | None = None) -> ScriptRun:
+    """Run `entry` of the bundle with `interpreter` (installing the bundle first if need be) and
+    read its JSON answer. Whatever goes wrong (the interpreter missing or too old, the link
+    dropping, a timeout, a crash, output that is no JSON) comes back as `ScriptRun.error` in
+    one line, never as an exception."""
+    try:
+        bundle = await scripts.bundle()
+    except HostError as exc:
+        return ScriptRun(f"{interpreter} {entry}", None, link_failed=True,
+                         error=f"{entry} did not run on {host.name}: {_reason(exc)}")
+    command = shown_command(interpreter, bundle, entry, args, payload)
+    try:
+        result = await host.run([interpreter, bundle, entry, *args],
+                                input=json.dumps(payload or {}).encode(), timeout=timeout,
+                                env=env)
+    except HostError as exc:
+        return ScriptRun(command, None, link_failed=True,
+                         error=f"{entry} did not run on {host.name}: {_reason(exc)}")
+    stderr = result.error_text
+    if result.exit_status == 127:
+        return ScriptRun(command, 127, error=f"{interpreter}: not found on {host.name}",
+                         stderr=stderr)
+    if result.exit_status == 126:
+        return ScriptRun(command, 126, error=f"{interpreter}: not executable on {host.name}",
+                         stderr=stderr)
+    data = parse_answer(result.text)
+    if result.exit_status == TOO_OLD_EXIT and data is not None and data.get("too_old"):
+        return ScriptRun(command, TOO_OLD_EXIT, error=f"{host.name}: {data.get('msg')}",
+                         stderr=stderr)
+    if data is None:
+        why = _last_line(stderr) or _last_line(result.text) or "no output"
+        lost = result.exit_status in (255, 137) and not stderr.strip()
+        if lost:
+            why = "the command ended without an answer (the link to the host may have dropped)"
+        elif result.exit_status == 0:
+            why = f"its output is not JSON: {why}"
+        return ScriptRun(command, result.exit_status,
+                         error=f"{entry} failed (exit {result.exit_status}): {why}",
+                         stderr=stderr, link_failed=lost)
+    return ScriptRun(command, result.exit_status, data=data, stderr=stderr)

@@ -1,0 +1,541 @@
+"""The Textual application: one `HostScreen` per host, a fleet table when there are several.
+
+Data flows one way: each `HostSession` runs its telemetry in a worker and reports immutable
+events; the app routes them, as messages, to the host's screen (`HostScreen.show`), which owns
+that host's state and renders it. Actions (checks, restart, apply reference, export) run in
+workers and report back as messages; their failures become notifications in one place
+(`on_worker_state_changed`).
+
+Start-up: the first frame needs Textual and the screens' skeleton only. A host given as a
+`PendingSession` (the command line's way) gets its session made after that frame is painted,
+and every host's telemetry and first checks start then (docs/design.md, "Start-up"); until
+then the host's actions are shown disabled.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import gc
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import platformdirs
+from textual import on, work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.dom import DOMNode
+from textual.message import Message
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from console.output.display import safe_text
+from console.output.messages import failure_line
+from console.session.pending import PendingSession
+from console.settings import APP_NAME
+from console.telemetry import events as ev
+from console.transport.host import ConnectionState
+from console.tui.screens.evidence import EvidenceScreen
+from console.tui.screens.fleet import FleetRow, FleetScreen
+from console.tui.screens.host import HostScreen
+from console.tui.ui_state import load_ui_state, save_ui_state
+from themes import DEFAULT_THEME, THEMES, stylesheet_path
+from widgets.checklist import Checklist, ChecklistState
+from widgets.draft_diff import DraftDiffPane
+from widgets.log_pane import LogPane
+
+if TYPE_CHECKING:  # the sessions' modules load after the first frame (`_open_sessions`)
+    from checks.draft_diff import DraftDiff
+    from checks.models import ChainReport
+    from checks.profile import Acceptance
+    from console.restart import RestartResult, RestartStep
+    from console.session.host_session import HostSession
+    from console.sources.url import UrlSession
+
+HOST_ACTIONS = ("run_checks", "restart", "apply_reference", "export")
+"""The actions on the current host: they need its session."""
+
+
+def _bindings(items: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
+    return [b for b in items if isinstance(b, Binding)]
+
+
+class TelemetryArrived(Message):
+    """A telemetry event from one host's session."""
+
+    def __init__(self, host: str, event: ev.TelemetryEvent) -> None:
+        super().__init__()
+        self.host = host
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        # Samples and states supersede older ones still queued; log lines never do.
+        return (isinstance(message, TelemetryArrived) and message.host == self.host
+                and type(message.event) is type(self.event)
+                and not isinstance(self.event, ev.LogLinesReceived | ev.RunUpdated))
+
+
+class ChecksCompleted(Message):
+    def __init__(self, host: str, report: ChainReport | None, error: str = "") -> None:
+        super().__init__()
+        self.host, self.report, self.error = host, report, error
+
+
+class DiffLoaded(Message):
+    def __init__(self, host: str, diff: DraftDiff) -> None:
+        super().__init__()
+        self.host, self.diff = host, diff
+
+
+class RestartProgressed(Message):
+    def __init__(self, host: str, step: RestartStep) -> None:
+        super().__init__()
+        self.host, self.step = host, step
+
+
+class RestartFinished(Message):
+    """After the last progress step; `result` None: the restart raised (the worker's error
+    is notified on its own)."""
+
+    def __init__(self, host: str, result: RestartResult | None) -> None:
+        super().__init__()
+        self.host, self.result = host, result
+
+
+class ConsoleApp(App[int]):
+    """vllm-console."""
+
+    TITLE = "vllm-console"
+    CSS_PATH = stylesheet_path()
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        # Textual's ctrl+c only says how to quit, in a toast: here it quits, as in a shell.
+        Binding("ctrl+c", "quit", "Quit", show=False, id="app.ctrl_c"),
+        Binding("question_mark", "help", "Help", tooltip="every key", id="app.help"),
+        Binding("c", "run_checks", "Checks", tooltip="re-run the verification chain",
+                id="app.checks"),
+        Binding("r", "restart", "Restart", tooltip="stop the tree, relaunch, verify",
+                id="app.restart"),
+        Binding("R", "restart(True)", "Traced restart",
+                tooltip="relaunch with the activation trace for this run",
+                id="app.restart_traced"),
+        Binding("a", "apply_reference", "Apply reference",
+                tooltip="write the reference values, keep a backup", id="app.apply_reference"),
+        Binding("x", "export", "Export",
+                tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
+                id="app.export"),
+        Binding("t", "next_theme", "Next theme", tooltip="dark / light / high contrast",
+                show=False, id="app.theme"),
+        Binding("h", "fleet", "Hosts", tooltip="the fleet table", id="app.fleet"),
+        Binding("tab", "app.focus_next", "Next pane", show=False, id="app.focus_next"),
+        Binding("shift+tab", "app.focus_previous", "Previous pane", show=False,
+                id="app.focus_previous"),
+    ]
+
+    def __init__(self, sessions: Sequence[HostSession | PendingSession], *,
+                 theme: str | None = None, export_dir: Path | None = None,
+                 autostart_checks: bool = True) -> None:
+        super().__init__()
+        if not sessions:
+            raise ValueError("no hosts")
+        self.sessions: dict[str, HostSession] = {
+            s.name: s for s in sessions if not isinstance(s, PendingSession)}
+        """Every host's session, in the given order once they are open (`_open_sessions`)."""
+        self._pending = [s for s in sessions if isinstance(s, PendingSession)]
+        self._order = [s.name for s in sessions]
+        self.current = sessions[0].name
+        self._screens = {s.name: self._host_screen(s) for s in sessions}
+        self.export_dir = export_dir or Path(platformdirs.user_data_dir(APP_NAME)) / "exports"
+        self._autostart_checks = autostart_checks
+        # The console's themes only, from the start (the stylesheet names their status
+        # variables): Textual's own lack the status colours, and the palette's Theme entry
+        # offers what is registered.
+        for name in list(self.available_themes):
+            self.unregister_theme(name)
+        for console_theme in THEMES.values():
+            self.register_theme(console_theme)
+        wanted = theme or load_ui_state().get("theme") or DEFAULT_THEME
+        self.theme = wanted if wanted in THEMES else DEFAULT_THEME
+
+    # -- set-up -------------------------------------------------------------------------------
+    def _host_screen(self, session: HostSession | PendingSession) -> HostScreen:
+        """The host's screen; what it asks of the session before it is open is answered
+        empty (the backlog) or None (the expected acceptance, shown with the first sample)."""
+        name = session.name
+
+        def backlog() -> list[str]:
+            opened = self.sessions.get(name)
+            follower = opened.telemetry.follower if opened is not None else None
+            return [e.display() for e in follower.recent()] if follower is not None else []
+
+        def expected() -> Acceptance | None:
+            opened = self.sessions.get(name)
+            return opened.expected_acceptance() if opened is not None else None
+
+        url_only = None if isinstance(session, PendingSession) else _url_only(session)
+        screen = HostScreen(
+            name, readonly=session.readonly, scenario=session.scenario,
+            expected_acceptance=expected, log_backlog=backlog,
+            serve_summary=url_only.url_telemetry.summary if url_only else None)
+        if url_only is not None:
+            from console.tui.screens.url_only import show_url_only
+
+            show_url_only(screen, url_only)
+        return screen
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        for name in self._order:
+            self.install_screen(self._screens[name], name=f"host:{name}")
+        if len(self._order) > 1:
+            self.push_screen(FleetScreen(self._fleet_rows()))
+        else:
+            self.push_screen(f"host:{self.current}")
+        self.call_after_refresh(lambda: self.run_worker(self._open_sessions(), name="open",
+                                                        group="open", exit_on_error=False))
+
+    async def _open_sessions(self) -> None:
+        """Once the first frame is painted: make the pending sessions (their imports are most
+        of the console's start-up), start every host's telemetry and, 1.5 s later, its checks."""
+        opened = {}
+        for pending in self._pending:
+            try:
+                opened[pending.name] = await pending.open()
+            except Exception as exc:  # noqa: BLE001 - said on one line, as the CLI does
+                self.exit(return_code=2,
+                          message=failure_line(f"vllm-console: {pending.name}", exc))
+                return
+        self._pending = []
+        self.sessions = {name: self.sessions.get(name) or opened[name] for name in self._order}
+        for session in self.sessions.values():
+            self._start_telemetry(session)
+        if self._autostart_checks:
+            for name, session in self.sessions.items():
+                if _url_only(session) is None:  # the chain needs SSH
+                    self.set_timer(1.5, lambda n=name: self._run_checks(n))
+        self.refresh_bindings()  # the host's actions are enabled now
+        # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
+        # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
+        # for 100 ms and more during a log flood (benchmarks/findings.md). `vllm-console`
+        # starts with the collector off (`console.cli.parser.main`): on from here.
+        gc.freeze()
+        gc.enable()
+
+    def _remember_theme(self, theme: object) -> None:
+        save_ui_state({"theme": self.theme})
+
+    def _start_telemetry(self, session: HostSession) -> None:
+        def report(event: ev.TelemetryEvent) -> None:
+            self.post_message(TelemetryArrived(session.name, event))
+
+        self.run_worker(session.run(report), name=f"telemetry:{session.name}",
+                        group=f"telemetry:{session.name}", exit_on_error=False)
+
+    async def on_unmount(self) -> None:
+        for session in self.sessions.values():
+            with contextlib.suppress(Exception):  # leaving anyway
+                await session.close()
+
+    # -- one place for worker failures ----------------------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR:
+            from console.session.host_session import ActionError
+
+            error = event.worker.error
+            message = str(error) if isinstance(error, ActionError) else \
+                f"{event.worker.name}: {type(error).__name__}: {error}"
+            self.notify(message, severity="error", timeout=8)
+
+    # -- telemetry to the host screens ----------------------------------------------------------
+    def host_screen(self, host: str) -> HostScreen:
+        """The host's screen, shown or not: it holds the host's state."""
+        return self._screens[host]
+
+    def screen_for(self, host: str) -> HostScreen | None:
+        """The host's screen when it is shown (mounted), else None."""
+        screen = self._screens.get(host)
+        return screen if screen is not None and screen.ready else None
+
+    @on(TelemetryArrived)
+    def _telemetry(self, message: TelemetryArrived) -> None:
+        # NoMatches: the screen is being torn down (exit) while events still arrive.
+        with contextlib.suppress(NoMatches):
+            self._screens[message.host].show(self.sessions[message.host].snapshot,
+                                             message.event)
+        top = self.screen_stack[-1] if self.screen_stack else None
+        if isinstance(top, FleetScreen):
+            top.update_row(self._fleet_row(message.host))  # applied at most twice a second
+        if isinstance(message.event, ev.ServeWarning):  # a stale `log` in the hosts file, say
+            self.notify(safe_text(f"{message.host}: {message.event.text}", 600),
+                        severity="warning", timeout=20, markup=False)  # paths are data
+
+    @on(HostScreen.RunReady)
+    def _run_ready(self, message: HostScreen.RunReady) -> None:
+        self._run_checks(message.host)
+
+    # -- actions --------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        session = self.sessions.get(self.current)
+        top = self.screen_stack[-1] if self.screen_stack else None
+        if action in HOST_ACTIONS and isinstance(top, FleetScreen):
+            return False  # the fleet table picks a host first
+        if action in HOST_ACTIONS and session is None:
+            return None  # shown, disabled: the session opens right after the first frame
+        # hidden: --readonly shows no action that changes the host
+        return not (action in ("restart", "apply_reference") and session is not None
+                    and session.readonly)
+
+    def _key_sections(self) -> list[tuple[str, DOMNode | None, list[Binding]]]:
+        """Every key, by where it acts, with the node whose action it runs: one source for
+        `?` and the command palette."""
+        sections: list[tuple[str, DOMNode | None, list[Binding]]] = [
+            ("Console", self, [b for b in self.BINDINGS if isinstance(b, Binding)
+                               and self.check_action(b.action.split("(")[0], ())])]
+        screen = self.screen_for(self.current)
+        if screen is not None:
+            sections += [
+                ("Host screen", screen, _bindings(HostScreen.BINDINGS)),
+                ("Log pane", screen.log_pane, _bindings(LogPane.BINDINGS)),
+                ("Checklist", screen.checklist, _bindings(Checklist.BINDINGS)),
+                ("Draft diff", screen.diff, _bindings(DraftDiffPane.BINDINGS)),
+                ("Evidence", None, _bindings(EvidenceScreen.BINDINGS))]
+        sections.append(("Anywhere", None, [
+            Binding("ctrl+p", "command_palette", "command palette"),
+            Binding("enter", "", "drill in (evidence)"),
+            Binding("escape", "", "back / close / restore a maximised pane"),
+            Binding("left,right", "", "switch tabs (Draft diff / Engine config) on the tab bar"),
+        ]))
+        return sections
+
+    def action_help(self) -> None:
+        from console.tui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen([(title, bindings)
+                                     for title, _, bindings in self._key_sections()]))
+
+    def action_next_theme(self) -> None:
+        names = list(THEMES)
+        self.theme = names[(names.index(self.theme) + 1) % len(names)] \
+            if self.theme in names else names[0]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_run_checks(self) -> None:
+        self._run_checks(self.current)
+
+    def _run_checks(self, host: str) -> None:
+        self._screens[host].show_checks(ChecklistState(running=True))
+        self._checks_worker(host)
+        self._diff_worker(host)
+
+    @work(group="checks", exclusive=False, exit_on_error=False)
+    async def _checks_worker(self, host: str) -> None:
+        from console.session.host_session import ActionError
+
+        try:
+            report = await self.sessions[host].run_checks()
+        except ActionError as exc:
+            self.post_message(ChecksCompleted(host, None, str(exc)))
+            return
+        self.post_message(ChecksCompleted(host, report))
+
+    @work(group="diff", exclusive=False, exit_on_error=False)
+    async def _diff_worker(self, host: str) -> None:
+        self.post_message(DiffLoaded(host, await self.sessions[host].load_diff()))
+
+    @on(ChecksCompleted)
+    def _checks_done(self, message: ChecksCompleted) -> None:
+        self._screens[message.host].show_checks(ChecklistState(message.report,
+                                                               error=message.error))
+
+    @on(DiffLoaded)
+    def _diff_done(self, message: DiffLoaded) -> None:
+        self._screens[message.host].show_diff(message.diff)
+
+    @on(Checklist.EvidenceRequested)
+    def _evidence(self, message: Checklist.EvidenceRequested) -> None:
+        self.push_screen(EvidenceScreen(message.link))
+
+    def action_apply_reference(self) -> None:
+        session = self.sessions[self.current]
+        if session.readonly:
+            self.notify("read-only: refused", severity="warning")
+            return
+        diff = session.last_diff
+        if diff is None or diff.error or not diff.wrong:
+            why = "the draft config has no reference to apply" if diff is None or diff.error \
+                or not diff.rows else "the draft config already matches the reference"
+            self.notify(why, severity="warning")
+            return
+        changes = "\n".join(f"  {c.line()}" for c in diff.changes)  # JSON values
+        body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
+                f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
+                "reads it at its next start: restart afterwards (r).")
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self._apply_worker(session.name)
+
+        from console.tui.screens.confirm import ConfirmScreen
+
+        self.push_screen(ConfirmScreen("Apply the reference draft config?", body, "Write"),
+                         confirmed)
+
+    @work(group="apply", exclusive=True, exit_on_error=False)
+    async def _apply_worker(self, host: str) -> None:
+        backup = await self.sessions[host].apply_reference()
+        self.notify(f"draft config written; backup {backup}. Restart (r) to load it.",
+                    timeout=8)
+        self._run_checks(host)
+
+    def action_restart(self, trace: bool = False) -> None:
+        session = self.sessions[self.current]
+        if session.readonly:
+            self.notify("read-only: restart refused", severity="warning")
+            return
+        if self._screens[session.name].restarting:
+            self.notify("a restart is already under way", severity="warning")
+            return
+        self._plan_worker(session.name, trace)
+
+    @work(group="restart-plan", exclusive=True, exit_on_error=False)
+    async def _plan_worker(self, host: str, trace: bool) -> None:
+        from console.tui.screens.restart import RestartScreen
+
+        plan = await self.sessions[host].plan_restart(trace=trace)
+        title = "Restart vllm serve with the activation trace?" if trace else \
+            "Restart vllm serve?"
+
+        dialog = RestartScreen(title, plan, self.sessions[host].edit_plan)
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self._screens[host].begin_restart()
+                self._restart_worker(host, dialog.plan)  # with the person's edits
+
+        self.push_screen(dialog, confirmed)
+
+    @work(group="restart", exclusive=False, exit_on_error=False)
+    async def _restart_worker(self, host: str, plan: object) -> None:
+        def progress(step: RestartStep) -> None:
+            self.post_message(RestartProgressed(host, step))
+
+        result = None
+        try:
+            result = await self.sessions[host].restart(plan, progress)  # type: ignore[arg-type]
+        finally:
+            # A message, so it comes after the progress steps already queued.
+            self.post_message(RestartFinished(host, result))
+
+    @on(RestartProgressed)
+    def _restart_progress(self, message: RestartProgressed) -> None:
+        self._screens[message.host].show_restart_step(message.step)
+
+    @on(RestartFinished)
+    def _restart_done(self, message: RestartFinished) -> None:
+        self._screens[message.host].end_restart()
+        result = message.result
+        if result is None:
+            return
+        if result.ok:
+            self.notify(f"{message.host}: vllm serve is back (pid {result.new_pid}, "
+                        f"{result.total_s:.1f} s)", timeout=6)
+            self._run_checks(message.host)
+        else:
+            lines = "\n".join(result.error_lines[-6:])
+            self.notify(f"{message.host}: restart {result.outcome.value}: {result.reason}"
+                        + (f"\n{lines}" if lines else ""), severity="error", timeout=15)
+
+    def action_export(self) -> None:
+        session = self.sessions[self.current]
+        screen = self.screen_for(self.current)
+        window = screen.log_pane.visible_lines()[-2000:] if screen is not None else []
+        try:
+            path = session.export(self.export_dir, window)
+        except OSError as exc:
+            self.notify(f"export failed: {exc.strerror}: {exc.filename}", severity="error")
+            return
+        self.notify(f"evidence bundle written: {path}", timeout=8)
+
+    # -- fleet -----------------------------------------------------------------------------------
+    def _fleet_row(self, name: str) -> FleetRow:
+        session = self.sessions.get(name)
+        if session is None:  # not open yet
+            return FleetRow(name=name, state=ConnectionState.CONNECTING.value, gpu_util=None,
+                            acceptance=None, broken_link=None, checked=False)
+        snap = session.snapshot
+        report = session.last_report
+        gpus = snap.sample.gpus if snap.sample else ()
+        utils = [g.util_pct for g in gpus if g.util_pct is not None]
+        latest = snap.spec_decode.latest
+        return FleetRow(name=name, state=snap.link.state.value,
+                        gpu_util=sum(utils) / len(utils) if utils else None,
+                        acceptance=latest.mean_acceptance_length if latest else None,
+                        broken_link=report.broken_link if report else None,
+                        checked=report is not None, serve_state=snap.serve_state.value,
+                        root_cause=report.root_cause if report else None,
+                        checked_at=session.last_checked_at)
+
+    def _fleet_rows(self) -> list[FleetRow]:
+        return [self._fleet_row(n) for n in self._order]
+
+    def action_fleet(self) -> None:
+        """Back to the fleet table, which stays under the host screens."""
+        if len(self._order) < 2:
+            self.notify("one host: there is no fleet table (it lists the hosts when the "
+                        "console watches several)", severity="information", timeout=5)
+            return
+        top = self.screen_stack[-1] if self.screen_stack else None
+        if isinstance(top, HostScreen):
+            self.pop_screen()
+
+    @on(FleetScreen.HostChosen)
+    def _host_chosen(self, message: FleetScreen.HostChosen) -> None:
+        self.current = message.host
+        self.push_screen(f"host:{message.host}")
+
+    # -- command palette -------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every action with its key, from the same bindings as `?`; of Textual's own, only
+        Theme (the console's themes) and Screenshot: its Quit, Keys and Maximize duplicate
+        q, ? and z."""
+        for title, node, bindings in self._key_sections():
+            actions: set[str] = set()
+            for binding in bindings:
+                command = _command(title, node, binding, self.get_key_display(binding))
+                if command is not None and binding.action not in actions:
+                    actions.add(binding.action)  # q and ctrl+c: one Quit
+                    yield command
+        for command in super().get_system_commands(screen):
+            if command.title in ("Theme", "Screenshot"):
+                yield command
+
+
+def _command(section: str, node: DOMNode | None, binding: Binding,
+             key: str) -> SystemCommand | None:
+    """The palette entry of a key binding: "Log pane: Search", "key /"; None for a key with
+    no action of its own (enter, esc) or one that needs a parameter the palette cannot give."""
+    name, _, args = binding.action.partition("(")
+    action = getattr(node, f"action_{name.removeprefix('app.')}", None) if node else None
+    if action is None or not binding.description:
+        return None
+    title = f"{section}: {binding.description}"
+    help_ = f"key {key}" + (f" · {binding.tooltip}" if binding.tooltip else "")
+    value = args.rstrip(")")
+    if value:
+        try:
+            argument = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return None
+        return SystemCommand(title, help_, lambda: action(argument))
+    return SystemCommand(title, help_, action)
+
+
+def _url_only(session: HostSession) -> UrlSession | None:
+    """The session when it watches a server's URL alone (no SSH), else None. (Its module, like
+    every session's, is imported only once a session exists.)"""
+    from console.sources.url import UrlSession
+
+    return session if isinstance(session, UrlSession) else None
