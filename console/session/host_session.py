@@ -30,6 +30,7 @@ from console.restart import (
     restart,
 )
 from console.restart.edit import edit_plan, parse_argv, parse_env
+from console.session.capabilities import CHANGES_THE_HOST, EVERYTHING, Capability
 from console.settings import HostConfig
 from console.telemetry.events import TelemetryEvent
 from console.telemetry.host_telemetry import HostTelemetry
@@ -51,7 +52,11 @@ class ActionError(Exception):
 
 
 class HostSession:
-    """One host: link, telemetry, actions."""
+    """One host: link, telemetry, actions. What it can do is `capabilities` (everything, over
+    a login on the host; less for a subclass on a narrower source, `console.sources.url`)."""
+
+    base_capabilities: frozenset[Capability] = EVERYTHING
+    """What this kind of session can do, before `--readonly`."""
 
     def __init__(self, config: HostConfig, host: Host, *, scenario: str = "") -> None:
         self.config = config
@@ -68,6 +73,28 @@ class HostSession:
     @property
     def readonly(self) -> bool:
         return self.config.readonly
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this session can show and do (`--readonly` takes the changes away)."""
+        caps = self.base_capabilities
+        return caps - CHANGES_THE_HOST if self.readonly else caps
+
+    def why_not(self, capability: Capability) -> str:
+        """Why this session cannot do `capability`: one line, with the way to get it."""
+        if capability in CHANGES_THE_HOST and self.readonly:
+            return f"read-only: {capability.value} refused (--readonly)"
+        return f"{capability.value} is not available here"
+
+    def source_summary(self) -> str | None:
+        """What the header says this view is, for a session on a narrower source (the URL-only
+        one: its URL, engine version and model); None for a host's own session."""
+        return None
+
+    def require(self, capability: Capability) -> None:
+        """Raise ActionError (saying why) unless this session can do `capability`."""
+        if capability not in self.capabilities:
+            raise ActionError(self.why_not(capability))
 
     @property
     def snapshot(self) -> HostSnapshot:
@@ -99,6 +126,7 @@ class HostSession:
         return draft, target
 
     async def run_checks(self) -> ChainReport:
+        self.require(Capability.CHECKS)
         profile = self.profile()
         reference = None
         if self.config.checks.reference:
@@ -114,6 +142,7 @@ class HostSession:
         return self.last_report
 
     async def load_diff(self) -> DraftDiff:
+        self.require(Capability.DRAFT_DIFF)
         draft, target = self._serve_paths()
         self.last_diff = await load_draft_diff(self.host, self.profile(), draft, target,
                                                self.config.checks.reference)
@@ -121,8 +150,7 @@ class HostSession:
 
     async def apply_reference(self) -> str:
         """Write the reference values into the draft config.json; returns the backup path."""
-        if self.readonly:
-            raise ActionError("read-only: writing the draft config is refused (--readonly)")
+        self.require(Capability.APPLY_REFERENCE)
         diff = self.last_diff or await self.load_diff()
         if not diff.wrong:
             raise ActionError("the draft config already matches the reference")
@@ -138,8 +166,7 @@ class HostSession:
         """The plan for `r`/`R`. When no server runs, the last launch started again is this
         entry's record on the host or the server this session last saw running, whichever
         started later (a server started by hand that exited leaves no record)."""
-        if self.readonly:
-            raise ActionError("read-only: restart refused (--readonly)")
+        self.require(Capability.RESTART)
         process = self.telemetry.last_process
         seen = seen_launch(process, self.name) if process is not None else None
         try:
@@ -160,6 +187,7 @@ class HostSession:
     async def restart(self, plan: RestartPlan,
                       on_progress: Callable[[RestartStep], Awaitable[None] | None] | None = None
                       ) -> RestartResult:
+        self.require(Capability.RESTART)
         return await restart(self.host, self.config, trace=plan.trace, plan=plan,
                              on_progress=on_progress)
 

@@ -16,13 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from checks.draft_diff import DraftDiff
-from checks.models import ChainReport
 from console.output.display import safe_text
 from console.parsers.engine import SpeculativeSettings
 from console.parsers.metrics import MetricsSnapshot, parse_metrics
-from console.restart import RestartPlan
-from console.session.host_session import ActionError, HostSession
+from console.session.capabilities import SERVER_ONLY, Capability
+from console.session.host_session import HostSession
 from console.settings import ConfigError, HostConfig, HostEntry, ServeSettings
 from console.sources import web
 from console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
@@ -277,10 +275,10 @@ class UrlTelemetry(HostTelemetry):
 
 
 class UrlSession(HostSession):
-    """A `HostSession` on a URL alone: the same snapshot flow; host actions refuse, saying how
-    to add SSH."""
+    """A `HostSession` on a URL alone: the same snapshot flow, and what the server's HTTP
+    endpoints can tell (`SERVER_ONLY`); everything else names the way to add SSH."""
 
-    url_only = True
+    base_capabilities = SERVER_ONLY
 
     def __init__(self, name: str, source: UrlSource, *, profile: str = "") -> None:
         config = HostConfig(name=name, readonly=True, serve=ServeSettings(url=source.base))
@@ -292,17 +290,11 @@ class UrlSession(HostSession):
         self.url_telemetry = UrlTelemetry(host, config, source)
         self.telemetry = self.url_telemetry
 
-    def needs_ssh(self, what: str) -> str:
-        return needs_ssh(what, self.name)
+    def why_not(self, capability: Capability) -> str:
+        return needs_ssh(capability.value, self.name)
 
-    async def run_checks(self) -> ChainReport:
-        raise ActionError(self.needs_ssh("the verification chain"))
-
-    async def load_diff(self) -> DraftDiff:
-        raise ActionError(self.needs_ssh("the draft config diff"))
-
-    async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
-        raise ActionError(self.needs_ssh("restart"))
+    def source_summary(self) -> str | None:
+        return self.url_telemetry.summary()
 
 
 def url_session(name: str, url: str, entry: HostEntry | None = None) -> UrlSession:

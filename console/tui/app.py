@@ -2,9 +2,10 @@
 
 Data flows one way: each `HostSession` runs its telemetry in a worker and reports immutable
 events; the app routes them, as messages, to the host's screen (`HostScreen.show`), which owns
-that host's state and renders it. Actions (checks, restart, apply reference, export) run in
-workers and report back as messages; their failures become notifications in one place
-(`on_worker_state_changed`).
+that host's state and renders it. The host's actions (checks, restart, apply reference,
+export) are its screen's (`console/tui/screens/host.py`); the app keeps what is the whole
+console's: opening the sessions, the telemetry, the fleet table, help, themes, the palette,
+and the one place where a worker's failure becomes a notification (`on_worker_state_changed`).
 
 Start-up: the first frame needs Textual and the screens' skeleton only. A host given as a
 `PendingSession` (the command line's way) gets its session made after that frame is painted,
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
-from textual import on, work
+from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -40,23 +41,16 @@ from console.transport.host import ConnectionState
 from console.tui.screens.evidence import EvidenceScreen
 from console.tui.screens.fleet import FleetRow, FleetScreen
 from console.tui.screens.host import HostScreen
+from console.tui.screens.host_view import HostView
 from console.tui.ui_state import load_ui_state, save_ui_state
 from themes import DEFAULT_THEME, THEMES, stylesheet_path
-from widgets.checklist import Checklist, ChecklistState
+from widgets.checklist import Checklist
 from widgets.draft_diff import DraftDiffPane
 from widgets.log_pane import LogPane
 
 if TYPE_CHECKING:  # the sessions' modules load after the first frame (`_open_sessions`)
-    from checks.draft_diff import DraftDiff
-    from checks.models import ChainReport
     from checks.profile import Acceptance
-    from console.restart import RestartResult, RestartStep
     from console.session.host_session import HostSession
-    from console.sources.url import UrlSession
-
-HOST_ACTIONS = ("run_checks", "restart", "apply_reference", "export")
-"""The actions on the current host: they need its session."""
-
 
 def _bindings(items: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
     return [b for b in items if isinstance(b, Binding)]
@@ -77,33 +71,6 @@ class TelemetryArrived(Message):
                 and not isinstance(self.event, ev.LogLinesReceived | ev.RunUpdated))
 
 
-class ChecksCompleted(Message):
-    def __init__(self, host: str, report: ChainReport | None, error: str = "") -> None:
-        super().__init__()
-        self.host, self.report, self.error = host, report, error
-
-
-class DiffLoaded(Message):
-    def __init__(self, host: str, diff: DraftDiff) -> None:
-        super().__init__()
-        self.host, self.diff = host, diff
-
-
-class RestartProgressed(Message):
-    def __init__(self, host: str, step: RestartStep) -> None:
-        super().__init__()
-        self.host, self.step = host, step
-
-
-class RestartFinished(Message):
-    """After the last progress step; `result` None: the restart raised (the worker's error
-    is notified on its own)."""
-
-    def __init__(self, host: str, result: RestartResult | None) -> None:
-        super().__init__()
-        self.host, self.result = host, result
-
-
 class ConsoleApp(App[int]):
     """vllm-console."""
 
@@ -116,18 +83,6 @@ class ConsoleApp(App[int]):
         # Textual's ctrl+c only says how to quit, in a toast: here it quits, as in a shell.
         Binding("ctrl+c", "quit", "Quit", show=False, id="app.ctrl_c"),
         Binding("question_mark", "help", "Help", tooltip="every key", id="app.help"),
-        Binding("c", "run_checks", "Checks", tooltip="re-run the verification chain",
-                id="app.checks"),
-        Binding("r", "restart", "Restart", tooltip="stop the tree, relaunch, verify",
-                id="app.restart"),
-        Binding("R", "restart(True)", "Traced restart",
-                tooltip="relaunch with the activation trace for this run",
-                id="app.restart_traced"),
-        Binding("a", "apply_reference", "Apply reference",
-                tooltip="write the reference values, keep a backup", id="app.apply_reference"),
-        Binding("x", "export", "Export",
-                tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
-                id="app.export"),
         Binding("t", "next_theme", "Next theme", tooltip="dark / light / high contrast",
                 show=False, id="app.theme"),
         Binding("h", "fleet", "Hosts", tooltip="the fleet table", id="app.fleet"),
@@ -148,8 +103,8 @@ class ConsoleApp(App[int]):
         self._pending = [s for s in sessions if isinstance(s, PendingSession)]
         self._order = [s.name for s in sessions]
         self.current = sessions[0].name
-        self._screens = {s.name: self._host_screen(s) for s in sessions}
         self.export_dir = export_dir or Path(platformdirs.user_data_dir(APP_NAME)) / "exports"
+        self._screens = {s.name: self._host_screen(s) for s in sessions}
         self._autostart_checks = autostart_checks
         # The console's themes only, from the start (the stylesheet names their status
         # variables): Textual's own lack the status colours, and the palette's Theme entry
@@ -163,8 +118,9 @@ class ConsoleApp(App[int]):
 
     # -- set-up -------------------------------------------------------------------------------
     def _host_screen(self, session: HostSession | PendingSession) -> HostScreen:
-        """The host's screen; what it asks of the session before it is open is answered
-        empty (the backlog) or None (the expected acceptance, shown with the first sample)."""
+        """The host's screen, made before its session is open; what it asks of the session
+        before then is answered empty (the backlog) or None (the expected acceptance, shown
+        with the first sample)."""
         name = session.name
 
         def backlog() -> list[str]:
@@ -176,15 +132,14 @@ class ConsoleApp(App[int]):
             opened = self.sessions.get(name)
             return opened.expected_acceptance() if opened is not None else None
 
-        url_only = None if isinstance(session, PendingSession) else _url_only(session)
+        summary = None if isinstance(session, PendingSession) or \
+            session.source_summary() is None else session.source_summary
         screen = HostScreen(
-            name, readonly=session.readonly, scenario=session.scenario,
-            expected_acceptance=expected, log_backlog=backlog,
-            serve_summary=url_only.url_telemetry.summary if url_only else None)
-        if url_only is not None:
-            from console.tui.screens.url_only import show_url_only
-
-            show_url_only(screen, url_only)
+            name, export_dir=self.export_dir, readonly=session.readonly,
+            scenario=session.scenario, expected_acceptance=expected, log_backlog=backlog,
+            serve_summary=summary)
+        if not isinstance(session, PendingSession):
+            screen.attach(session)
         return screen
 
     def on_mount(self) -> None:
@@ -211,13 +166,14 @@ class ConsoleApp(App[int]):
                 return
         self._pending = []
         self.sessions = {name: self.sessions.get(name) or opened[name] for name in self._order}
+        for name, session in opened.items():
+            self._screens[name].attach(session)  # the host's actions are enabled now
         for session in self.sessions.values():
             self._start_telemetry(session)
         if self._autostart_checks:
-            for name, session in self.sessions.items():
-                if _url_only(session) is None:  # the chain needs SSH
-                    self.set_timer(1.5, lambda n=name: self._run_checks(n))
-        self.refresh_bindings()  # the host's actions are enabled now
+            for screen in self._screens.values():
+                self.set_timer(1.5, screen.run_checks)  # when its session can
+        self.refresh_bindings()
         # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
         # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI
         # for 100 ms and more during a log flood (benchmarks/findings.md). `vllm-console`
@@ -273,32 +229,18 @@ class ConsoleApp(App[int]):
             self.notify(safe_text(f"{message.host}: {message.event.text}", 600),
                         severity="warning", timeout=20, markup=False)  # paths are data
 
-    @on(HostScreen.RunReady)
-    def _run_ready(self, message: HostScreen.RunReady) -> None:
-        self._run_checks(message.host)
-
-    # -- actions --------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        session = self.sessions.get(self.current)
-        top = self.screen_stack[-1] if self.screen_stack else None
-        if action in HOST_ACTIONS and isinstance(top, FleetScreen):
-            return False  # the fleet table picks a host first
-        if action in HOST_ACTIONS and session is None:
-            return None  # shown, disabled: the session opens right after the first frame
-        # hidden: --readonly shows no action that changes the host
-        return not (action in ("restart", "apply_reference") and session is not None
-                    and session.readonly)
-
+    # -- keys ---------------------------------------------------------------------------------
     def _key_sections(self) -> list[tuple[str, DOMNode | None, list[Binding]]]:
         """Every key, by where it acts, with the node whose action it runs: one source for
         `?` and the command palette."""
         sections: list[tuple[str, DOMNode | None, list[Binding]]] = [
-            ("Console", self, [b for b in self.BINDINGS if isinstance(b, Binding)
-                               and self.check_action(b.action.split("(")[0], ())])]
+            ("Console", self, _bindings(self.BINDINGS))]
         screen = self.screen_for(self.current)
         if screen is not None:
             sections += [
-                ("Host screen", screen, _bindings(HostScreen.BINDINGS)),
+                ("Host screen", screen, [
+                    b for b in _bindings([*HostScreen.BINDINGS, *HostView.BINDINGS])
+                    if screen.check_action(b.action.split("(")[0], ()) is not False]),
                 ("Log pane", screen.log_pane, _bindings(LogPane.BINDINGS)),
                 ("Checklist", screen.checklist, _bindings(Checklist.BINDINGS)),
                 ("Draft diff", screen.diff, _bindings(DraftDiffPane.BINDINGS)),
@@ -322,142 +264,6 @@ class ConsoleApp(App[int]):
         self.theme = names[(names.index(self.theme) + 1) % len(names)] \
             if self.theme in names else names[0]
         self.notify(f"theme: {self.theme}", timeout=2)
-
-    def action_run_checks(self) -> None:
-        self._run_checks(self.current)
-
-    def _run_checks(self, host: str) -> None:
-        self._screens[host].show_checks(ChecklistState(running=True))
-        self._checks_worker(host)
-        self._diff_worker(host)
-
-    @work(group="checks", exclusive=False, exit_on_error=False)
-    async def _checks_worker(self, host: str) -> None:
-        from console.session.host_session import ActionError
-
-        try:
-            report = await self.sessions[host].run_checks()
-        except ActionError as exc:
-            self.post_message(ChecksCompleted(host, None, str(exc)))
-            return
-        self.post_message(ChecksCompleted(host, report))
-
-    @work(group="diff", exclusive=False, exit_on_error=False)
-    async def _diff_worker(self, host: str) -> None:
-        self.post_message(DiffLoaded(host, await self.sessions[host].load_diff()))
-
-    @on(ChecksCompleted)
-    def _checks_done(self, message: ChecksCompleted) -> None:
-        self._screens[message.host].show_checks(ChecklistState(message.report,
-                                                               error=message.error))
-
-    @on(DiffLoaded)
-    def _diff_done(self, message: DiffLoaded) -> None:
-        self._screens[message.host].show_diff(message.diff)
-
-    @on(Checklist.EvidenceRequested)
-    def _evidence(self, message: Checklist.EvidenceRequested) -> None:
-        self.push_screen(EvidenceScreen(message.link))
-
-    def action_apply_reference(self) -> None:
-        session = self.sessions[self.current]
-        if session.readonly:
-            self.notify("read-only: refused", severity="warning")
-            return
-        diff = session.last_diff
-        if diff is None or diff.error or not diff.wrong:
-            why = "the draft config has no reference to apply" if diff is None or diff.error \
-                or not diff.rows else "the draft config already matches the reference"
-            self.notify(why, severity="warning")
-            return
-        changes = "\n".join(f"  {c.line()}" for c in diff.changes)  # JSON values
-        body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
-                f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
-                "reads it at its next start: restart afterwards (r).")
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self._apply_worker(session.name)
-
-        from console.tui.screens.confirm import ConfirmScreen
-
-        self.push_screen(ConfirmScreen("Apply the reference draft config?", body, "Write"),
-                         confirmed)
-
-    @work(group="apply", exclusive=True, exit_on_error=False)
-    async def _apply_worker(self, host: str) -> None:
-        backup = await self.sessions[host].apply_reference()
-        self.notify(f"draft config written; backup {backup}. Restart (r) to load it.",
-                    timeout=8)
-        self._run_checks(host)
-
-    def action_restart(self, trace: bool = False) -> None:
-        session = self.sessions[self.current]
-        if session.readonly:
-            self.notify("read-only: restart refused", severity="warning")
-            return
-        if self._screens[session.name].restarting:
-            self.notify("a restart is already under way", severity="warning")
-            return
-        self._plan_worker(session.name, trace)
-
-    @work(group="restart-plan", exclusive=True, exit_on_error=False)
-    async def _plan_worker(self, host: str, trace: bool) -> None:
-        from console.tui.screens.restart import RestartScreen
-
-        plan = await self.sessions[host].plan_restart(trace=trace)
-        title = "Restart vllm serve with the activation trace?" if trace else \
-            "Restart vllm serve?"
-
-        dialog = RestartScreen(title, plan, self.sessions[host].edit_plan)
-
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self._screens[host].begin_restart()
-                self._restart_worker(host, dialog.plan)  # with the person's edits
-
-        self.push_screen(dialog, confirmed)
-
-    @work(group="restart", exclusive=False, exit_on_error=False)
-    async def _restart_worker(self, host: str, plan: object) -> None:
-        def progress(step: RestartStep) -> None:
-            self.post_message(RestartProgressed(host, step))
-
-        result = None
-        try:
-            result = await self.sessions[host].restart(plan, progress)  # type: ignore[arg-type]
-        finally:
-            # A message, so it comes after the progress steps already queued.
-            self.post_message(RestartFinished(host, result))
-
-    @on(RestartProgressed)
-    def _restart_progress(self, message: RestartProgressed) -> None:
-        self._screens[message.host].show_restart_step(message.step)
-
-    @on(RestartFinished)
-    def _restart_done(self, message: RestartFinished) -> None:
-        self._screens[message.host].end_restart()
-        result = message.result
-        if result is None:
-            return
-        if result.ok:
-            self.notify(f"{message.host}: vllm serve is back (pid {result.new_pid}, "
-                        f"{result.total_s:.1f} s)", timeout=6)
-            self._run_checks(message.host)
-        else:
-            lines = "\n".join(result.error_lines[-6:])
-            self.notify(f"{message.host}: restart {result.outcome.value}: {result.reason}"
-                        + (f"\n{lines}" if lines else ""), severity="error", timeout=15)
-
-    def action_export(self) -> None:
-        session = self.sessions[self.current]
-        screen = self.screen_for(self.current)
-        window = screen.log_pane.visible_lines()[-2000:] if screen is not None else []
-        try:
-            path = session.export(self.export_dir, window)
-        except OSError as exc:
-            self.notify(f"export failed: {exc.strerror}: {exc.filename}", severity="error")
-            return
-        self.notify(f"evidence bundle written: {path}", timeout=8)
 
     # -- fleet -----------------------------------------------------------------------------------
     def _fleet_row(self, name: str) -> FleetRow:
@@ -531,11 +337,3 @@ def _command(section: str, node: DOMNode | None, binding: Binding,
             return None
         return SystemCommand(title, help_, lambda: action(argument))
     return SystemCommand(title, help_, action)
-
-
-def _url_only(session: HostSession) -> UrlSession | None:
-    """The session when it watches a server's URL alone (no SSH), else None. (Its module, like
-    every session's, is imported only once a session exists.)"""
-    from console.sources.url import UrlSession
-
-    return session if isinstance(session, UrlSession) else None

@@ -171,7 +171,7 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path,
         assert "the draft config diff needs SSH" in screen.diff.diff.error
         assert "the engine config (from the log) needs SSH" in screen.engine.view.note
         assert any("the serve log needs SSH" in line for line in screen.log_pane.visible_lines())
-        assert not app.check_action("restart", ())  # read-only: no restart offered
+        assert not app.screen.check_action("restart", ())  # read-only: no restart offered
         await pilot.press("c")  # the chain by hand: the same message, no traceback
         await wait_until(pilot, lambda: not screen.checklist.state.running, what="checks")
         assert "needs SSH" in screen.checklist.state.error

@@ -233,8 +233,8 @@ async def test_readonly_hides_every_action_that_changes_the_host(tmp_path: Path,
             changing = [key for key, active in sim.app.active_bindings.items()
                         if active.binding.action.startswith(("restart", "apply_reference"))]
             assert changing == [], "readonly must not offer keys that change the host"
-            assert sim.app.check_action("restart", ()) is False
-            assert sim.app.check_action("apply_reference", ()) is False
+            assert sim.app.screen.check_action("restart", ()) is False
+            assert sim.app.screen.check_action("apply_reference", ()) is False
             await pilot.press("r", "a", "y")
             await pilot.pause(0.5)
             assert not isinstance(sim.app.screen, ConfirmScreen)

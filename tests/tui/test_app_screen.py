@@ -190,7 +190,7 @@ async def test_palette_lists_every_action_with_its_key_and_no_duplicates() -> No
                   "Log pane: Level": "l", "Log pane: Engine start": "e",
                   "Draft diff: Full diff": "d", "Console: Hosts": "h",
                   "Host screen: Maximise": "z", "Host screen: Diff/Engine": "v",
-                  "Console: Checks": "c", "Console: Quit": "q"}
+                  "Host screen: Checks": "c", "Console: Quit": "q"}
         for title, key in wanted.items():
             assert title in keys, title
             assert keys[title].startswith(f"key {key}"), (title, keys[title])

@@ -32,9 +32,9 @@ async def test_the_host_screen_is_painted_before_the_session_is_made(tmp_path: P
     app = ConsoleApp([PendingSession("demo", open_session, scenario="incident")],
                      autostart_checks=False)
     async with app.run_test(size=SIZE) as pilot:
-        assert app.check_action("restart", ()) is None  # shown, disabled until the session
+        assert app.screen.check_action("restart", ()) is None  # shown, disabled until the session
         await wait_until(pilot, lambda: "demo" in app.sessions, what="the session")
-        assert app.check_action("restart", ()) is True
+        assert app.screen.check_action("restart", ()) is True
         await wait_until(pilot, lambda: app.sessions["demo"].snapshot.link.state.value
                          != "connecting", what="the telemetry started")
     assert len(painted) == 1
@@ -53,8 +53,10 @@ async def test_a_session_that_cannot_be_made_ends_the_console_with_one_line(
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: app.return_code is not None, what="the exit")
     assert app.return_code == 2
+    # Said as the command line says a failure (`output.messages.failure_line`): in a person's
+    # words, not Python's `[Errno 28] ...` (the app had its own rule for it).
     assert capsys.readouterr().err.splitlines() == [
-        "vllm-console: demo: [Errno 28] No space left on device"]
+        "vllm-console: demo: No space left on device"]
 
 
 def test_the_first_frame_imports_nothing_of_the_session() -> None:

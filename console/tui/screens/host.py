@@ -1,377 +1,219 @@
-"""One host's screen: header, GPUs, spec decode, checklist, draft diff / engine config, log.
+"""One host's screen: its panes (`HostView`) and its actions — checks, restart, apply the
+reference, export — each run in a worker of the screen, with what it reports shown on it.
 
-The screen owns its host's state: the app routes every telemetry event of the host to
-`show(snapshot, event)`, mounted or not (a host behind the fleet table keeps its history), and
-the screen renders what it holds when it is shown and on each change. It never talks to the
-host: actions go up as messages and key bindings of the app.
-
-Layouts: below ~120x40 the compact layout keeps the acceptance figure, the checklist verdicts
-and the root cause on screen and hides the GPUs and the config tabs (1-5 maximise a pane, `z`
-the focused one); from 60 rows up, checklist summaries wrap instead of being cut.
+The screen owns its host's flow (as posting's `MainScreen` does): the app opens the session
+and routes telemetry to every host's screen; the keys of a host act on that host's screen. A
+screen is made before its session exists (the session opens after the first frame): until
+`attach`, its keys are shown disabled. What the session cannot do (`capabilities`: a URL-only
+server has no log, GPUs or checks) is one line in the pane it would fill, and its key is not
+offered.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from textual.app import ComposeResult
+from textual import on, work
 from textual.binding import Binding
-from textual.containers import Horizontal
-from textual.message import Message
-from textual.reactive import Reactive
-from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import TabbedContent, TabPane
 
-from console.telemetry import events as ev
-from console.telemetry.history import AcceptanceHistory, GpuHistory
-from console.telemetry.startup import StartupState
-from console.transport.host import ConnectionState, LinkStatus
+from console.session.capabilities import Capability
+from console.tui.screens.evidence import EvidenceScreen
+from console.tui.screens.host_view import HostView
 from widgets.checklist import Checklist, ChecklistState
-from widgets.draft_diff import DraftDiffPane
-from widgets.engine_tree import EngineTree, EngineView
-from widgets.gpu_pane import GpuPane, GpuView
-from widgets.host_header import HostHeader, Sources, describe_age
-from widgets.key_footer import KeyFooter
-from widgets.log_pane import LogPane
-from widgets.spec_pane import SpecPane, SpecView
 
-if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
+if TYPE_CHECKING:  # the sessions' modules load after the first frame
+    from pathlib import Path
+
     from checks.draft_diff import DraftDiff
-    from checks.profile import Acceptance
-    from console.restart import RestartStep
-    from console.telemetry.snapshot import HostSnapshot
+    from console.restart import RestartPlan, RestartResult, RestartStep
+    from console.session.host_session import HostSession
 
-COMPACT_BELOW = (120, 40)
-"""Columns, rows: below either, the compact layout."""
-TALL_FROM = 60
-"""Rows from which checklist summaries wrap over several lines instead of being cut."""
-PANES = {"1": ("gpus", "GPUs"), "2": ("spec", "speculative decoding"),
-         "3": ("checklist", "checklist"), "4": ("config-tabs", "draft diff / engine config"),
-         "5": ("log-pane", "serve log")}
-"""Key -> pane id, what it shows: 1-5 maximise that pane."""
-COMPACT_HINT = "1: GPUs · 4: diff/engine · z: maximise"
+ACTIONS = {"run_checks": Capability.CHECKS, "restart": Capability.RESTART,
+           "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT}
+"""The host's actions and what each needs of the session."""
 
 
-class HostScreen(Screen[None]):
+class HostScreen(HostView):
     """The console for one host."""
 
-    # Textual repaints the whole screen when focus moves (`focused` repaints); the styles
-    # that change (`:focus-within` borders) repaint their own widgets (docs/benchmarks.md).
-    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
-
     BINDINGS = [
-        Binding("z", "toggle_maximize", "Maximise",
-                tooltip="the focused pane fills the screen; z or esc: back", id="host.maximize"),
-        Binding("v", "next_tab", "Diff/Engine",
-                tooltip="switch the Draft config diff / Engine config tabs", id="host.next_tab"),
-        *(Binding(key, f"maximize_pane('{pane}')", f"maximise {label}", show=False,
-                  id=f"host.pane_{key}") for key, (pane, label) in PANES.items()),
+        Binding("c", "run_checks", "Checks", tooltip="re-run the verification chain",
+                id="host.checks"),
+        Binding("r", "restart", "Restart", tooltip="stop the tree, relaunch, verify",
+                id="host.restart"),
+        Binding("R", "restart(True)", "Traced restart",
+                tooltip="relaunch with the activation trace for this run",
+                id="host.restart_traced"),
+        Binding("a", "apply_reference", "Apply reference",
+                tooltip="write the reference values, keep a backup", id="host.apply_reference"),
+        Binding("x", "export", "Export",
+                tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
+                id="host.export"),
     ]
 
-    class RunReady(Message):
-        """A run of the server just became ready: its runtime evidence is complete now."""
+    def __init__(self, host_name: str, *, export_dir: Path, **view: object) -> None:
+        super().__init__(host_name, **view)  # type: ignore[arg-type]
+        self.session: HostSession | None = None
+        """The host's session, once open (`attach`)."""
+        self.export_dir = export_dir
 
-        def __init__(self, host: str) -> None:
-            super().__init__()
-            self.host = host
+    def attach(self, session: HostSession) -> None:
+        """The session is open: the keys act, the panes it cannot fill say why."""
+        self.session = session
+        missing = {c: session.why_not(c) for c in Capability if c not in session.capabilities}
+        if Capability.CHECKS in missing:
+            self.show_checks(ChecklistState(error=missing[Capability.CHECKS]))
+        if Capability.DRAFT_DIFF in missing:
+            from checks.draft_diff import DraftDiff
 
-    def __init__(self, host_name: str, *, readonly: bool = False, scenario: str = "",
-                 expected_acceptance: Callable[[], Acceptance | None] = lambda: None,
-                 log_backlog: Callable[[], Iterable[str]] = tuple,
-                 serve_summary: Callable[[], str] | None = None,
-                 log_lines: int = 20_000) -> None:
-        super().__init__(name=host_name, id=f"host-{abs(hash(host_name))}")
-        self.host_name = host_name
-        self._readonly = readonly
-        self._scenario = scenario
-        self._expected = expected_acceptance
-        self._log_backlog = log_backlog
-        self._serve_summary = serve_summary
-        self._log_notes: tuple[str, ...] = ()
-        self._log_lines = log_lines
-        self.ready = False
-        # What the screen holds, shown or not.
-        self._link = LinkStatus(ConnectionState.CONNECTING)
-        self._sources = Sources()
-        self._gpu_history = GpuHistory()
-        self._acceptance = AcceptanceHistory()
-        self._gpu = GpuView()
-        self._spec = SpecView()
-        self._engine = EngineView()
-        self._checks = ChecklistState()
-        self._diff: DraftDiff | None = None
-        self._serve_text = ""
-        self._restart_text = ""
-        self._was_ready = False
-        self._last_data_at: float | None = None
+            self.show_diff(DraftDiff(error=missing[Capability.DRAFT_DIFF]))
+        if missing.keys() & {Capability.GPUS, Capability.ENGINE_CONFIG, Capability.LOG}:
+            self.show_unavailable(
+                gpu=missing.get(Capability.GPUS, ""),
+                engine=missing.get(Capability.ENGINE_CONFIG, ""),
+                log=[missing[c] for c in (Capability.LOG, Capability.RESTART) if c in missing])
+        self.refresh_bindings()
 
-    # -- layout ----------------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        header = HostHeader(id="header")
-        header.host_name = self.host_name
-        header.readonly = self._readonly
-        header.scenario = self._scenario
-        yield header
-        with Horizontal(id="top-row"):
-            gpu = GpuPane(id="gpus", classes="pane")
-            gpu.border_title = "GPUs"
-            yield gpu
-            spec = SpecPane(id="spec", classes="pane")
-            spec.border_title = "Speculative decoding"
-            yield spec
-        with Horizontal(id="middle-row"):
-            checklist = Checklist(id="checklist", classes="pane")
-            checklist.readonly = self._readonly
-            yield checklist
-            with TabbedContent(id="config-tabs", classes="pane"):
-                with TabPane("Draft config diff", id="tab-diff"):
-                    yield DraftDiffPane(id="diff")
-                with TabPane("Engine config", id="tab-engine"):
-                    yield EngineTree(id="engine")
-        log = LogPane(self._log_lines, id="log-pane")
-        log.add_class("pane")
-        log.border_title = "Serve log"
-        yield log
-        yield KeyFooter()
+    def can(self, capability: Capability) -> bool:
+        return self.session is not None and capability in self.session.capabilities
 
-    def on_mount(self) -> None:
-        # Kept from mount: at exit the panes are removed before the screen, while results
-        # still arrive; they then land on a detached widget instead of failing a query.
-        self._panes: dict[type[Widget], Widget] = {
-            kind: self.query_one(kind) for kind in (HostHeader, GpuPane, SpecPane, Checklist,
-                                                    DraftDiffPane, EngineTree, LogPane)}
-        self.ready = True
-        self.query_one("#log-pane #log").focus()
-        self.log_pane.add_lines([*self._log_notes, *self._log_backlog()])
-        if self._serve_summary is not None:
-            self._serve_text = self._serve_summary()
-        self._render_all()
-        self._apply_layout()
-        self.set_interval(1.0, self._tick)
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        needed = ACTIONS.get(action)
+        if needed is None:
+            return True
+        if self.session is None:
+            return None  # shown, disabled: the session opens right after the first frame
+        return needed in self.session.capabilities  # hidden: --readonly, or URL only
 
-    def on_unmount(self) -> None:
-        self.ready = False
+    # -- checks ----------------------------------------------------------------------------
+    def run_became_ready(self) -> None:
+        self.run_checks()
 
-    def on_resize(self) -> None:
-        if self.ready:
-            self._apply_layout()
+    def action_run_checks(self) -> None:
+        self.run_checks()
 
-    def _apply_layout(self) -> None:
-        width, height = self.size
-        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
-        tall = not compact and height >= TALL_FROM
-        self.set_class(compact, "-compact")
-        self.set_class(tall, "-tall")
-        self._show_staleness()  # the pane subtitles: the compact hint or the data's age
-        self.spec.compact = compact
-        self.header.compact = compact
-        self.checklist.detail_lines = 0 if compact else 3 if tall else 1
-
-    @property
-    def compact(self) -> bool:
-        return self.has_class("-compact")
-
-    # -- the one way in for telemetry ------------------------------------------------------
-    def show(self, snap: HostSnapshot, event: ev.TelemetryEvent) -> None:
-        """Take one telemetry event of this host into the screen's state, and render what it
-        changed when the screen is shown. `snap` is the whole picture after the event."""
-        if isinstance(event, ev.LinkChanged):
-            self._link = event.link
-        elif isinstance(event, ev.GpuSampled):
-            self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample))
-            self._last_data_at = time.monotonic()
-        elif isinstance(event, ev.LogLinesReceived):
-            self._last_data_at = time.monotonic()
-            if self.ready:
-                self.log_pane.add_batch(event.batch, event.notable)
-        elif isinstance(event, ev.RunUpdated):
-            previous = self._engine.current if event.new_run else self._engine.previous
-            self._engine = EngineView(event.run.engine, previous, event.run.args)
-            if event.new_run:
-                self._spec = SpecView(self._spec.state, self._spec.expected,
-                                      self._acceptance.new_run())
-        elif isinstance(event, ev.SpecDecodeUpdated):
-            self._spec = SpecView(event.state, self._expected(), self._acceptance.add(event.state))
-        elif isinstance(event, ev.StartupProgress):
-            ready = event.status.state is StartupState.READY
-            if ready and not self._was_ready and not self._restart_text:
-                self.post_message(self.RunReady(self.host_name))
-            self._was_ready = ready
-            self._serve_text = f"serve: {event.status.text}"
-        elif isinstance(event, ev.ReadinessChanged) and self._serve_summary is not None:
-            self._serve_text = self._serve_summary()  # URL-only: what this view is
-        self._sources = Sources(gpu=snap.gpu_source,
-                                log=str(snap.follow.value) if snap.follow else "none",
-                                metrics=snap.readiness.health.value)
-        if self.ready:
-            self._paint(event)
-
-    def _paint(self, event: ev.TelemetryEvent) -> None:
-        if isinstance(event, ev.GpuSampled):
-            self.gpus.view = self._gpu
-        elif isinstance(event, ev.RunUpdated):
-            self.engine.view = self._engine
-            self.spec.view = self._spec
-        elif isinstance(event, ev.SpecDecodeUpdated):
-            self.spec.view = self._spec
-        self._render_header()
-
-    def _render_all(self) -> None:
-        self.gpus.view = self._gpu
-        self.spec.view = self._spec
-        self.engine.view = self._engine
-        self.checklist.state = self._checks
-        self.diff.diff = self._diff
-        self._render_header()
-
-    def _render_header(self) -> None:
-        header = self.header
-        header.link = self._link
-        header.sources = self._sources
-        header.activity = self._restart_text or self._serve_text
-        stale = self.stale
-        if stale != header.stale:
-            header.stale = stale
-            self._show_staleness()
-
-    # -- a link outage: every pane shows its data as old -----------------------------------
-    @property
-    def stale(self) -> bool:
-        """The link is down and what the panes hold came over it earlier."""
-        return self._link.state is not ConnectionState.CONNECTED and \
-            self._last_data_at is not None
-
-    def _tick(self) -> None:
-        if self.stale:
-            self._show_staleness()  # the age goes on
-
-    def _show_staleness(self) -> None:
-        if not self.ready:
+    def run_checks(self) -> None:
+        """Run the chain and load the draft diff (when the session can)."""
+        if not self.can(Capability.CHECKS):
             return
-        stale = self.stale
-        self.set_class(stale, "-stale")
-        age = None if self._last_data_at is None else time.monotonic() - self._last_data_at
-        self.header.stale = stale
-        self.header.data_age_s = age
-        for pane in self.query(".pane"):
-            pane.border_subtitle = f"stale · {describe_age(age)}" if stale else ""
-        if not stale:
-            self.checklist.update_title()
-            if self.compact:
-                self.spec.border_subtitle = COMPACT_HINT
+        self.show_checks(ChecklistState(running=True))
+        self._checks_worker()
+        if self.can(Capability.DRAFT_DIFF):
+            self._diff_worker()
 
-    # -- what the app's actions report -----------------------------------------------------
-    def show_checks(self, state: ChecklistState) -> None:
-        """A checks run started (running=True) or ended; a failed run keeps the last report."""
-        if state.report is None and not state.running:
-            state = ChecklistState(self._checks.report, running=False, error=state.error)
-        elif state.report is None:
-            state = ChecklistState(self._checks.report, running=True)
-        self._checks = state
-        if self.ready:
-            self.checklist.state = state
+    @work(group="checks", exclusive=False, exit_on_error=False)
+    async def _checks_worker(self) -> None:
+        from console.session.host_session import ActionError
 
-    def show_diff(self, diff: DraftDiff) -> None:
-        self._diff = diff
-        if self.ready:
-            self.diff.diff = diff
-
-    def show_restart_step(self, step: RestartStep) -> None:
-        if not self._restart_text:
-            return  # a restart this screen did not start, or one already over
-        self._restart_text = f"restart: {step.stage.value} · {step.message[:80]}"
-        if self.ready:
-            self._render_header()
-
-    def show_unavailable(self, *, gpu: str, engine: str, log: Iterable[str]) -> None:
-        """Panes this host cannot fill (a URL-only server), each with why."""
-        self._gpu = GpuView(error=gpu)
-        self._engine = EngineView(note=engine)
-        self._log_notes = tuple(log)
-        if self.ready:
-            self._render_all()
-            self.log_pane.add_lines(list(self._log_notes))
-
-    def begin_restart(self) -> None:
-        self._restart_text = "restart: starting"
-        if self.ready:
-            self._render_header()
-
-    def end_restart(self) -> None:
-        """The header goes back to the server's own state (`serve: ready (started in N s)`)."""
-        self._restart_text = ""
-        if self.ready:
-            self._render_header()
-
-    @property
-    def restarting(self) -> bool:
-        return bool(self._restart_text)
-
-    # -- keys ------------------------------------------------------------------------------
-    def _pane_of(self, widget: Widget | None) -> Widget | None:
-        while widget is not None and widget is not self:
-            if widget.has_class("pane"):
-                return widget
-            widget = widget.parent if isinstance(widget.parent, Widget) else None
-        return None
-
-    def action_toggle_maximize(self) -> None:
-        """`z`: the focused pane fills the screen; again (or Esc) brings the layout back."""
-        if self.maximized is not None:
-            self.minimize()
+        assert self.session is not None
+        try:
+            report = await self.session.run_checks()
+        except ActionError as exc:
+            self.show_checks(ChecklistState(None, error=str(exc)))
             return
-        pane = self._pane_of(self.focused)
-        if pane is not None:
-            self.maximized = pane  # any pane, whether or not its class allows maximising
+        self.show_checks(ChecklistState(report))
 
-    def action_maximize_pane(self, pane_id: str) -> None:
-        """1-5: that pane, maximised (the compact layout's way to the hidden panes)."""
-        pane = self.query_one(f"#{pane_id}")
-        if self.maximized is pane:
-            self.minimize()
+    @work(group="diff", exclusive=False, exit_on_error=False)
+    async def _diff_worker(self) -> None:
+        assert self.session is not None
+        diff: DraftDiff = await self.session.load_diff()
+        self.show_diff(diff)
+
+    @on(Checklist.EvidenceRequested)
+    def _evidence(self, message: Checklist.EvidenceRequested) -> None:
+        self.app.push_screen(EvidenceScreen(message.link))
+
+    # -- apply the reference ---------------------------------------------------------------
+    def action_apply_reference(self) -> None:
+        session = self.session
+        if session is None or not self.can(Capability.APPLY_REFERENCE):
             return
-        target = pane if pane.focusable else next(
-            (w for w in pane.query("*") if w.focusable), None)
-        if target is not None:
-            target.focus()
-        self.maximized = pane
+        diff = session.last_diff
+        if diff is None or diff.error or not diff.wrong:
+            why = "the draft config has no reference to apply" if diff is None or diff.error \
+                or not diff.rows else "the draft config already matches the reference"
+            self.notify(why, severity="warning")
+            return
+        changes = "\n".join(f"  {c.line()}" for c in diff.changes)  # JSON values
+        body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
+                f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
+                "reads it at its next start: restart afterwards (r).")
 
-    def action_next_tab(self) -> None:
-        """`v`: Draft config diff <-> Engine config, without the mouse (in the compact
-        layout, which hides the tabs, they are maximised first)."""
-        tabs = self.query_one(TabbedContent)
-        tabs.active = "tab-engine" if tabs.active == "tab-diff" else "tab-diff"
-        if self.compact and self.maximized is not tabs:
-            self.maximized = tabs
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self._apply_worker()
 
-    # -- the widgets, for reading (tests, benchmarks, the export's log window) -------------
-    @property
-    def header(self) -> HostHeader:
-        return self._panes[HostHeader]  # type: ignore[return-value]
+        from console.tui.screens.confirm import ConfirmScreen
 
-    @property
-    def gpus(self) -> GpuPane:
-        return self._panes[GpuPane]  # type: ignore[return-value]
+        self.app.push_screen(ConfirmScreen("Apply the reference draft config?", body, "Write"),
+                             confirmed)
 
-    @property
-    def spec(self) -> SpecPane:
-        return self._panes[SpecPane]  # type: ignore[return-value]
+    @work(group="apply", exclusive=True, exit_on_error=False)
+    async def _apply_worker(self) -> None:
+        assert self.session is not None
+        backup = await self.session.apply_reference()
+        self.notify(f"draft config written; backup {backup}. Restart (r) to load it.",
+                    timeout=8)
+        self.run_checks()
 
-    @property
-    def checklist(self) -> Checklist:
-        return self._panes[Checklist]  # type: ignore[return-value]
+    # -- restart ---------------------------------------------------------------------------
+    def action_restart(self, trace: bool = False) -> None:
+        if not self.can(Capability.RESTART):
+            return
+        if self.restarting:
+            self.notify("a restart is already under way", severity="warning")
+            return
+        self._plan_worker(trace)
 
-    @property
-    def diff(self) -> DraftDiffPane:
-        return self._panes[DraftDiffPane]  # type: ignore[return-value]
+    @work(group="restart-plan", exclusive=True, exit_on_error=False)
+    async def _plan_worker(self, trace: bool) -> None:
+        from console.tui.screens.restart import RestartScreen
 
-    @property
-    def engine(self) -> EngineTree:
-        return self._panes[EngineTree]  # type: ignore[return-value]
+        session = self.session
+        assert session is not None
+        plan = await session.plan_restart(trace=trace)
+        title = "Restart vllm serve with the activation trace?" if trace else \
+            "Restart vllm serve?"
+        dialog = RestartScreen(title, plan, session.edit_plan)
 
-    @property
-    def log_pane(self) -> LogPane:
-        return self._panes[LogPane]  # type: ignore[return-value]
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.begin_restart()
+                self._restart_worker(dialog.plan)  # with the person's edits
+
+        self.app.push_screen(dialog, confirmed)
+
+    @work(group="restart", exclusive=False, exit_on_error=False)
+    async def _restart_worker(self, plan: RestartPlan) -> None:
+        assert self.session is not None
+        result: RestartResult | None = None
+        try:
+            result = await self.session.restart(plan, self._restart_progress)
+        finally:
+            self.end_restart()
+        self._restart_done(result)
+
+    def _restart_progress(self, step: RestartStep) -> None:
+        self.show_restart_step(step)
+
+    def _restart_done(self, result: RestartResult) -> None:
+        if result.ok:
+            self.notify(f"{self.host_name}: vllm serve is back (pid {result.new_pid}, "
+                        f"{result.total_s:.1f} s)", timeout=6)
+            self.run_checks()
+        else:
+            lines = "\n".join(result.error_lines[-6:])
+            self.notify(f"{self.host_name}: restart {result.outcome.value}: {result.reason}"
+                        + (f"\n{lines}" if lines else ""), severity="error", timeout=15)
+
+    # -- export ----------------------------------------------------------------------------
+    def action_export(self) -> None:
+        if self.session is None or not self.can(Capability.EXPORT):
+            return
+        window = self.log_pane.visible_lines()[-2000:] if self.ready else []
+        try:
+            path = self.session.export(self.export_dir, window)
+        except OSError as exc:
+            self.notify(f"export failed: {exc.strerror}: {exc.filename}", severity="error")
+            return
+        self.notify(f"evidence bundle written: {path}", timeout=8)
