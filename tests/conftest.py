@@ -16,7 +16,7 @@ os.environ.pop("SSH_AUTH_SOCK", None)
 
 
 @pytest.fixture(scope="session")
-def fleet() -> Iterator[FleetWorld]:
+def prometheus_world() -> Iterator[FleetWorld]:
     """Two simulated servers, a dead target and a real Prometheus scraping them (and the sim's
     dcgm-exporter series), shared by the fleet and URL-mode tests."""
     with fleet_world() as world:
@@ -32,6 +32,27 @@ def sshd() -> Iterator[Sshd]:
     yield server
     server.kill()
     shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def sshd_up(sshd: Sshd) -> Sshd:
+    """The session's sshd, started again when a test stopped it (the fault tests do)."""
+    if sshd.proc is None:
+        sshd.start()
+    return sshd
+
+
+# A tier's marker follows from the real part a test uses, so `make check` (which deselects
+# the slow tiers) can never run one by accident, whatever its module forgot to mark.
+_TIER_OF_FIXTURE = {"sshd": "ssh", "sshd_up": "ssh", "prometheus_world": "prometheus",
+                    "scenario_servers": "sim_servers"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marker in _TIER_OF_FIXTURE.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
 
 
 def _bound_the_teardown_of_test_loops() -> None:

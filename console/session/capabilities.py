@@ -21,7 +21,7 @@ class Capability(StrEnum):
     CHECKS = "the verification chain"
     DRAFT_DIFF = "the draft config diff"
     RESTART = "restart"
-    APPLY_REFERENCE = "applying the reference draft config"
+    APPLY_REFERENCE = "writing the draft config"
     EXPORT = "the evidence bundle"
 
 

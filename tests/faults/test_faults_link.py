@@ -109,13 +109,6 @@ async def watched(sshd: Sshd, config: HostConfig, name: str, *, keepalive: float
 
 
 @pytest.fixture
-def sshd_up(sshd: Sshd) -> Sshd:
-    if sshd.proc is None:
-        sshd.start()
-    return sshd
-
-
-@pytest.fixture
 def proxy(sshd_up: Sshd):  # type: ignore[no-untyped-def]
     p = TcpProxy(sshd_up.port).start()
     yield p

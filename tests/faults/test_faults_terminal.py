@@ -180,12 +180,12 @@ def test_sigterm_exits_143_and_gives_the_terminal_back(tmp_path: Path,
 
 @pytest.mark.parametrize("where", ["table", "server"])
 def test_fleet_ends_on_sigterm_and_on_a_dead_pty_in_its_table_and_in_a_server(
-        fleet: FleetWorld, tmp_path: Path, where: str) -> None:
+        prometheus_world: FleetWorld, tmp_path: Path, where: str) -> None:
     """In the table and in the console Enter opened from it: SIGTERM ends the whole command
     (not back to the table), and so does the pty dying with SIGHUP ignored."""
     for how in ("sigterm", "dead-pty"):
         status = tmp_path / f"status-{how}"
-        term = console_terminal(tmp_path, "fleet", "--prometheus", fleet.prom.url,
+        term = console_terminal(tmp_path, "fleet", "--prometheus", prometheus_world.prom.url,
                                 nohup=how == "dead-pty", status=status)
         pid = console_pid(term)
         try:

@@ -36,13 +36,6 @@ from tests.sshd import Sshd, chown_to, free_port, keygen, start_sshd
 pytestmark = pytest.mark.ssh
 
 
-@pytest.fixture
-def sshd_up(sshd: Sshd) -> Sshd:
-    if sshd.proc is None:
-        sshd.start()
-    return sshd
-
-
 def fingerprint(sshd: Sshd) -> str:
     return subprocess.run(["ssh-keygen", "-lf", str(sshd.directory / "host_ed25519.pub")],
                           capture_output=True, text=True, check=True).stdout.split()[1]

@@ -146,7 +146,7 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory
+def scenario_servers(tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, tuple[SimTree, subprocess.Popen[bytes]]]]:
     """Every scenario started at once, each settled into steady traffic (or exited)."""
     launch = Launcher(tmp_path_factory.mktemp("fleet"))
@@ -167,8 +167,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.mark.parametrize("name", RUNNING)
-def test_scenario_serves_as_its_name_says(fleet: dict, name: str) -> None:
-    tree, proc = fleet[name]
+def test_scenario_serves_as_its_name_says(scenario_servers: dict, name: str) -> None:
+    tree, proc = scenario_servers[name]
     scenario = SCENARIOS[name]
     assert proc.poll() is None
     assert health(tree) == 200
@@ -215,8 +215,8 @@ def test_scenario_serves_as_its_name_says(fleet: dict, name: str) -> None:
     assert models["data"][0]["id"] == str(tree.target)
 
 
-def test_spec_lines_and_metrics_agree(fleet: dict) -> None:
-    tree, _ = fleet["healthy"]
+def test_spec_lines_and_metrics_agree(scenario_servers: dict) -> None:
+    tree, _ = scenario_servers["healthy"]
     metrics = scrape(tree)
     lines = spec_lines(tree)
     for line in lines:
@@ -242,8 +242,8 @@ def test_spec_lines_and_metrics_agree(fleet: dict) -> None:
     assert metrics[f"vllm:num_requests_running{labels}"] >= 1
 
 
-def test_upstream_mixed_without_v2_runner_exits_1(fleet: dict) -> None:
-    tree, proc = fleet["upstream-mixed-swa-v1-runner"]
+def test_upstream_mixed_without_v2_runner_exits_1(scenario_servers: dict) -> None:
+    tree, proc = scenario_servers["upstream-mixed-swa-v1-runner"]
     assert proc.returncode == 1
     assert health(tree) is None
     assert smi_used(tree) == 0

@@ -15,11 +15,11 @@ from tests.fleet_support import FleetWorld
 
 
 @pytest.fixture
-def world(fleet: FleetWorld) -> FleetWorld:
-    return fleet
+def world(prometheus_world: FleetWorld) -> FleetWorld:
+    return prometheus_world
 
 
-def fleet(*args: str, config: Path | None = None) -> tuple[int, dict[str, Any] | None, str]:
+def fleet_cli(*args: str, config: Path | None = None) -> tuple[int, dict[str, Any] | None, str]:
     cmd = [sys.executable, "-m", "console", "fleet", "--json", *args]
     if config is not None:
         cmd += ["--config", str(config)]
@@ -33,7 +33,7 @@ def by_key(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_rows_from_a_real_prometheus(world: FleetWorld) -> None:
-    code, body, err = fleet("--prometheus", world.prom.url)
+    code, body, err = fleet_cli("--prometheus", world.prom.url)
     assert code == 0, err
     assert body is not None
     assert body["error"] is None
@@ -82,7 +82,7 @@ def test_fleet_table_and_host_mapping_from_the_hosts_file(world: FleetWorld,
     config.write_text(f'[fleet]\nprometheus = "{world.prom.url}"\nselector = \'{{job="vllm"}}\'\n'
                       f'[hosts.gpu-a]\nurl = "http://{world.incident}"\n'
                       f'[hosts.gpu-b]\nssh = "vcssh@127.0.0.2"\n')
-    code, body, err = fleet(config=config)
+    code, body, err = fleet_cli(config=config)
     assert code == 0, err
     assert body is not None
     assert body["selector"] == '{job="vllm"}'
@@ -93,14 +93,14 @@ def test_fleet_table_and_host_mapping_from_the_hosts_file(world: FleetWorld,
 
 
 def test_a_selector_that_matches_nothing_is_an_empty_table(world: FleetWorld) -> None:
-    code, body, _ = fleet("--prometheus", world.prom.url, "--selector", '{job="nope"}')
+    code, body, _ = fleet_cli("--prometheus", world.prom.url, "--selector", '{job="nope"}')
     assert code == 0
     assert body is not None
     assert body["servers"] == []
 
 
 def test_bad_promql_is_an_error_not_an_empty_table(world: FleetWorld) -> None:
-    code, body, err = fleet("--prometheus", world.prom.url, "--selector", '{job=~"("}')
+    code, body, err = fleet_cli("--prometheus", world.prom.url, "--selector", '{job=~"("}')
     assert code == 2
     assert body is not None
     assert body["servers"] == []
@@ -112,7 +112,7 @@ def test_bad_promql_is_an_error_not_an_empty_table(world: FleetWorld) -> None:
 def test_unreachable_prometheus_is_said_once(tmp_path: Path) -> None:
     from tests.prometheus import free_port
 
-    code, body, err = fleet("--prometheus", f"http://127.0.0.1:{free_port()}")
+    code, body, err = fleet_cli("--prometheus", f"http://127.0.0.1:{free_port()}")
     assert code == 2
     assert body is not None
     assert "connection refused" in body["error"]
@@ -122,7 +122,7 @@ def test_unreachable_prometheus_is_said_once(tmp_path: Path) -> None:
 
 
 def test_not_prometheus_at_that_url(world: FleetWorld) -> None:
-    code, body, _ = fleet("--prometheus", f"http://{world.incident}/nothing-here")
+    code, body, _ = fleet_cli("--prometheus", f"http://{world.incident}/nothing-here")
     assert code == 2
     assert body is not None
     assert "no Prometheus API JSON (is this Prometheus?)" in body["error"]
@@ -136,7 +136,7 @@ def test_not_prometheus_at_that_url(world: FleetWorld) -> None:
 def test_usage_errors_are_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
     config = tmp_path / "empty.toml"
     config.write_text("")
-    code, body, err = fleet(*args, config=config)
+    code, body, err = fleet_cli(*args, config=config)
     assert code == 2
     assert body is None
     assert message in err

@@ -21,8 +21,8 @@ ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture
-def world(fleet: FleetWorld) -> FleetWorld:
-    return fleet
+def world(prometheus_world: FleetWorld) -> FleetWorld:
+    return prometheus_world
 
 
 def terminal(tmp_path: Path, *args: str) -> Terminal:

@@ -21,7 +21,7 @@ from tests.sshd import free_port
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     trees = [make_tree(tmp_path / name, scenario)
              for name, scenario in (("a", "incident"), ("b", "healthy"))]
@@ -40,8 +40,8 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         stop(tree, timeout=5)
 
 
-async def test_fleet_table_switching_and_isolation(fleet: list[HostSession]) -> None:
-    app = ConsoleApp(fleet)
+async def test_fleet_table_switching_and_isolation(two_hosts: list[HostSession]) -> None:
+    app = ConsoleApp(two_hosts)
     async with app.run_test(size=(160, 50)) as pilot:
         assert isinstance(app.screen, FleetScreen)
         table = app.screen.query_one("DataTable")
@@ -81,6 +81,6 @@ async def test_fleet_table_switching_and_isolation(fleet: list[HostSession]) -> 
         await pilot.press("h")
         await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen), what="fleet")
         assert len(app.screen_stack) == 2, "switching hosts must not pile up screens"
-        before = fleet[0].snapshot.sample
+        before = two_hosts[0].snapshot.sample
         await pilot.pause(2.5)
-        assert fleet[0].snapshot.sample is not before, "gpu-a's telemetry stalled"
+        assert two_hosts[0].snapshot.sample is not before, "gpu-a's telemetry stalled"

@@ -22,13 +22,6 @@ SIZE = (160, 50)
 
 
 @pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    return home
-
-
-@pytest.fixture
 def sim(tmp_path: Path, state_home: Path):
     running = SimApp(tmp_path / "host", export_dir=tmp_path / "exports")
     yield running

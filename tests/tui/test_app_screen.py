@@ -27,11 +27,6 @@ from widgets.checklist import Checklist
 pytestmark = pytest.mark.usefixtures("state_home")
 
 
-@pytest.fixture
-def state_home(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
 NOT_PROVEN = "not proven: press R for a traced restart"
 DIMMED = ("GPU0", "acceptance length", "code present", "mask_token_id", "(APIServer pid=")
 """Text of each pane (GPUs, spec decode, checklist, diff, log) that a link outage dims."""

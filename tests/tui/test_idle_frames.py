@@ -21,11 +21,6 @@ from widgets.row_repaint import changed_rows
 pytestmark = pytest.mark.usefixtures("state_home")
 
 
-@pytest.fixture
-def state_home(tmp_path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
 class Frames:
     """Counts the frames the app writes (`App._display`)."""
 

@@ -19,7 +19,7 @@ from console.transport.local_host import LocalHost
 from console.tui.app import ConsoleApp
 from console.tui.screens.restart import RestartScreen
 from tests.app_support import SimApp, wait_until
-from tests.tui.test_app_pilot import SIZE, state_home  # noqa: F401 (a fixture)
+from tests.tui.test_app_pilot import SIZE
 
 
 def environ(pid: int) -> dict[str, str]:

@@ -14,7 +14,7 @@ from console.sim import start_background, stop
 from console.transport.local_host import LocalHost
 from console.tui.app import ConsoleApp
 from tests.app_support import make_tree, wait_until
-from tests.tui.test_app_pilot import SIZE, state_home  # noqa: F401 (a fixture)
+from tests.tui.test_app_pilot import SIZE
 
 
 @pytest.mark.usefixtures("state_home")
