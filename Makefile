@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-real test lint bench clean
+.PHONY: demo demo-real test check lint bench clean
 
 demo: $(VENV)/.installed
 	$(BIN)/vllm-console demo
@@ -19,6 +19,12 @@ test: $(VENV)/.installed-test
 	@scripts/ensure-test-tools.sh
 	$(BIN)/python -m tests.real_vllm build
 	$(BIN)/pytest -q -rs -p no:cacheprovider
+
+# The developer's loop: the linters and every test that needs no sshd, tmux, Prometheus, Docker
+# or real vLLM (the tiers' markers, docs/testing.md). `make test` is the whole suite.
+FAST := not (ssh or tmux or real_vllm or prometheus or docker or sim_servers)
+check: lint
+	$(BIN)/pytest -q -p no:cacheprovider -m "$(FAST)"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
