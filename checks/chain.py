@@ -222,8 +222,9 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]))
 
 
-CLOCK_GRAIN = 1.0
-"""Seconds of slack between a config's mtime and the process start (both from the host)."""
+CLOCK_GRAIN = 0.05
+"""Seconds of slack between a config's mtime and the process start (both from the host's
+clock): a start time is known to a clock tick and the boot time to /proc/uptime's hundredth."""
 
 
 def _changed_since(ctx: ChainContext, draft: ConfigRead) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import time
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -184,7 +185,17 @@ def user_name(uid: int) -> str:
 
 
 def boot_time() -> float:
-    """When the host booted, in seconds since the epoch (0 when /proc does not say)."""
+    """When the host booted, in seconds since the epoch (0 when /proc does not say).
+
+    From the clock now less /proc/uptime (hundredths of a second), which is how the kernel
+    computes `btime` too, before it truncates it to the second: a start time built on `btime`
+    could be up to 1 s early and a file written just after the start look older than it."""
+    now = time.time()
+    uptime = (read_bytes(f"{PROC}/uptime") or b"").split()
+    try:
+        return now - float(uptime[0])
+    except (IndexError, ValueError):
+        pass
     for line in (read_bytes(f"{PROC}/stat") or b"").split(b"\n"):
         if line.startswith(b"btime "):
             return float(line.split()[1])

@@ -227,3 +227,26 @@ def test_stat_of_a_live_process() -> None:
     assert stat.ppid == os.getppid()
     assert stat.state in ("R", "S")
     assert read_stat(2 ** 22 + 1) is None  # above pid_max: never a process
+
+
+def test_a_process_start_time_is_right_to_a_few_hundredths_of_a_second() -> None:
+    """The chain tells "the config was written after this run started" from the start time; a
+    boot time truncated to the second (`btime`) put it up to 1 s early (issue 24: a flaky
+    restart-to-apply)."""
+    import subprocess
+    import sys
+    import time
+
+    from console.hostside.procfs import start_epoch
+    errors = []
+    for _ in range(5):
+        before = time.time()
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+        try:
+            stat = read_stat(child.pid)
+            assert stat is not None
+            errors.append(start_epoch(stat.start) - before)
+        finally:
+            child.kill()
+            child.wait()
+    assert all(-0.03 <= e <= 0.1 for e in errors), errors
