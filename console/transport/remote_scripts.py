@@ -81,10 +81,12 @@ class RemoteScripts:
         source = bundle_bytes()
         quoted = shlex.quote(f"hostside-{hashlib.sha256(source).hexdigest()[:16]}.pyz")
         # One round trip: make the private dir, write the file only when it is not there yet,
-        # print the absolute path.
+        # print the absolute path. Each writer has its own temporary file ($$: consoles making
+        # first contact at once), and the rename makes the whole bundle appear at once.
         line = (f"umask 077; d={REMOTE_DIR}; mkdir -p \"$d\" && chmod 700 \"$d\" && "
-                f"{{ test -s \"$d\"/{quoted} || {{ cat > \"$d\"/{quoted}.tmp && "
-                f"mv -f \"$d\"/{quoted}.tmp \"$d\"/{quoted}; }}; }} && "
+                f"{{ test -s \"$d\"/{quoted} || {{ cat > \"$d\"/{quoted}.$$.tmp && "
+                f"mv -f \"$d\"/{quoted}.$$.tmp \"$d\"/{quoted} || "
+                f"{{ rm -f \"$d\"/{quoted}.$$.tmp; false; }}; }}; }} && "
                 f"printf '%s\\n' \"$d\"/{quoted}")
         result = await self._host.run(line, input=source, timeout=30)
         if not result.ok or not result.text.strip():

@@ -117,6 +117,22 @@ async def test_installed_once_per_content_hash(tmp_path: Path,
     assert path.stat().st_mtime_ns == written
 
 
+async def test_consoles_installing_at_once_all_get_a_whole_bundle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """First contact from several consoles at once (a watch, a fleet, two terminals): each
+    gets the whole bundle, none a half-written one or "cannot install" (issue 24, break 7)."""
+    import asyncio
+    for attempt in range(3):
+        cache = tmp_path / str(attempt)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+        host = LocalHost("here")
+        paths = await asyncio.gather(*(RemoteScripts(host).bundle() for _ in range(8)),
+                                     return_exceptions=True)
+        assert all(isinstance(p, str) for p in paths), paths
+        assert {Path(p).read_bytes() == bundle_bytes() for p in paths} == {True}
+        assert [p.name for p in (cache / "vllm-console").iterdir()] == [Path(paths[0]).name]
+
+
 # -- one run_json, one line per failure ----------------------------------------------------
 
 async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
