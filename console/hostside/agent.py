@@ -32,6 +32,7 @@ import threading
 import time
 
 from .argv import matches
+from .discover import choose_servers, holds, port_names, server_entry
 from .gpu import open_gpu_source
 from .gpu.common import MIB
 from .lifeline import on_stdin_eof
@@ -93,24 +94,28 @@ class HostStatsReader:
 # the serve process tree
 
 class _Proc:
-    __slots__ = ("own", "ppid", "argv", "matched", "first_seen", "start_ticks", "comm")
+    __slots__ = ("own", "ppid", "argv", "matched", "entry", "first_seen", "start_ticks", "comm")
 
     def __init__(self, own):
         self.own = own
         self.ppid = 0
         self.argv = []
         self.matched = False
+        self.entry = False
         self.first_seen = time.monotonic()
         self.start_ticks = 0
         self.comm = ""
 
 
 class ServeTracker:
-    """Finds the serve process (top-most match of the login user's processes) and its
-    descendants each tick, caching what does not change so a tick stays cheap."""
+    """Finds the serve process and its descendants each tick, by discovery's rule
+    (`discover.choose_servers`: top-most server entry points of the login user that match, the
+    port's holder first), caching what does not change so a tick stays cheap."""
 
-    def __init__(self, words, uid, exclude):
+    def __init__(self, words, uid, exclude, port=None):
         self.words = words
+        self.port = port
+        self._holders = (None, [])  # (what they were found for, the top entries holding the port)
         self.uid = uid
         self.exclude = set(exclude)
         self.me = os.getpid()
@@ -131,8 +136,10 @@ class ServeTracker:
             return False
         info.ppid, info.start_ticks, info.comm = st.ppid, st.start, st.comm
         info.argv = argv
-        info.matched = (pid not in self.exclude and info.ppid != self.me
-                        and not self._helper(argv) and matches(argv, self.words))
+        ours = pid not in self.exclude and info.ppid != self.me and not self._helper(argv)
+        # A process that renamed itself VLLM::* is an engine or a worker, never the server.
+        info.entry = ours and server_entry(argv) and not st.comm.startswith("VLLM::")
+        info.matched = info.entry and matches(argv, self.words)
         return True
 
     def _helper(self, argv):
@@ -165,7 +172,7 @@ class ServeTracker:
                 self.known[pid] = info
             elif info.own and (rescan or now - info.first_seen < RECHECK_NEW_S):
                 self._learn(pid, info)
-        return self._tree(now)
+        return self._tree(now, rescan)
 
     def _is_topmost(self, pid):
         seen = 0
@@ -174,23 +181,54 @@ class ServeTracker:
             info = self.known.get(parent)
             if info is None:
                 return True
-            if info.matched:
+            if info.entry:
                 return False
             parent = info.ppid
             seen += 1
         return True
 
-    def _tree(self, now):
-        roots = [p for p, i in self.known.items() if i.matched and self._is_topmost(p)]
-        if not roots:
-            self.prev_cpu = {}
-            return {"match": self.words, "root": None, "others": [], "procs": []}
-        roots.sort(key=lambda p: (self.known[p].start_ticks, p))
-        root = roots[0]
+    def _subtree(self, root, children):
+        out, stack = [], [root]
+        while stack and len(out) < 4096:
+            pid = stack.pop()
+            out.append(pid)
+            stack.extend(children.get(pid, ()))
+        return out
+
+    def _holder_tops(self, tops, children, names, rescan):
+        """The top-most entries whose tree holds a socket of `names` (an fd scan: only when
+        the listening sockets or the entries changed, or at a rescan)."""
+        key = (frozenset(names), tuple(sorted(tops)))
+        if key == self._holders[0] and not rescan:
+            return self._holders[1]
+        found = [top for top in tops
+                 if names and any(holds(p, names) for p in self._subtree(top, children))]
+        self._holders = (key, found)
+        return found
+
+    def _choose(self, children, rescan):
+        tops = [p for p, i in self.known.items() if i.entry and self._is_topmost(p)]
+        names = port_names(self.port)
+
+        def engine_first(pid):
+            return (not any(self.known[d].comm.startswith("VLLM::")
+                            for d in self._subtree(pid, children)[1:] if d in self.known),
+                    self.known[pid].start_ticks)
+        return choose_servers([p for p in tops if self.known[p].matched], self.port,
+                              bool(names), self._holder_tops(tops, children, names, rescan),
+                              lambda p: self.known[p].argv,
+                              lambda p: self.known[p].start_ticks, engine_first)
+
+    def _tree(self, now, rescan=False):
         children = {}
         for pid, info in self.known.items():
             if info.own:
                 children.setdefault(info.ppid, []).append(pid)
+        roots = self._choose(children, rescan)
+        if not roots:
+            self.prev_cpu = {}
+            return {"match": self.words, "root": None, "others": [], "procs": []}
+        root = roots[0]
         procs = []
         cpu_now = {}
         elapsed = max(now - self.prev_t, 1e-6)
@@ -257,6 +295,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="vllm-console host agent (stdlib only)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     p.add_argument("--match", default="vllm serve", help="words that find the serve process")
+    p.add_argument("--port", type=int, default=0, help="the server's port (0: none configured)")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="fallback GPU source")
     p.add_argument("--gpu-source", default="auto", choices=("auto", "nvml", "nvidia-smi", "none"))
     p.add_argument("--nvml-lib", default="", help="NVML library (default libnvidia-ml.so.1)")
@@ -278,7 +317,8 @@ def main(argv=None):
     gpu = open_gpu_source(args.gpu_source, args.nvidia_smi, interval, once=args.once,
                           nvml_lib=args.nvml_lib)
     words = args.match.split()
-    tracker = ServeTracker(words, os.getuid(), _ancestors())
+    tracker = ServeTracker(words, os.getuid(), _ancestors(),
+                           args.port if 0 < args.port < 65536 else None)
     hoststats = HostStatsReader()
     local = time.localtime()
     _emit({"t": "hello", "v": PROTOCOL, "pid": os.getpid(), "ts": round(time.time(), 3),

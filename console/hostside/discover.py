@@ -1,7 +1,7 @@
 """Serve-process discovery: the `discover` entry point, run on the host with `python3`.
 
-One pass over /proc, and one rule for which process is the server (telemetry, checks and
-restart all use this answer):
+One pass over /proc, and one rule for which process is the server (`choose_servers`: the
+agent's live tree applies it too, so telemetry, `status`, checks and restart all agree):
 
 1. A candidate is a process of the login user whose command line matches the `match` words
    (each word a substring of a distinct argv element, in order) *and* starts a vLLM server
@@ -31,7 +31,7 @@ import hashlib
 import os
 import pwd
 import stat
-from typing import Any
+from typing import Any, Callable
 
 from .argv import matches
 from .procfs import boot_time, cmdline, environ, listen_inodes, read_bytes, read_stat, readlink
@@ -106,6 +106,29 @@ def holds(pid: int, names: set[str]) -> bool:
     except OSError:
         return False
     return any(readlink(f"/proc/{pid}/fd/{fd}") in names for fd in fds)
+
+
+def port_names(port: int | None) -> set[str]:
+    """The fd link names of the sockets listening on `port` (none without a port)."""
+    return {f"socket:[{i}]" for i in listen_inodes(port)} if port else set()
+
+
+def choose_servers(tops: list[int], port: int | None, listening: bool,
+                   holder_tops: list[int], argv_of: Callable[[int], list[str]],
+                   start_of: Callable[[int], int],
+                   engine_first: Callable[[int], tuple[bool, int]]) -> list[int]:
+    """The rule of the module docstring (2 and 3): which of the login user's top-most server
+    entry points is this host entry's server, the server first, the other candidates after.
+
+    `tops` are the top-most entries that match `match`; `holder_tops` the top-most entries
+    whose tree holds a socket listening on `port`. The agent (the live tree), discovery (so
+    `status`, `check` and restart) and the telemetry built on them all decide through here:
+    there is no second rule to fall back on."""
+    if port:
+        if holder_tops or listening:
+            return sorted(set(holder_tops), key=start_of)
+        return sorted((p for p in tops if argv_port(argv_of(p)) == port), key=engine_first)
+    return sorted(tops, key=engine_first)
 
 
 def supervisor(ppid: int, comm: str, argv: list[str]) -> str:
@@ -360,25 +383,20 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
         pid for pid in matched if pid not in table.entries and table.top_entry(pid) is None
         and not table.comm(pid).startswith("VLLM::")
         and not any(d in table.entries for d in table.descendants(pid)))
-    names = {f"socket:[{i}]" for i in listen_inodes(port)} if port else set()
+    names = port_names(port)
     port_info: dict[str, Any] | None = None
     other_ports: list[dict[str, Any]] = []
+    holders = sorted(pid for pid in table.owned if names and holds(pid, names))
+    holder_tops = [top for top in (table.top_entry(h) for h in holders) if top is not None]
+    candidates = [p for p in tops if p in matched]
+    chosen = choose_servers(candidates, port, bool(names), holder_tops,
+                            table.argvs.__getitem__, table.start, engine_first)
     if port:
-        holders = sorted(pid for pid in table.owned if names and holds(pid, names))
-        servers = sorted({table.top_entry(h) for h in holders} - {None},
-                         key=lambda p: table.start(p or 0))
         port_info = {"port": port, "listening": bool(names),
                      "holders": [table.brief(h) for h in holders]}
-        if servers or names:
-            chosen = [p for p in servers if p is not None]
-        else:
-            chosen = sorted((p for p in tops if p in matched
-                             and argv_port(table.argvs[p]) == port), key=engine_first)
         other_ports = [{**table.brief(p), "port": argv_port(table.argvs[p])}
-                       for p in tops if p in matched and p not in chosen
+                       for p in candidates if p not in chosen
                        and argv_port(table.argvs[p]) != port]
-    else:
-        chosen = sorted((p for p in tops if p in matched), key=engine_first)
     serves = []
     for n, pid in enumerate(chosen):
         if n == 0:

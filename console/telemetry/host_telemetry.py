@@ -25,6 +25,7 @@ from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
 from console.hostclient.discovery import (
     DiscoveryError,
     ServeProcess,
+    configured_port,
     discover_serve,
     effective_serve,
     parse_serve_argv,
@@ -125,7 +126,9 @@ class HostTelemetry:
         self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
         self.scripts = RemoteScripts(host)
         self.agent = AgentClient(host, interval_s=self.options.interval_s,
-                                 match=config.serve.match, nvidia_smi=config.gpu.nvidia_smi,
+                                 match=config.serve.match,
+                                 port=configured_port(config.serve.url),
+                                 nvidia_smi=config.gpu.nvidia_smi,
                                  python=config.serve.python,
                                  gpu_source=self.options.gpu_source, scripts=self.scripts)
         self.metrics = MetricsReader(host)

@@ -12,7 +12,7 @@ import asyncio
 
 from console.hostclient.agent.client import AgentClient
 from console.hostclient.agent.samples import AgentHello, AgentSample
-from console.hostclient.discovery import Resolution, resolve_serve
+from console.hostclient.discovery import Resolution, configured_port, resolve_serve
 from console.hostclient.follower import LogFollower, NoticeKind
 from console.parsers.metrics import parse_metrics
 from console.settings import HostConfig
@@ -46,8 +46,8 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     scripts = RemoteScripts(host)
     serve = config.serve
     python = serve.python or "python3"
-    agent = AgentClient(host, match=serve.match, nvidia_smi=config.gpu.nvidia_smi,
-                        python=serve.python, scripts=scripts)
+    agent = AgentClient(host, match=serve.match, port=configured_port(serve.url),
+                        nvidia_smi=config.gpu.nvidia_smi, python=serve.python, scripts=scripts)
     agent_result, discovered = await asyncio.gather(
         agent.once(timeout=timeout),
         resolve_serve(host, serve, scripts=scripts, python=python),

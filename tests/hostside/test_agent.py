@@ -7,12 +7,16 @@ never another user's process), and how it ends (stdin closed, SIGTERM: no nvidia
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +27,7 @@ import pytest
 from console.hostclient.agent.samples import AgentSample, ServeTree
 from console.hostside.gpu import smi
 from console.sim.tree import SimTree, materialise
-from tests.hostside.bundle import entry_argv
+from tests.hostside.bundle import bundle_path, entry_argv
 
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NO_NVML = ["--nvml-lib", "libnvidia-ml-missing-for-test.so"]
@@ -140,10 +144,32 @@ SERVER = ("import subprocess, sys, time\n"
           "time.sleep(60)\n")
 
 
-def _spawn_server(mark: str, **kwargs: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([PYTHON, "-c", SERVER, ENGINE, "vllm", "serve", mark],
+@functools.cache
+def _vllm_script() -> Path:
+    """A `vllm` console script whose `serve` starts an engine child: a server entry point by
+    discovery's rule (a `python -c` line that merely says `vllm serve` is a look-alike)."""
+    directory = Path(tempfile.mkdtemp(prefix="vc-agent-vllm-", dir="/tmp"))
+    directory.chmod(0o755)
+    atexit.register(shutil.rmtree, directory, True)
+    script = directory / "vllm"
+    script.write_text(f"#!{PYTHON}\nimport subprocess, sys, time\n"
+                      f"child = subprocess.Popen(['VLLM::EngineCore', '-c', {ENGINE!r}]\n"
+                      "                         + sys.argv[1:], executable=sys.executable)\n"
+                      "time.sleep(60)\n")
+    script.chmod(0o755)
+    return script
+
+
+def _spawn_server(mark: str, *args: str, **kwargs: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([PYTHON, str(_vllm_script()), "serve", mark, *args],
                             stdin=subprocess.DEVNULL, start_new_session=True,
                             **kwargs)  # type: ignore[call-overload]
+
+
+def _spawn_lookalike(mark: str) -> subprocess.Popen[bytes]:
+    """`python -c ... vllm serve MARK`: its words match, yet it starts no server."""
+    return subprocess.Popen([PYTHON, "-c", SERVER, ENGINE, "vllm", "serve", mark],
+                            stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -213,6 +239,89 @@ def test_another_helper_of_the_bundle_is_never_the_serve_process(tmp_path: Path)
         assert sample["serve"]["root"] is None, sample["serve"]
     finally:
         _kill(follower)
+
+
+def test_a_helper_of_another_bundle_is_never_the_serve_process(tmp_path: Path) -> None:
+    """Another console's follower (its bundle in another cache dir) matches `hostside follow`
+    too: no command line but a vLLM server's is ever the server (issue 24: a flaky test when a
+    second console ran beside the suite)."""
+    other = tmp_path / "other-cache" / "hostside.pyz"
+    other.parent.mkdir()
+    other.write_bytes(bundle_path().read_bytes())
+    log = tmp_path / "serve.log"
+    log.write_text("x\n")
+    follower = subprocess.Popen([PYTHON, str(other), "follow", str(log)],
+                                stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while b"follow" not in Path(f"/proc/{follower.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the follower never started"
+            time.sleep(0.05)
+        sample = agent_lines("--once", "--gpu-source", "none", "--match", "hostside follow")[1]
+        assert sample["serve"]["root"] is None, sample["serve"]
+    finally:
+        _kill(follower)
+
+
+def test_a_look_alike_is_never_the_serve_process(mark: str) -> None:
+    lookalike = _spawn_lookalike(mark)
+    try:
+        time.sleep(0.3)
+        serve = agent_lines("--once", "--gpu-source", "none", "--match",
+                            f"vllm serve {mark}")[1]["serve"]
+        assert serve["root"] is None, serve
+    finally:
+        _kill(lookalike)
+
+
+def test_the_server_of_another_port_is_never_this_entrys(mark: str) -> None:
+    """The agent's live tree follows discovery's port rule: with nothing on the configured
+    port, a server started for another port is not this entry's server (issue 24: `status`
+    showed another port's server as running)."""
+    other = _spawn_server(mark, "--port", "18991")
+    try:
+        serve = _tree_after(mark, lambda s: s["root"] == other.pid)  # no port configured
+        assert serve["root"] == other.pid
+        for port, expected in (("18992", None), ("18991", other.pid)):
+            serve = agent_lines("--once", "--gpu-source", "none", "--match",
+                                f"vllm serve {mark}", "--port", port)[1]["serve"]
+            assert serve["root"] == expected, (port, serve)
+    finally:
+        _kill(other)
+
+
+def test_the_process_listening_on_the_port_is_the_server(mark: str) -> None:
+    """With a configured port, the tree that listens on it is the server even when an older
+    candidate exists, as discovery says."""
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    older = _spawn_server(mark, "--port", str(port))
+    try:
+        time.sleep(0.2)
+        holder = subprocess.Popen(
+            [PYTHON, "-c", "import socket, sys, time, os\n"
+             f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen()\n"
+             "s.set_inheritable(True)\n"
+             "os.execv(sys.argv[1], sys.argv[1:])", PYTHON, str(_vllm_script()), "serve",
+             mark, "--port", str(port)],
+            stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=())
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                serve = agent_lines("--once", "--gpu-source", "none", "--match",
+                                    f"vllm serve {mark}", "--port", str(port))[1]["serve"]
+                if serve["root"] == holder.pid or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert serve["root"] == holder.pid, serve
+        finally:
+            _kill(holder)
+    finally:
+        _kill(older)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")

@@ -27,11 +27,13 @@ class AgentError(HostError):
 
 
 def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = "vllm serve",
-                  nvidia_smi: str = "nvidia-smi", gpu_source: str = "auto",
-                  python: str = "", once: bool = False) -> str:
+                  port: int | None = None, nvidia_smi: str = "nvidia-smi",
+                  gpu_source: str = "auto", python: str = "", once: bool = False) -> str:
     """The shell line that runs the agent of the installed `bundle`."""
     args = ["--interval", f"{interval_s:g}", "--match", match, "--nvidia-smi",
             nvidia_smi or "nvidia-smi", "--gpu-source", gpu_source]
+    if port:
+        args += ["--port", str(port)]
     if once:
         args.append("--once")
     return python_line(bundle, "agent", args, python=python, merge_stderr=True)
@@ -41,12 +43,13 @@ class AgentClient:
     """The agent on one host: install, start, read. Never spawns anything per sample."""
 
     def __init__(self, host: Host, *, interval_s: float = 1.0, match: str = "vllm serve",
-                 nvidia_smi: str = "nvidia-smi", python: str = "", gpu_source: str = "auto",
-                 scripts: RemoteScripts | None = None,
+                 port: int | None = None, nvidia_smi: str = "nvidia-smi", python: str = "",
+                 gpu_source: str = "auto", scripts: RemoteScripts | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.host = host
         self.interval_s = interval_s
         self.match = match or "vllm serve"
+        self.port = port
         self.nvidia_smi = nvidia_smi or "nvidia-smi"
         self.python = python
         self.gpu_source = gpu_source
@@ -56,7 +59,7 @@ class AgentClient:
 
     async def _command(self, *, once: bool) -> str:
         return agent_command(await self.scripts.bundle(), interval_s=self.interval_s,
-                             match=self.match, nvidia_smi=self.nvidia_smi,
+                             match=self.match, port=self.port, nvidia_smi=self.nvidia_smi,
                              gpu_source=self.gpu_source, python=self.python, once=once)
 
     async def once(self, timeout: float = 60.0) -> tuple[AgentHello, AgentSample]:
