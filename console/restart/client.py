@@ -379,13 +379,17 @@ class _Run:
 
 
 async def _endpoints(host: Host, url: ServeUrl) -> tuple[bool, str]:
-    """Whether /health and /v1/models both answer 200 through the link; what each said."""
+    """Whether /health answers 200 and /v1/models answers through the link; what each said.
+    A 401 from /v1/models is a server started with `--api-key`: up (its routes exist only once
+    the engine is), the host step having checked it with the key."""
     said, ok = [], True
     for path in ("/health", "/v1/models"):
         answer = await http_get(host, url, path)
+        keyed = path == "/v1/models" and answer.status == 401
         said.append(f"{path}: " + (f"HTTP {answer.status}" if answer.status is not None
-                                   else answer.error))
-        ok = ok and answer.ok
+                                   else answer.error)
+                    + (" (the server wants its --api-key)" if keyed else ""))
+        ok = ok and (answer.ok or keyed)
     return ok, ", ".join(said)
 
 

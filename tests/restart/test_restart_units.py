@@ -820,6 +820,62 @@ def test_ready_needs_the_relaunched_tree_to_own_the_port(
     assert owned == ""
 
 
+class _KeyedServer:
+    """What vLLM's API server does with `--api-key KEY` (measured on 0.32): `/health` open,
+    `/v1/models` 401 without `Authorization: Bearer KEY`."""
+
+    def __init__(self, key: str) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                ok = self.path == "/health" or \
+                    self.headers.get("Authorization") == f"Bearer {key}"
+                self.send_response(200 if ok else 401)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(("argv", "env"), [
+    (["vllm", "serve", "m", "--api-key", "sk-planted-7"], {}),
+    (["vllm", "serve", "m", "--api-key=sk-planted-7"], {}),
+    (["vllm", "serve", "m"], {"VLLM_API_KEY": "sk-planted-7"}),
+    (["vllm", "serve", "m"], {}),  # a unit's server: the key is nowhere the step can read
+])
+def test_a_server_with_an_api_key_is_ready_as_soon_as_it_answers(
+        argv: list[str], env: dict[str, str]) -> None:
+    """Ready asked `/v1/models` for a 200, which a keyed server never gives without its key: a
+    restart waited the whole start-up timeout (1800 s) while the real server was up in 25 s.
+    The step uses the key where the server has it; a 401 it cannot answer is still "up"."""
+    from console.hostside.restart.launch import wait_ready
+    from console.hostside.restart.step import api_key_of
+
+    keyed = _KeyedServer("sk-planted-7")
+    try:
+        key = api_key_of(argv, env)
+        outcome, message, _code = wait_ready(None, lambda: True, None, keyed.url, 5.0,
+                                             api_key=key)
+    finally:
+        keyed.close()
+    assert outcome == "ready", message
+    assert "sk-planted" not in message
+    if key:
+        assert "/v1/models answer 200" in message
+    else:
+        assert "/v1/models answers 401: the server wants its --api-key" in message
+
+
 async def test_the_restart_follower_holds_no_more_than_a_bounded_line(tmp_path: Path) -> None:
     """A 40 MB line with no newline (a hostile or broken writer): the follower (the console's
     own, as the log pane's) hands it over in pieces of about MAX_LINE_BYTES (the limit plus

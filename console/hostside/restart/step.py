@@ -315,12 +315,26 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
     port = int(plan.get("port") or 0)
     watch = LogWatch(log, offset) if log else None
     outcome, message, code = wait_ready(proc, unit_alive, watch, plan.get("url") or "",
-                                        float(t["startup"]), lambda: answered_by(port, pid))
+                                        float(t["startup"]), lambda: answered_by(port, pid),
+                                        api_key=api_key_of(plan.get("argv") or [],
+                                                           plan.get("env") or {}))
     if outcome == "ready":
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
     else:
         status.write("failed", message, final=True, pid=pid, outcome=outcome, exit_status=code,
                      ok=False)
+
+
+def api_key_of(argv: list[str], env: dict[str, str]) -> str:
+    """The key the relaunched server wants, where it has it: `--api-key KEY` (or `=KEY`; the
+    first when several are given) on its command line, else `VLLM_API_KEY` in its environment
+    (vLLM's own default). "" when neither (a unit's server)."""
+    for i, word in enumerate(argv):
+        if word.startswith("--api-key="):
+            return word.split("=", 1)[1]
+        if word == "--api-key" and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            return argv[i + 1]
+    return env.get("VLLM_API_KEY", "")
 
 
 def _sweep(directory: str) -> None:
