@@ -942,3 +942,25 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
     assert sum("left alone" in n for n in notes) == 2
     assert _orphans_to_stop(Resolution(None, facts), "/srv/a", None)[0] == [
         (400, 4000, "VLLM::EngineCor"), (401, 1, "VLLM::Worker"), (402, 2, "python3")]
+
+
+def test_an_edited_command_line_keeps_the_keys_the_dialog_hides() -> None:
+    """The dialog shows `--api-key <redacted>`; an edit there (a flag added) relaunches with the
+    last run's key, not with the word `<redacted>`; a key the person adds is taken as typed."""
+    from console.restart import RestartError
+    from console.restart.edit import edit_plan, parse_argv
+    from console.restart.model import RestartPlan
+
+    argv = ("vllm", "serve", "m", "--api-key", "sk-keep-1", "--hf-token=hf_keep2")
+    plan = RestartPlan(host="h", mode="process", command="", argv=argv)
+    shown = edit_plan(plan, argv=argv).command
+    assert "sk-keep-1" not in shown
+    assert "hf_keep2" not in shown
+    edited = edit_plan(plan, argv=parse_argv(shown + " --max-num-seqs 8"))
+    assert edited.argv == (*argv, "--max-num-seqs", "8")
+    assert "sk-keep-1" not in edited.command
+    assert "sk-keep-1" not in edited.describe()
+    typed = edit_plan(plan, argv=parse_argv(shown.replace("'<redacted>'", "sk-new-3", 1)))
+    assert typed.argv[4] == "sk-new-3"
+    with pytest.raises(RestartError, match="no earlier value to keep"):
+        edit_plan(plan, argv=parse_argv("vllm serve m --admin-token '<redacted>'"))

@@ -287,7 +287,10 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
             pid, start = main.pid, main.start
         else:
             _install_hook(plan)
-            status.write("launching", "relaunching " + shlex.join(plan["argv"]), marker=marker,
+            # `shown`: the command as the console shows it (secrets redacted there, by the
+            # one rule); this status file is read back and printed.
+            status.write("launching", "relaunching " + str(plan.get("shown") or plan["argv"][0]),
+                         marker=marker,
                          log=log, log_offset=offset)
             if fd is None:
                 fd = os.open(os.devnull, os.O_WRONLY)
