@@ -252,6 +252,9 @@ class _Run:
         reader = asyncio.create_task(self._read_status(status), name="restart-status")
         try:
             return await self._follow()
+        except asyncio.CancelledError:
+            await self._leave()
+            raise
         finally:
             await status.close()
             reader.cancel()
@@ -326,6 +329,16 @@ class _Run:
             (self.plan.mode == "unit" and "stopped" in self.times)
         outcome = Outcome.FAILED if touched else Outcome.ERROR
         return self._result(outcome, message, errors=self.new_pid is not None)
+
+    async def _leave(self) -> None:
+        """This client is going (Ctrl+C, the console closed): tell the step, which finishes
+        what it began (a stopped server is always relaunched) but stops waiting for ready,
+        so the host's restart lock does not outlive us both. A file, not a signal: nothing
+        is sent to a pid that may have been recycled."""
+        with contextlib.suppress(HostError, OSError, asyncio.CancelledError):
+            await asyncio.wait_for(self.host.run(
+                ["sh", "-c", 'umask 077; : > "$1"', "sh", self.paths["status"] + ".left"],
+                timeout=5), 6)
 
     async def _step_ended(self, limit_s: float = 10.0) -> None:
         """The step writes its last word before it lets go of the lock: wait (bounded) until

@@ -964,3 +964,42 @@ def test_an_edited_command_line_keeps_the_keys_the_dialog_hides() -> None:
     assert typed.argv[4] == "sk-new-3"
     with pytest.raises(RestartError, match="no earlier value to keep"):
         edit_plan(plan, argv=parse_argv("vllm serve m --admin-token '<redacted>'"))
+
+
+@pytest.mark.sim_servers
+def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
+    """Ctrl+C while the relaunched server starts: the step used to wait for ready holding the
+    host's restart lock, and the next `restart` was refused ("another restart is running on
+    this host"). The step still relaunches (a stopped server is never left down), stops
+    waiting, and lets go of the lock: the next restart goes through."""
+    import signal
+
+    from console.sim import materialise, start_background, stop, wait_ready
+    from tests.sshd import free_port
+
+    tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=12)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    words = [sys.executable, "-m", "console", "restart", "h", "--local", "--yes",
+             "--match", f"serve {tree.target}", "--log", str(tree.log)]
+    proc = start_background(tree)
+    try:
+        assert wait_ready(tree, proc, 40)
+        first = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env)
+        assert first.stdout is not None
+        for line in first.stdout:
+            if " launched " in line:
+                break
+        else:
+            raise AssertionError(f"never launched: {first.communicate()}")
+        first.send_signal(signal.SIGINT)  # what Ctrl+C in the terminal sends
+        _out, err = first.communicate(timeout=30)
+        assert first.returncode == 130, err
+        assert "Traceback" not in err
+        second = subprocess.run(words, capture_output=True, text=True, env=env, timeout=120)
+        assert "another restart is running" not in second.stdout + second.stderr
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert wait_ready(tree, None, 5)
+    finally:
+        stop(tree, timeout=2.0)
+        proc.wait()

@@ -121,14 +121,16 @@ class LogWatch:
 
 def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
                watch: LogWatch | None, base_url: str, timeout: float,
-               owner: Callable[[], str] = lambda: "", *, api_key: str = ""
-               ) -> tuple[str, str, int | None]:
+               owner: Callable[[], str] = lambda: "", *, api_key: str = "",
+               left: Callable[[], bool] = lambda: False) -> tuple[str, str, int | None]:
     """Follow start-up until the log says ready (when there is a log), /health and
     /v1/models answer (200 with `api_key`; a 401 is a keyed server that is up all the same:
     its routes exist only once the engine is), and the answer comes from the new server:
     `owner()` is "" when its tree holds the port, else says who does (a supervisor's own
-    server answers as well). Returns (outcome, message, exit status) where outcome is
-    `ready`, `exited` or `timeout`."""
+    server answers as well). `left()` is true once the console that asked for the restart
+    is gone (Ctrl+C): nobody waits for the answer, and the step must not hold the host's
+    restart lock for the rest of a long start-up. Returns (outcome, message, exit status)
+    where outcome is `ready`, `exited`, `left` or `timeout`."""
     deadline = time.monotonic() + timeout
     health = models = other = ""
     while True:
@@ -153,6 +155,9 @@ def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
                     said = ("/health answers 200 and /v1/models answers 401: the server wants "
                             "its --api-key" if keyed else "/health and /v1/models answer 200")
                     return "ready", f"{said} on the host, from the new server", None
+        if left():
+            return "left", "the console was interrupted before the server was ready; it " \
+                           "keeps starting on its own", None
         if time.monotonic() >= deadline:
             seen = "the log says ready, but " if watch is not None and watch.ready else ""
             extra = f"{seen}/health: {health or 'not asked'}, /v1/models: {models or 'not asked'}"

@@ -320,7 +320,8 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
     outcome, message, code = wait_ready(proc, unit_alive, watch, plan.get("url") or "",
                                         float(t["startup"]), lambda: answered_by(port, pid),
                                         api_key=api_key_of(plan.get("argv") or [],
-                                                           plan.get("env") or {}))
+                                                           plan.get("env") or {}),
+                                        left=lambda: os.path.exists(paths["status"] + ".left"))
     if outcome == "ready":
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
     else:
@@ -350,7 +351,7 @@ def _sweep(directory: str) -> None:
         return
     for name in names:
         age = {"restart-": 7 * 86400, "plan-": 3600}.get(name.split("-", 1)[0] + "-")
-        if age is None or not name.endswith((".status", ".out", ".json")):
+        if age is None or not name.endswith((".status", ".out", ".json", ".left")):
             continue
         path = os.path.join(directory, name)
         try:
