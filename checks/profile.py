@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from checks.models import LINK_IDS
+from console.hostside import vocabulary
 
 DEFAULT_PROFILE = "dflash-swa"
 AUTO = "auto"
@@ -135,11 +136,12 @@ class RuntimeActivationSpec(LinkSpec):
     """Runtime activation: the current run of the serve log."""
 
     probe: str = "runtime-activation"
-    start_markers: tuple[str, ...]
-    """Text of the lines that mark runs (restart marker, banner, arguments, engine line): the
-    log probe reads from a little before the last of them. Which line begins the current run
-    is the console's one rule (`console.telemetry.startup.current_run_start`)."""
-    ready_markers: tuple[str, ...] = ()
+    start_markers: tuple[str, ...] = vocabulary.RUN_MARKERS
+    """Text of the lines that mark runs (restart marker, banner, arguments, engine line; by
+    default the host side's vocabulary, which shipped profiles use): the log probe reads from
+    a little before the last of them. Which line begins the current run is the console's one
+    rule (`console.telemetry.startup.current_run_start`)."""
+    ready_markers: tuple[str, ...] = (vocabulary.READY_LINE,)
     """Text that marks the end of start-up (scanning stops there)."""
     keywords: tuple[str, ...] = ()
     """Lines of the current run containing any of these are brought back for the link."""

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 
+from console.hostside import vocabulary
 from console.parsers.classifier import LineEvent, LineKind
 from console.parsers.errors import ErrorEvent, ErrorKind
 from console.parsers.startup import StartupEvent, StartupPhase
@@ -36,7 +37,7 @@ _ACTIVITY = {
 }
 _FATAL = frozenset({ErrorKind.ENGINE_FAILED, ErrorKind.ENGINE_INIT_FAILED, ErrorKind.ENGINE_DEAD})
 
-RESTART_MARKER = "[vllm-console] restart at"
+RESTART_MARKER = vocabulary.RESTART_MARKER
 """The line a console restart writes into the serve log before it relaunches."""
 
 
