@@ -1003,3 +1003,26 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     finally:
         stop(tree, timeout=2.0)
         proc.wait()
+
+
+@pytest.mark.parametrize(("bind", "reached"), [
+    ("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("[::]", "127.0.0.1"), ("*", "127.0.0.1"),
+    ("", "127.0.0.1"), ("0:0:0:0:0:0:0:0", "127.0.0.1"), ("localhost", "127.0.0.1"),
+    ("10.1.2.3", "10.1.2.3"), ("::1", "::1"), ("[::1]", "::1"),
+])
+def test_discovery_restart_and_telemetry_reach_a_bind_address_alike(bind: str,
+                                                                    reached: str) -> None:
+    """Three "any address" rules disagreed (issue 25): `--host [::]` or `*` was loopback to
+    discovery but a host name to the restart's ready check; `localhost` the other way round
+    for telemetry. One rule now: `console.hostside.vocabulary.reachable`."""
+    from console.hostclient.discovery import parse_serve_argv
+    from console.telemetry.http import ServeUrl
+
+    argv = ["vllm", "serve", "m", "--host", bind, "--port", "9001"]
+    assert parse_serve_argv(argv).host == reached
+    shown = f"[{reached}]" if ":" in reached else reached
+    assert server_address("", argv) == (f"http://{shown}:9001", 9001)
+    if bind not in ("", "*", "::", "::1", "0:0:0:0:0:0:0:0"):  # not a URL's host as written
+        url = ServeUrl.parse(f"http://{bind}:9001")
+        assert url is not None
+        assert url.host == reached
