@@ -103,3 +103,16 @@ async def test_a_stopped_sim_engine_is_stalled_and_recovers(started: list,
         os.kill(engine, signal.SIGCONT)
     data = (await collect_status(LocalHost(), local(tree, stall_s=2.0))).status_json()
     assert data["serve"]["engine"] == "ok"
+
+
+def test_a_hung_sim_engine_logs_one_quiet_stat_line_as_real_vllm_does(started: list,
+                                                                     tmp_path: Path) -> None:
+    """Measured on real vLLM 0.32: the first stat interval without a token is logged at 0.0
+    tokens/s with the requests still running, then nothing while the engine stays stopped."""
+    tree = serve(started, tmp_path, "stalled", stall_after_s=1.0)
+    time.sleep(3.0)
+    stats = [line for line in tree.log.read_text().splitlines() if "Avg prompt throughput" in line]
+    quiet = [line for line in stats if "Avg generation throughput: 0.0 tokens/s" in line]
+    assert len(quiet) == 1, stats[-3:]
+    assert stats[-1] == quiet[0]
+    assert "Running: 0 reqs" not in quiet[0]
