@@ -47,7 +47,7 @@ EAGLE3_DEFAULT_FN = "get_eagle3_default_aux_hidden_state_layers"
 
 def acceptance_flag(expected: Acceptance | None, value: float | None) -> str:
     """A few words when `value` is far below what the profile expects ("" otherwise)."""
-    if expected is None or value is None or value >= expected.low:
+    if expected is None or not expected.is_low(value):
         return ""
     if expected.workload_bound:
         return (f"acceptance {value:.2f} is low on this traffic; n-gram acceptance is "

@@ -7,6 +7,7 @@ reports; `check`, `status` and `restart` use the same pieces directly. Never imp
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -109,10 +110,11 @@ class HostSession:
         return self._profile
 
     def expected_acceptance(self) -> Acceptance | None:
-        """The range the running method's profile expects (`checks.profile`), with its source."""
+        """The range this host's profile expects (`checks.profile` in the hosts file, else the
+        running method's), with its source."""
         spec = self.snapshot.run.speculative or self.snapshot.serve.speculative
-        method = spec.method if spec else None
-        return expected_acceptance(method or "dflash")
+        return expected_acceptance((spec.method if spec else None) or "dflash",
+                                   self.config.checks.profile)
 
     async def run(self, on_event: Callable[[TelemetryEvent], Any]) -> None:
         """Telemetry until cancelled (reconnects on its own)."""
@@ -218,8 +220,15 @@ class HostSession:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
-        path = directory / f"vllm-console-{safe_name}-{stamp}.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Stamped to the second; a second export within it takes the next free `-N` (opened
+        # exclusively, so two exports are always two files and none is overwritten).
+        for n in itertools.count(1):
+            path = directory / f"vllm-console-{safe_name}-{stamp}{f'-{n}' if n > 1 else ''}.json"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                break
+            except FileExistsError:
+                continue
         with os.fdopen(fd, "w") as fh:
             json.dump(self.evidence_bundle(log_window), fh, indent=2, default=repr)
         return path
