@@ -116,3 +116,22 @@ def test_a_hung_sim_engine_logs_one_quiet_stat_line_as_real_vllm_does(started: l
     assert len(quiet) == 1, stats[-3:]
     assert stats[-1] == quiet[0]
     assert "Running: 0 reqs" not in quiet[0]
+
+
+async def test_a_stopped_api_server_is_not_answering_never_ready(started: list,
+                                                                tmp_path: Path) -> None:
+    """Issue 24 break 6: SIGSTOP to the API server after start-up; /health hangs."""
+    tree = serve(started, tmp_path, "healthy")
+    server = started[-1][1].pid
+    os.kill(server, signal.SIGSTOP)
+    try:
+        data = (await collect_status(LocalHost(), local(tree))).status_json()
+    finally:
+        os.kill(server, signal.SIGCONT)
+    serve_ = data["serve"]
+    assert serve_["health"] == "not-answering"
+    assert serve_["state"] == "not-answering"
+    assert serve_["engine"] == "unknown"
+    assert serve_["engine_reason"] == "/health stopped answering"
+    data = (await collect_status(LocalHost(), local(tree))).status_json()
+    assert data["serve"]["state"] == "ready"
