@@ -91,7 +91,8 @@ class FleetScreen(Screen[None]):
         state_colour = status_style(self, link_status(row.state))
         broken = ("—" if not row.checked else "all pass") if row.broken_link is None \
             else row.broken_link
-        serve_colour = {"ready": ok, "failed": fail, "exited": fail, "down": fail}.get(
+        serve_colour = {"ready": ok, "failed": fail, "exited": fail, "down": fail,
+                        "not-answering": fail}.get(
             row.serve_state, unknown)
         return [Text(row.name, style="bold"), Text(row.state, style=state_colour),
                 Text(row.serve_state, style=serve_colour),
