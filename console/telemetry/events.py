@@ -3,7 +3,8 @@
 Each carries `host` (the fleet view runs one telemetry per host) and the piece that changed; the
 whole picture is `HostTelemetry.snapshot`. Rates: `GpuSampled` once per agent interval (1 s),
 `LogLinesReceived` at most every ~20-50 ms (one `Log.write_lines` each), the rest on change
-(`StartupProgress` also once a second while the server starts, so elapsed times tick).
+(`StartupProgress` also once a second while the server starts, so elapsed times tick;
+`ServingChanged` on a scrape that changes the serving picture, at most every metrics interval).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from console.hostclient.follower import FollowState, LogBatch
 from console.parsers.classifier import LineEvent
 from console.telemetry.run_log import RunInfo
 from console.telemetry.server import Readiness, ServerLoad
+from console.telemetry.serving import ServingStatus
 from console.telemetry.snapshot import AgentStatus, ServeInfo
 from console.telemetry.spec_decode import SpecDecodeState
 from console.telemetry.startup import StartupStatus
@@ -112,3 +114,12 @@ class LoadSampled(TelemetryEvent):
     """Requests running/waiting and KV-cache use, from `/metrics`."""
 
     load: ServerLoad
+
+
+@dataclass(frozen=True, slots=True)
+class ServingChanged(TelemetryEvent):
+    """The serving picture changed (`ServingStatus.picture`): the engine's progress (ok, idle,
+    stalled, and for how long), the recent window's latency, the request outcomes. The engine
+    verdict, dead included, is `HostSnapshot.engine_state()`."""
+
+    serving: ServingStatus

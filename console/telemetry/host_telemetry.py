@@ -47,7 +47,7 @@ from console.telemetry.server import (
     probe_readiness,
     totals,
 )
-from console.telemetry.serving import ServingWatch
+from console.telemetry.serving import ServingStatus, ServingWatch
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
 from console.telemetry.spec_decode import SpecSource
 from console.telemetry.startup import STALL_AFTER_S
@@ -392,7 +392,7 @@ class HostTelemetry:
             self._emit(ev.ReadinessChanged(self.host.name, readiness))
         if url is None or not readiness.ready:
             if url is not None:
-                self._update(serving=self.serving.feed(None, now, f"/health: {readiness.detail}"))
+                self._serving(self.serving.feed(None, now, f"/health: {readiness.detail}"))
             return False
         await self._scrape(url, now)
         return True
@@ -402,8 +402,7 @@ class HostTelemetry:
         if snapshot is not None:
             self._apply_metrics(snapshot, now)
         else:
-            self._update(serving=self.serving.feed(None, now,
-                                                   f"/metrics: {self.metrics.last_error}"))
+            self._serving(self.serving.feed(None, now, f"/metrics: {self.metrics.last_error}"))
 
     def _apply_metrics(self, snapshot: MetricsSnapshot, now: float) -> None:
         """One `/metrics` scrape into the spec-decode state and the load (the URL-only source
@@ -415,10 +414,16 @@ class HostTelemetry:
             changed = spec.feed(interval, now, SpecSource.METRICS) or changed
         if changed:
             self._spec_changed()
-        self._update(serving=self.serving.feed(snapshot.serving, now))
+        self._serving(self.serving.feed(snapshot.serving, now))
         load = load_from_metrics(snapshot, now)
         if load is not None:
             self._load(load)
+
+    def _serving(self, status: ServingStatus) -> None:
+        old = self._snapshot.serving
+        self._update(serving=status)
+        if status.picture != old.picture:
+            self._emit(ev.ServingChanged(self.host.name, status))
 
     def _load(self, load: ServerLoad) -> None:
         old = self._snapshot.load

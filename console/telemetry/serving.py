@@ -58,6 +58,18 @@ class ServingStatus:
     requests: dict[str, Any] | None = None
     at: float | None = None
 
+    @property
+    def picture(self) -> tuple[Any, ...]:
+        """What a person sees of it: a scrape that leaves this alone changes nothing on screen
+        (the window's length and the scrape's time move on every scrape)."""
+        latency = None if self.latency is None else tuple(
+            (k, None if v is None else tuple(sorted(v.items())))
+            for k, v in sorted(self.latency.items()))
+        requests = None if self.requests is None else tuple(
+            (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
+            for k, v in sorted(self.requests.items()))
+        return self.progress, self.reason, self.stalled_since, latency, requests
+
     def latency_json(self) -> dict[str, Any]:
         keys = dict.fromkeys(LATENCY_FAMILIES)
         return {**keys, **(self.latency or {}), "window_s": self.window_s,
