@@ -27,7 +27,8 @@ from console.sim.configs import draft_config, target_config
 from console.sim.scenarios import WRONG_DRAFT
 from console.telemetry import events as ev
 from console.telemetry.run_log import RunLog
-from console.telemetry.server import Health, Readiness
+from console.telemetry.server import Health, Readiness, ServerLoad, load_from_throughput
+from console.telemetry.serving import EngineState, ServingStatus
 from console.telemetry.snapshot import HostSnapshot
 from console.transport.host import ConnectionState, LinkStatus
 from console.transport.local_host import LocalHost
@@ -112,6 +113,24 @@ def draft_diff() -> DraftDiff:
                      reference_config=reference)
 
 
+NOW = 1_700_000_000.0
+"""The recording's host clock (the agent sample's time)."""
+
+
+def serving() -> ServingStatus:
+    """The scrapes' verdict of the recording: serving, with a minute's latency window."""
+    def p(p50: float, p90: float, p99: float) -> dict[str, float]:
+        return {"p50": p50, "p90": p90, "p99": p99}
+
+    return ServingStatus(EngineState.OK, "6 running, 0 waiting, tokens generated",
+                         latency={"ttft_s": p(0.21, 0.52, 0.8), "itl_s": p(0.031, 0.045, 0.052),
+                                  "e2e_s": p(2.1, 3.6, 4.0), "queue_s": p(0.0, 0.004, 0.01)},
+                         window_s=58.0, requests={"preemptions_total": 0,
+                                                  "finished": {"stop": 120, "length": 3,
+                                                               "abort": 1, "error": 0},
+                                                  "errors_total": 0}, at=NOW)
+
+
 class ReplaySession(HostSession):
     """A HostSession whose telemetry is the recording above."""
 
@@ -125,9 +144,12 @@ class ReplaySession(HostSession):
         self._notable = notable
         self._run = run_log.info
         self._spec = run_log.spec.state()
+        throughput = self._run.throughput
+        self._load = load_from_throughput(throughput, NOW) if throughput else ServerLoad()
         self._snap = replace(HostSnapshot(HOST), link=LinkStatus(ConnectionState.CONNECTED),
                              sample=sample(), run=self._run, spec_decode=self._spec,
-                             readiness=Readiness(Health.HEALTHY))
+                             readiness=Readiness(Health.HEALTHY), load=self._load,
+                             serving=serving())
         self.last_report = report()
         self.last_diff = draft_diff()
 
@@ -142,6 +164,8 @@ class ReplaySession(HostSession):
         on_event(ev.LogLinesReceived(HOST, batch, ()))
         on_event(ev.RunUpdated(HOST, self._run, new_run=True))
         on_event(ev.SpecDecodeUpdated(HOST, self._spec))
+        on_event(ev.LoadSampled(HOST, self._load))
+        on_event(ev.ServingChanged(HOST, self._snap.serving))
         await asyncio.Event().wait()
 
     async def run_checks(self) -> ChainReport:

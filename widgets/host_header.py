@@ -51,6 +51,9 @@ class HostHeader(Widget):
     scenario: reactive[str] = reactive("")
     activity: reactive[str] = reactive("")
     """What the server is doing now: "serve: loading weights 2m10s", "restart: stopping", ..."""
+    engine_alert: reactive[str] = reactive("")
+    """The engine is stalled or dead: `engine stalled 35 s: <reason>`, in the fail colour
+    (vLLM's /health keeps answering 200 while its engine hangs)."""
     stale: reactive[bool] = reactive(False)
     """The link is down: what the panes show is old."""
     data_age_s: reactive[float | None] = reactive(None)
@@ -69,6 +72,11 @@ class HostHeader(Widget):
                         style="italic")
         text.append(f"● {describe_link(self.link)}",
                     style=status_style(self, self.link.state.status) + BOLD)
+        if self.engine_alert:
+            alert = self.engine_alert.split(":", 1)[0] if self.compact else \
+                self.engine_alert[:160]
+            text.append(f"  {alert} ", style=status_style(self, "fail") + Style(bold=True,
+                                                                                reverse=True))
         if self.stale:
             text.append(f" · stale, {describe_age(self.data_age_s)}",
                         style=status_style(self, "warn") + BOLD)

@@ -29,6 +29,7 @@ from console.telemetry import events as ev
 from console.telemetry.history import AcceptanceHistory, GpuHistory
 from console.telemetry.startup import StartupState
 from console.transport.host import ConnectionState, LinkStatus
+from console.tui.serving_figures import ServingFigures
 from widgets.checklist import Checklist, ChecklistState
 from widgets.draft_diff import DraftDiffPane
 from widgets.engine_tree import EngineTree, EngineView
@@ -36,6 +37,7 @@ from widgets.gpu_pane import GpuPane, GpuView
 from widgets.host_header import HostHeader, Sources, describe_age
 from widgets.key_footer import KeyFooter
 from widgets.log_pane import LogPane
+from widgets.serving_strip import ServingStrip, ServingView
 from widgets.spec_pane import SpecPane, SpecView
 
 if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
@@ -52,6 +54,9 @@ PANES = {"1": ("gpus", "GPUs"), "2": ("spec", "speculative decoding"),
          "3": ("checklist", "checklist"), "4": ("config-tabs", "draft diff / engine config"),
          "5": ("log-pane", "serve log")}
 """Key -> pane id, what it shows: 1-5 maximise that pane."""
+_SERVING_EVENTS = (ev.ServingChanged, ev.LoadSampled, ev.ServeTreeChanged, ev.ReadinessChanged,
+                   ev.RunUpdated, ev.StartupProgress)
+"""The events after which the engine's verdict or the serving figures may read otherwise."""
 COMPACT_HINT = "1: GPUs · 4: diff/engine · z: maximise"
 
 
@@ -100,6 +105,8 @@ class HostView(Screen[None]):
         self._restart_text = ""
         self._was_ready = False
         self._last_data_at: float | None = None
+        self._serving_figures = ServingFigures()
+        self._serving = ServingView()
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -108,6 +115,9 @@ class HostView(Screen[None]):
         header.readonly = self._readonly
         header.scenario = self._scenario
         yield header
+        serving = ServingStrip(id="serving", classes="pane")
+        serving.border_title = "Serving"
+        yield serving
         with Horizontal(id="top-row"):
             gpu = GpuPane(id="gpus", classes="pane")
             gpu.border_title = "GPUs"
@@ -134,8 +144,9 @@ class HostView(Screen[None]):
         # Kept from mount: at exit the panes are removed before the screen, while results
         # still arrive; they then land on a detached widget instead of failing a query.
         self._panes: dict[type[Widget], Widget] = {
-            kind: self.query_one(kind) for kind in (HostHeader, GpuPane, SpecPane, Checklist,
-                                                    DraftDiffPane, EngineTree, LogPane)}
+            kind: self.query_one(kind) for kind in (HostHeader, ServingStrip, GpuPane, SpecPane,
+                                                    Checklist, DraftDiffPane, EngineTree,
+                                                    LogPane)}
         self.ready = True
         self.query_one("#log-pane #log").focus()
         self.log_pane.add_lines([*self._log_notes, *self._log_backlog()])
@@ -161,6 +172,7 @@ class HostView(Screen[None]):
         self._show_staleness()  # the pane subtitles: the compact hint or the data's age
         self.spec.compact = compact
         self.header.compact = compact
+        self.serving.compact = compact
         self.checklist.detail_lines = 0 if compact else 3 if tall else 1
 
     @property
@@ -196,6 +208,9 @@ class HostView(Screen[None]):
             self._serve_text = f"serve: {event.status.text}"
         elif isinstance(event, ev.ReadinessChanged) and self._serve_summary is not None:
             self._serve_text = self._serve_summary()  # URL-only: what this view is
+        if isinstance(event, _SERVING_EVENTS):
+            self._serving_figures.take(snap)
+            self._serving = self._serving_figures.view()
         self._sources = Sources(gpu=snap.gpu_source,
                                 log=str(snap.follow.value) if snap.follow else "none",
                                 metrics=snap.readiness.health.value)
@@ -214,6 +229,8 @@ class HostView(Screen[None]):
             self.spec.view = self._spec
         elif isinstance(event, ev.SpecDecodeUpdated):
             self.spec.view = self._spec
+        if isinstance(event, _SERVING_EVENTS):
+            self.serving.view = self._serving
         self._render_header()
 
     def _render_all(self) -> None:
@@ -222,6 +239,7 @@ class HostView(Screen[None]):
         self.engine.view = self._engine
         self.checklist.state = self._checks
         self.diff.diff = self._diff
+        self.serving.view = self._serving
         self._render_header()
 
     def _render_header(self) -> None:
@@ -229,6 +247,9 @@ class HostView(Screen[None]):
         header.link = self._link
         header.sources = self._sources
         header.activity = self._restart_text or self._serve_text
+        serving = self._serving
+        header.engine_alert = f"engine {serving.engine_words()}: {serving.engine_reason}" \
+            if serving.alarm else ""
         stale = self.stale
         if stale != header.stale:
             header.stale = stale
@@ -242,6 +263,11 @@ class HostView(Screen[None]):
             self._last_data_at is not None
 
     def _tick(self) -> None:
+        serving = self._serving_figures.view()
+        if serving != self._serving:  # an age or a stall's length moved on
+            self._serving = serving
+            self.serving.view = serving
+            self._render_header()
         if self.stale:
             self._show_staleness()  # the age goes on
 
@@ -348,6 +374,10 @@ class HostView(Screen[None]):
     @property
     def header(self) -> HostHeader:
         return self._panes[HostHeader]  # type: ignore[return-value]
+
+    @property
+    def serving(self) -> ServingStrip:
+        return self._panes[ServingStrip]  # type: ignore[return-value]
 
     @property
     def gpus(self) -> GpuPane:

@@ -1,0 +1,122 @@
+"""The serving picture on the host screen, on a real simulated host: the serving strip's
+figures with their source and age, and a hung engine said as loudly as a crash (the header red,
+with how long and why) while /health keeps answering 200."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.cli.commands.demo import demo_config
+from console.session.host_session import HostSession
+from console.sim import materialise, start_background, stop
+from console.telemetry import TelemetryOptions
+from console.transport.local_host import LocalHost
+from console.tui.app import ConsoleApp
+from console.tui.screens.host import HostScreen
+from tests.app_support import colour_of, screen_text, theme_colour, wait_until
+from tests.sim.test_sim_serve import free_port
+
+
+class Served:
+    def __init__(self, root: Path, scenario: str, stall_after_s: float | None = None) -> None:
+        self.tree = materialise(scenario, root, port=free_port(), gpus=1, startup_s=0.5,
+                                metrics_interval_s=0.3, stall_after_s=stall_after_s)
+        start_background(self.tree)
+        config = demo_config(self.tree)
+        config = config.model_copy(update={"serve": config.serve.model_copy(
+            update={"stall_s": 2.0})})
+        self.session = HostSession(config, LocalHost("demo"), scenario=scenario)
+        self.session.telemetry.options = TelemetryOptions(metrics_interval_s=0.5,
+                                                          health_interval_s=0.3)
+        self.app = ConsoleApp([self.session], autostart_checks=False)
+
+    def screen(self) -> HostScreen:
+        screen = self.app.screen_for("demo")
+        assert screen is not None
+        return screen
+
+
+@pytest.fixture
+def healthy(tmp_path: Path, state_home: Path) -> Iterator[Served]:
+    served = Served(tmp_path / "host", "healthy")
+    yield served
+    stop(served.tree, timeout=5)
+
+
+@pytest.fixture
+def stalled(tmp_path: Path, state_home: Path) -> Iterator[Served]:
+    served = Served(tmp_path / "host", "stalled", stall_after_s=4.0)
+    yield served
+    stop(served.tree, timeout=5)
+
+
+def strip_lines(app: ConsoleApp) -> list[str]:
+    lines = screen_text(app).splitlines()
+    start = next(i for i, line in enumerate(lines) if "Serving" in line)
+    return lines[start + 1:start + 4]
+
+
+async def test_a_serving_host_shows_its_figures_with_source_and_age(healthy: Served) -> None:
+    async with healthy.app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: healthy.screen().serving.view.latency is not None
+                         and healthy.screen().serving.view.latency.get("ttft_s") is not None
+                         and healthy.screen().serving.view.engine == "ok", 30,
+                         "the serving figures")
+        load, latency, requests = strip_lines(healthy.app)
+        assert "engine ok" in load
+        assert "running " in load
+        assert "waiting " in load
+        assert "KV " in load
+        assert "prompt " in load
+        assert "generation " in load
+        assert "tok/s" in load
+        assert "prefix hit" in load  # the sim's stat line has it
+        assert "[log · " in load or "[metrics · " in load
+        assert "latency p50/p99 TTFT " in latency
+        assert "ITL " in latency
+        assert "e2e " in latency
+        assert "queue " in latency
+        assert "TTFT ?" not in latency
+        assert "[metrics · last " in latency
+        assert " ago]" in latency
+        assert "preemptions 0" in requests
+        assert "finished stop " in requests
+        header = screen_text(healthy.app).splitlines()[0]
+        assert "engine " not in header  # a serving engine is no news
+
+
+async def test_a_hung_engine_turns_the_header_red_with_how_long_and_why(
+        stalled: Served) -> None:
+    async with stalled.app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: stalled.screen().serving.view.engine == "ok", 30,
+                         "the engine serving")
+        await wait_until(pilot, lambda: "engine stalled" in screen_text(stalled.app)
+                         .splitlines()[0], 30, "the stall in the header")
+        screen = stalled.screen()
+        assert screen.header.engine_alert.startswith("engine stalled ")
+        assert "no token generated for" in screen.header.engine_alert
+        rendered = screen.header.render()
+        assert colour_of(rendered, "engine stalled") == theme_colour("status-fail")
+        assert stalled.session.snapshot.readiness.http_status == 200  # /health says nothing
+        before = screen.header.engine_alert.split(":")[0]
+        await pilot.pause(2.1)
+        assert screen.header.engine_alert.split(":")[0] != before  # how long moves on
+        load, _latency, requests = strip_lines(stalled.app)
+        assert "engine stalled" in load
+        assert "engine: " in requests
+        assert "no token generated for" in requests
+
+
+async def test_at_80x24_the_strip_is_one_line(stalled: Served) -> None:
+    async with stalled.app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: "engine stalled" in screen_text(stalled.app), 40,
+                         "the stall")
+        lines = screen_text(stalled.app).splitlines()
+        [strip] = [line for line in lines if line.startswith(" engine ")]
+        assert "run/wait" in strip
+        assert "p99 TTFT " in strip
+        assert " e2e " in strip
+        assert "engine stalled" in lines[0]  # the header too, without the reason
