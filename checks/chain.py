@@ -29,7 +29,7 @@ from checks.links import (
     runtime_activation,
 )
 from checks.links.config_correct import Finding
-from checks.links.runtime_activation import RunLog
+from checks.links.runtime_activation import EngineLook, RunLog
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
@@ -43,6 +43,10 @@ from console.hostclient.discovery import (
 )
 from console.hostclient.launch_record import read_last_launch
 from console.settings import ServeSettings
+from console.telemetry.http import ServeUrl, http_get
+from console.telemetry.logclock import LogClock
+from console.telemetry.oneshot import look_at_serving
+from console.telemetry.serving import engine_verdict
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts, ScriptRun, run_json, shown_command
 
@@ -71,9 +75,12 @@ async def _run(ctx: ChainContext, name: str, interpreter: str, payload: dict[str
 class _Probes:
     """The chain's probes as shared tasks: each runs once, whoever asks first."""
 
-    def __init__(self, ctx: ChainContext) -> None:
+    def __init__(self, ctx: ChainContext, *, engine: EngineLook | None = None,
+                 stall_s: float = 30.0) -> None:
         self.ctx = ctx
         self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._engine = engine
+        self._stall_s = stall_s
 
     def rebind(self, ctx: ChainContext) -> None:
         """Judge with another context (the profile picked for the engine): the configs read
@@ -135,6 +142,13 @@ class _Probes:
             return await _run(self.ctx, "probe-fields", python, params, FIELDS_TIMEOUT)
         return await self._task("fields", make)  # type: ignore[no-any-return]
 
+    async def engine(self) -> EngineLook | None:
+        """The engine's state: the caller's (the TUI's live telemetry), else a look at the
+        server's `/metrics` (None: it does not answer /health; the log tells why)."""
+        async def make() -> EngineLook | None:
+            return self._engine or await _look_at_engine(self.ctx, self._stall_s)
+        return await self._task("engine", make)  # type: ignore[no-any-return]
+
     async def log(self) -> ScriptRun | None:
         path = self.ctx.serve.log.value
         proc = self.ctx.serve.process
@@ -146,6 +160,24 @@ class _Probes:
             params = runtime_activation.payload(spec, path, proc.pid if proc else None)
             return await _run(self.ctx, "probe-log", "python3", params, LOG_TIMEOUT)
         return await self._task("log", make)  # type: ignore[no-any-return]
+
+
+async def _look_at_engine(ctx: ChainContext, stall_s: float) -> EngineLook | None:
+    """`/health`, then `/metrics` until a token comes or `stall_s` passes (a busy engine is
+    seen making progress within a second or two; a hung one takes `stall_s` to prove)."""
+    url = ServeUrl.parse(ctx.serve.url.value or "")
+    if url is None:
+        return None
+    health = await http_get(ctx.host, url, "/health")
+    if not health.ok:
+        return None
+    look = await look_at_serving(ctx.host, url, stall_s=stall_s, clock=LogClock(), settle_s=0.0)
+    status = look.status
+    state, reason = engine_verdict(status, api_alive=True if ctx.serve.process else None,
+                                   engine_dead_line=None, engine_procs=None, started=True)
+    excerpt = f"/health: 200 (vLLM answers it while its engine hangs); stall time {stall_s:g} s"
+    return EngineLook(state.value, reason, f"GET {look.url}/metrics ({look.scrapes} scrape"
+                      f"{'s' if look.scrapes > 1 else ''}, about a second apart)", excerpt)
 
 
 def _reference(ctx: ChainContext, draft: ConfigRead) -> Reference | None:
@@ -219,7 +251,8 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
         host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
         methods=ctx.profile.methods, expected=ctx.profile.acceptance,
-        target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]))
+        target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]),
+        engine=await probes.engine())
 
 
 CLOCK_GRAIN = 0.05
@@ -274,8 +307,10 @@ async def _pick(ctx: ChainContext, probes: _Probes, last: Mapping[str, Any]) -> 
 
 async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | None = None,
                     reference: Reference | None = None, host_label: str | None = None,
-                    on_link: Callable[[LinkResult], None] | None = None) -> ChainReport:
-    """Run the whole chain on a connected (or connectable) host."""
+                    on_link: Callable[[LinkResult], None] | None = None,
+                    engine: EngineLook | None = None) -> ChainReport:
+    """Run the whole chain on a connected (or connectable) host. `engine`: the engine's state
+    as the caller knows it (the TUI's telemetry); else the chain looks at `/metrics`."""
     started = time.monotonic()
     profile = profile or load_profile()
     scripts = RemoteScripts(host)
@@ -302,7 +337,7 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     args, _where = _launch(ctx, last)
     if args is not None:
         ctx = replace(ctx, asked=args.speculative, max_model_len=args.max_model_len)
-    probes = _Probes(ctx)
+    probes = _Probes(ctx, engine=engine, stall_s=settings.stall_s)
     if profile.auto:
         try:
             ctx = await _pick(ctx, probes, last)

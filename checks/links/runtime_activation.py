@@ -9,6 +9,11 @@ were built. vLLM logs nothing when it builds SWA layers, so that evidence only c
 traced run (`checks.trace`): silence is `unknown`, never `pass`, and the hint offers
 `vllm-console restart HOST --trace`.
 
+Fail, too, whatever the log says: an engine that is `stalled` (requests in flight and no token
+for `stall_s`; vLLM's /health keeps answering 200 then) or `dead` (its process gone while the
+API server lives), as the serving look saw it (`EngineLook`): a drafter that is not drafting
+because nothing runs at all.
+
 Fail: a refusal, a start-up that failed (before or after its engine line: the exception is the
 evidence), an aux-layer line that is not `target_layer_ids + 1`, or a trace in which a watched
 function ran and built the layers differently from the config, or raised (a config naming no
@@ -63,6 +68,47 @@ latest acceptance): vLLM writes ~1 KB every 10 s when idle, more under traffic."
 # marker, banner, arguments) and lines (a trace's `missing` events from the API server) lie
 # within a few KB of its engine line, even at DEBUG level.
 LOOKBACK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EngineLook:
+    """The engine's state as the serving look saw it (`status --json`'s `serve.engine`): one
+    of ok, idle, stalled, dead, unknown, with the reason and how it was seen."""
+
+    state: str
+    reason: str
+    command: str
+    """What was asked (`GET URL/metrics, 3 scrapes`, or the live telemetry's)."""
+    excerpt: str = ""
+
+    @property
+    def broken(self) -> bool:
+        return self.state in ("stalled", "dead")
+
+    def evidence(self) -> Evidence:
+        return Evidence.make("serving", self.command, None,
+                             "\n".join(filter(None, [f"engine: {self.state}: {self.reason}",
+                                                     self.excerpt])))
+
+
+ENGINE_HINT = ("vLLM's /health answers 200 while its engine hangs (vllm#39863): look at the "
+               "EngineCore process (its state; `py-spy dump --pid PID`) and the log's last "
+               "lines, then restart the server (r, or `vllm-console restart {host}`)")
+
+
+def with_engine(link: LinkResult, engine: EngineLook | None, host_label: str) -> LinkResult:
+    """The link's verdict with the engine's state: a stalled or dead engine fails it, the
+    log's own verdict kept in the details; any other state is only noted."""
+    if engine is None:
+        return link
+    details = {**link.details, "engine": engine.state, "engine_reason": engine.reason}
+    evidence = [*link.evidence, engine.evidence()]
+    if not engine.broken or link.status is Status.ERROR:
+        return result(LINK, link.title, link.status, link.summary, link.hint, evidence, details)
+    return result(LINK, link.title, Status.FAIL,
+                  f"the engine is {engine.state}: {engine.reason} (the log: {link.summary})",
+                  ENGINE_HINT.format(host=host_label), evidence,
+                  {**details, "log_status": link.status.value})
 
 
 @dataclass(frozen=True)
@@ -436,22 +482,24 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
              host: str = "the host", checked_draft: str = "", kind: str = "dflash-swa",
              methods: Sequence[str] = (), expected: Acceptance | None = None,
-             target: Mapping[str, Any] | None = None, changed_since: str = "") -> LinkResult:
+             target: Mapping[str, Any] | None = None, changed_since: str = "",
+             engine: EngineLook | None = None) -> LinkResult:
     """The verdict from the current run of the log (kinds other than `dflash-swa`: judged by
     `checks.links.method_activation` once the engine line is there). `changed_since`: the
     draft config was written after this run started (in words): the run's evidence is about
-    the old config, so the verdict is `unknown`, "restart to apply", never a failure."""
+    the old config, so the verdict is `unknown`, "restart to apply", never a failure.
+    `engine`: the serving look's verdict (`with_engine`)."""
     link = _evaluate(spec, log_path, run, draft, context, watch=watch, host_label=host_label,
                      host=host, checked_draft=checked_draft, kind=kind, methods=methods,
                      expected=expected, target=target)
-    if not changed_since or link.status is Status.ERROR:
-        return link
-    return result(LINK, link.title, Status.UNKNOWN,
-                  f"config changed on disk since this run started; restart to apply "
-                  f"({changed_since}; the running engine has the old one: {link.summary})",
-                  f"restart vllm serve (r, or `vllm-console restart {host_label}`) to load the "
-                  "new config, then check again", link.evidence,
-                  {**link.details, "config_changed": changed_since})
+    if changed_since and link.status is not Status.ERROR:
+        link = result(LINK, link.title, Status.UNKNOWN,
+                      f"config changed on disk since this run started; restart to apply "
+                      f"({changed_since}; the running engine has the old one: {link.summary})",
+                      f"restart vllm serve (r, or `vllm-console restart {host_label}`) to load "
+                      "the new config, then check again", link.evidence,
+                      {**link.details, "config_changed": changed_since})
+    return with_engine(link, engine, host_label)
 
 
 def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,

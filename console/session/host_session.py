@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checks.draft_diff import DraftDiff, apply_reference, load_draft_diff
 from checks.models import ChainReport
@@ -37,6 +37,9 @@ from console.telemetry.events import TelemetryEvent
 from console.telemetry.host_telemetry import HostTelemetry
 from console.telemetry.snapshot import HostSnapshot
 from console.transport.host import Host, HostError
+
+if TYPE_CHECKING:  # loaded with the chain
+    from checks.links.runtime_activation import EngineLook
 
 
 class ActionError(Exception):
@@ -139,9 +142,24 @@ class HostSession:
         from checks.chain import run_chain  # heavy: loaded when the chain first runs
 
         self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
-                                           reference=reference, host_label=self.name)
+                                           reference=reference, host_label=self.name,
+                                           engine=self._engine_look())
         self.last_checked_at = time.time()
         return self.last_report
+
+    def _engine_look(self) -> EngineLook | None:
+        """The engine's state as the live telemetry judges it (its scrapes over the last
+        minutes, the serve tree), for runtime activation; None while it knows nothing, and
+        the chain looks at `/metrics` itself."""
+        from checks.links.runtime_activation import EngineLook
+
+        snap = self.snapshot
+        state, reason = snap.engine_state()
+        if state.value == "unknown":
+            return None
+        every = self.telemetry.options.metrics_interval_s
+        return EngineLook(state.value, reason, f"the console's live telemetry: GET "
+                          f"{snap.serve.url}/metrics every {every:g} s, and the serve tree")
 
     async def load_diff(self) -> DraftDiff:
         self.require(Capability.DRAFT_DIFF)

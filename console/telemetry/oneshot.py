@@ -9,6 +9,7 @@ parsers and trackers as the live view make sense of it, so `status` and the TUI 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from console.hostclient.agent.client import AgentClient
 from console.hostclient.agent.samples import AgentHello, AgentSample
@@ -35,6 +36,42 @@ from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServingLook:
+    """What a one-shot look at `/metrics` says about serving, and how many scrapes it took."""
+
+    status: ServingStatus
+    scrapes: int
+    url: str
+
+
+async def look_at_serving(host: Host, url: ServeUrl, *, stall_s: float, clock: LogClock,
+                          first: HttpResult | None = None, at: float | None = None,
+                          settle_s: float = 2.0) -> ServingLook:
+    """Scrape `/metrics` (`first`: a scrape already made, at `at`) and, with requests in
+    flight, again once a second until a token comes (and `settle_s` passed) or `stall_s`
+    passes without one (`console.telemetry.serving.watch_serving`)."""
+    scrapes = 1
+    if first is None:
+        first, at = await http_get(host, url, "/metrics"), clock.now()
+    if not first.ok:
+        why = first.error or f"answered {first.status}"
+        return ServingLook(ServingStatus(reason=f"/metrics: {why}"), scrapes, url.base)
+
+    async def again() -> tuple[ServingScrape | None, float, str]:
+        nonlocal scrapes
+        scrapes += 1
+        result = await http_get(host, url, "/metrics")
+        if not result.ok:
+            return None, clock.now(), f"/metrics: {result.error or f'answered {result.status}'}"
+        return parse_metrics(result.body).serving, clock.now(), ""
+
+    status = await watch_serving(ServingWatch(stall_s=stall_s), parse_metrics(first.body).serving,
+                                 at if at is not None else clock.now(), again,
+                                 settle_s=settle_s)
+    return ServingLook(status, scrapes, url.base)
 
 
 class StatusError(HostError):
@@ -119,18 +156,10 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     load = (load_from_throughput(throughput, run_log.throughput_at or now)
             if throughput is not None else None)
     serving = ServingStatus(reason="no /metrics answer" if url is not None else "no server URL")
-    if metrics is not None and metrics.ok:
-        parsed = parse_metrics(metrics.body)
-
-        async def again() -> tuple[ServingScrape | None, float, str]:
-            result = await get("/metrics")
-            if result is None or not result.ok:
-                why = result.error or f"answered {result.status}" if result else "no URL"
-                return None, clock.now(), f"/metrics: {why}"
-            return parse_metrics(result.body).serving, clock.now(), ""
-
-        serving = await watch_serving(ServingWatch(stall_s=serve.stall_s), parsed.serving, now,
-                                      again)
+    if url is not None and metrics is not None and metrics.ok:
+        look = await look_at_serving(host, url, stall_s=serve.stall_s, clock=clock,
+                                     first=metrics, at=now)
+        serving, parsed = look.status, parse_metrics(metrics.body)
         run_log.spec.set_totals(totals(parsed))
         scraped = load_from_metrics(parsed, now)
         if scraped is not None:

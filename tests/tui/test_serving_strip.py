@@ -108,6 +108,15 @@ async def test_a_hung_engine_turns_the_header_red_with_how_long_and_why(
         assert "engine stalled" in load
         assert "engine: " in requests
         assert "no token generated for" in requests
+        # c: the chain takes the telemetry's verdict: runtime activation fails with it.
+        await pilot.press("c")
+        await wait_until(pilot, lambda: (r := screen.checklist.state.report) is not None and
+                         r.link("runtime-activation").status.value == "fail", 30,
+                         "runtime activation failed by the stall")
+        link = screen.checklist.state.report.link("runtime-activation")
+        assert link.summary.startswith("the engine is stalled: ")
+        assert any(e.probe == "serving" and "live telemetry" in e.command
+                   for e in link.evidence)
 
 
 async def test_at_80x24_the_strip_is_one_line(stalled: Served) -> None:

@@ -1,0 +1,51 @@
+"""`check` on a hung engine: vLLM's /health answers 200 while no token comes, so a stalled
+engine fails runtime activation with that evidence (the engine state and its reason), on the
+simulated host whose engine hangs as real vLLM's does (tests/real_vllm proves the hang on the
+real engine)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from checks import Status, run_chain
+from console.cli.commands.demo import demo_config
+from console.sim import SimTree, health
+from console.transport.local_host import LocalHost
+from tests.sim.test_sim_serving import serve, started  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.sim_servers
+
+
+def settings(tree: SimTree):  # type: ignore[no-untyped-def]
+    return demo_config(tree).serve.model_copy(update={"stall_s": 2.0})
+
+
+async def test_a_stalled_engine_fails_runtime_activation_with_the_evidence(
+        started: list, tmp_path: Path) -> None:  # noqa: F811
+    tree = serve(started, tmp_path, "stalled", stall_after_s=1.0)
+    time.sleep(1.5)  # the engine has hung
+    assert health(tree) == 200
+    report = await run_chain(LocalHost(), settings(tree), host_label="sim")
+    link = report.link("runtime-activation")
+    assert link.status is Status.FAIL, link.summary
+    assert link.summary.startswith("the engine is stalled: ")
+    assert "no token generated for" in link.summary
+    assert link.details["engine"] == "stalled"
+    [evidence] = [e for e in link.evidence if e.probe == "serving"]
+    assert evidence.command.startswith(f"GET {tree.url}/metrics (")
+    assert "stalled" in evidence.excerpt
+    assert "running" in evidence.excerpt
+    assert report.broken_link == "runtime-activation"
+    assert report.root_cause == "runtime-activation"  # code, fields and config all pass
+
+
+async def test_a_serving_engine_leaves_runtime_activation_to_the_log(
+        started: list, tmp_path: Path) -> None:  # noqa: F811
+    tree = serve(started, tmp_path, "healthy")
+    report = await run_chain(LocalHost(), settings(tree), host_label="sim")
+    link = report.link("runtime-activation")
+    assert link.status is Status.UNKNOWN, link.summary  # silence about SWA, as before
+    assert link.details["engine"] == "ok"
