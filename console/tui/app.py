@@ -277,6 +277,9 @@ class ConsoleApp(App[int]):
         utils = [g.util_pct for g in gpus if g.util_pct is not None]
         latest = snap.spec_decode.latest
         expected = session.expected_acceptance() if latest else None
+        engine, _reason = snap.engine_state()
+        ttft = (snap.serving.latency or {}).get("ttft_s")
+        load = snap.load
         return FleetRow(name=name, state=snap.link.state.value,
                         gpu_util=sum(utils) / len(utils) if utils else None,
                         acceptance=latest.mean_acceptance_length if latest else None,
@@ -285,7 +288,10 @@ class ConsoleApp(App[int]):
                         root_cause=report.root_cause if report else None,
                         checked_at=session.last_checked_at,
                         acceptance_low=expected.is_low(latest.mean_acceptance_length)
-                        if expected is not None and latest is not None else None)
+                        if expected is not None and latest is not None else None,
+                        engine=engine.value, ttft_p99=ttft.get("p99") if ttft else None,
+                        running=load.running if load is not None else None,
+                        waiting=load.waiting if load is not None else None)
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self._order]

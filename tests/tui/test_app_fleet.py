@@ -57,6 +57,12 @@ async def test_fleet_table_switching_and_isolation(two_hosts: list[HostSession])
                          and row("gpu-b")[accept] != "—", 30, "acceptance on both")
         assert float(row("gpu-a")[accept]) < 2.0
         assert float(row("gpu-b")[accept]) > 5.0
+        # The serving columns: the engine's state, TTFT p99 over the window, running/waiting.
+        await wait_until(pilot, lambda: row("gpu-b")["engine"] == "ok"
+                         and row("gpu-b")["TTFT p99"] != "—", 30, "gpu-b serving")
+        assert row("gpu-b")["TTFT p99"].endswith(("ms", " s"))
+        assert "/" in row("gpu-b")["run/wait"]
+        assert row("gpu-dead")["engine"] == "unknown"
         assert row("gpu-dead")["link"] != "connected"
         await wait_until(pilot, lambda: row("gpu-a")["broken link"] == "runtime-activation",
                          30, "the broken link of gpu-a")

@@ -54,3 +54,31 @@ async def test_serve_state_root_cause_and_a_ticking_age() -> None:
         assert str(table.get_row("gpu-a")[COLUMNS.index("last check")]) in ("4s ago", "5s ago")
         widths = sum(c.get_render_width(table) for c in table.columns.values())
         assert widths <= 200, "every column in full fits 200 columns"
+
+
+async def test_the_serving_columns_say_a_stall_loudly() -> None:
+    from console.tui.screens.fleet import COLUMNS
+
+    app: App[None] = App()
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([row("gpu-a"), row("gpu-b")])
+        await app.push_screen(screen)
+        table = screen.query_one("DataTable")
+
+        def cell(name: str) -> dict[str, str]:
+            return dict(zip(COLUMNS, [str(c) for c in table.get_row(name)], strict=True))
+
+        assert (cell("gpu-a")["engine"], cell("gpu-a")["TTFT p99"],
+                cell("gpu-a")["run/wait"]) == ("unknown", "—", "—")
+        screen.update_row(row("gpu-a", state="connected", engine="stalled", ttft_p99=0.8,
+                              running=4, waiting=1))
+        screen.update_row(row("gpu-b", state="connected", engine="ok", ttft_p99=2.345,
+                              running=0, waiting=None))
+        await pilot.pause(0.8)
+        assert (cell("gpu-a")["engine"], cell("gpu-a")["TTFT p99"],
+                cell("gpu-a")["run/wait"]) == ("stalled", "800 ms", "4/1")
+        assert (cell("gpu-b")["engine"], cell("gpu-b")["TTFT p99"],
+                cell("gpu-b")["run/wait"]) == ("ok", "2.35 s", "0/?")
+        fail = screen.get_component_rich_style("status--fail", partial=True)
+        stalled = table.get_row("gpu-a")[COLUMNS.index("engine")]
+        assert stalled.style == fail

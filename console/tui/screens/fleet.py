@@ -1,5 +1,6 @@
-"""Several hosts: one row each (link, serve state, GPU utilisation, acceptance length, broken
-link, root cause, age of the last check); Enter opens a host. One host's trouble only ever
+"""Several hosts: one row each (link, serve state, the engine's state, TTFT p99 over the recent
+window, requests running/waiting, GPU utilisation, acceptance length, broken link, root cause,
+age of the last check); Enter opens a host. One host's trouble only ever
 changes its own row, and a cell that grows widens its column (never `runtime-act`)."""
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.transport.host import link_status
+from widgets.serving_strip import ENGINE_STATUS
 from widgets.status import STATUS_CLASSES, status_style
 
-COLUMNS = ("host", "link", "serve", "GPU util", "acceptance length", "broken link", "root cause",
-           "last check")
+COLUMNS = ("host", "link", "serve", "engine", "TTFT p99", "run/wait", "GPU util",
+           "acceptance length", "broken link", "root cause", "last check")
 AGE_COLUMN = "last check"
 
 
@@ -39,6 +41,24 @@ class FleetRow:
     """When the last chain run finished (epoch s); its age is shown, ticking."""
     acceptance_low: bool | None = None
     """The acceptance is below what the host's profile expects (`Acceptance.is_low`)."""
+    engine: str = "unknown"
+    """`status --json`'s serve.engine: ok, idle, stalled, dead, unknown."""
+    ttft_p99: float | None = None
+    """Time to first token, p99 over the recent window (seconds)."""
+    running: int | None = None
+    waiting: int | None = None
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _load(running: int | None, waiting: int | None) -> str:
+    if running is None and waiting is None:
+        return "—"
+    return f"{'?' if running is None else running}/{'?' if waiting is None else waiting}"
 
 
 def age(since: float | None, now: float | None = None) -> str:
@@ -94,8 +114,11 @@ class FleetScreen(Screen[None]):
         serve_colour = {"ready": ok, "failed": fail, "exited": fail, "down": fail,
                         "not-answering": fail}.get(
             row.serve_state, unknown)
+        engine_colour = status_style(self, ENGINE_STATUS.get(row.engine, "unknown"))
         return [Text(row.name, style="bold"), Text(row.state, style=state_colour),
                 Text(row.serve_state, style=serve_colour),
+                Text(row.engine, style=engine_colour), Text(_seconds(row.ttft_p99)),
+                Text(_load(row.running, row.waiting)),
                 Text("?" if row.gpu_util is None else f"{row.gpu_util:.0f}%"),
                 Text("—" if row.acceptance is None else f"{row.acceptance:.2f}",
                      style=fail if row.acceptance_low else ""),
