@@ -35,10 +35,13 @@ def test_url_only_console(world: FleetWorld, tmp_path: Path) -> None:
     term = terminal(tmp_path, "--url", f"http://{world.incident}")
     try:
         screen = term.wait_for(f"URL only: http://{world.incident}", timeout=20)
-        assert "GPU telemetry needs SSH" in screen
+        # What needs the host is one line; what the URL gives gets the room.
+        assert "needs SSH: GPUs, serve log, engine config, checks" in screen
         screen = term.wait_for(lambda s: re.search(r"acceptance length 1\.[0-5]\d", s)
                                is not None, timeout=30)
-        assert "the verification chain needs SSH" in screen
+        screen = term.wait_for(lambda s: "engine ok" in s and "latency p50/p99 TTFT" in s,
+                               timeout=30)
+        assert "[metrics · " in screen
         term.keys("q")
         term.wait_for(lambda s: not term.alive(), timeout=10)
     finally:

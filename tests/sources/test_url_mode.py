@@ -148,7 +148,7 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path,
     """Pilot: the header and the speculative pane live; GPU, chain, draft diff and log say
     they need SSH."""
     from console.tui.app import ConsoleApp
-    from tests.app_support import wait_until
+    from tests.app_support import screen_text, wait_until
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     session = url_session("gpu-a", server, entry(tmp_path, server))
@@ -172,6 +172,27 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path,
         assert "the engine config (from the log) needs SSH" in screen.engine.view.note
         assert any("the serve log needs SSH" in line for line in screen.log_pane.visible_lines())
         assert not app.screen.check_action("restart", ())  # read-only: no restart offered
+        # What the URL gives gets the room: the serving strip's figures, from /metrics.
+        await wait_until(pilot, lambda: screen.serving.view.latency is not None
+                         and screen.serving.view.generation_tps is not None, 30,
+                         "the serving figures")
+        view = screen.serving.view
+        assert view.engine == "ok", view.engine_reason
+        assert view.running is not None
+        assert view.kv_cache_usage_pct is not None
+        assert view.load_source == "metrics"
+        text = screen_text(app)
+        assert "engine ok" in text
+        assert "[metrics · " in text
+        # What needs SSH is one line, not three panes.
+        for title in ("─ GPUs", "─ Checklist", "Draft config diff", "─ Serve log"):
+            assert title not in text
+        ssh_lines = [line for line in text.splitlines() if "needs SSH" in line]
+        assert len(ssh_lines) == 1, ssh_lines
+        assert ssh_lines[0].strip().startswith("needs SSH: GPUs, serve log, engine config, "
+                                               "checks, draft diff, restart · add ssh = ")
+        assert "Search" not in text.splitlines()[-1]  # the hidden log's keys are not offered
+        assert not screen.check_action("maximize_pane", ("gpus",))
         await pilot.press("c")  # the chain by hand: the same message, no traceback
         await wait_until(pilot, lambda: not screen.checklist.state.running, what="checks")
         assert "needs SSH" in screen.checklist.state.error

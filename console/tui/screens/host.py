@@ -28,6 +28,10 @@ if TYPE_CHECKING:  # the sessions' modules load after the first frame
     from console.restart import RestartPlan, RestartResult, RestartStep
     from console.session.host_session import HostSession
 
+HOST_ONLY = {Capability.GPUS: "GPUs", Capability.LOG: "serve log",
+             Capability.ENGINE_CONFIG: "engine config", Capability.CHECKS: "checks",
+             Capability.DRAFT_DIFF: "draft diff", Capability.RESTART: "restart"}
+"""What a session on the URL alone lacks, as its one line names it."""
 ACTIONS = {"run_checks": Capability.CHECKS, "restart": Capability.RESTART,
            "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT}
 """The host's actions and what each needs of the session."""
@@ -67,6 +71,10 @@ class HostScreen(HostView):
             from checks.draft_diff import DraftDiff
 
             self.show_diff(DraftDiff(error=missing[Capability.DRAFT_DIFF]))
+        host_only = [label for c, label in HOST_ONLY.items() if c in missing]
+        if {Capability.GPUS, Capability.LOG, Capability.CHECKS} <= missing.keys():
+            self.show_server_only(f"needs SSH: {', '.join(host_only)} · add ssh = "
+                                  "\"user@host\" beside url in the hosts file")
         if missing.keys() & {Capability.GPUS, Capability.ENGINE_CONFIG, Capability.LOG}:
             self.show_unavailable(
                 gpu=missing.get(Capability.GPUS, ""),
@@ -79,6 +87,10 @@ class HostScreen(HostView):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         needed = ACTIONS.get(action)
+        if self.server_only and (action in ("next_tab", "toggle_maximize")
+                                 or action == "maximize_pane"
+                                 and parameters[:1] not in (("spec",),)):
+            return False  # those panes are hidden: one line says they need SSH
         if needed is None:
             return True
         if self.session is None:

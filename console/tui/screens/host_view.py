@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from console.telemetry import events as ev
 from console.telemetry.history import AcceptanceHistory, GpuHistory
@@ -107,6 +108,7 @@ class HostView(Screen[None]):
         self._last_data_at: float | None = None
         self._serving_figures = ServingFigures()
         self._serving = ServingView()
+        self._server_only = ""
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -134,6 +136,7 @@ class HostView(Screen[None]):
                     yield DraftDiffPane(id="diff")
                 with TabPane("Engine config", id="tab-engine"):
                     yield EngineTree(id="engine")
+        yield Static(id="needs-ssh")
         log = LogPane(self._log_lines, id="log-pane")
         log.add_class("pane")
         log.border_title = "Serve log"
@@ -148,11 +151,13 @@ class HostView(Screen[None]):
                                                     Checklist, DraftDiffPane, EngineTree,
                                                     LogPane)}
         self.ready = True
-        self.query_one("#log-pane #log").focus()
+        if not self.server_only:
+            self.query_one("#log-pane #log").focus()
         self.log_pane.add_lines([*self._log_notes, *self._log_backlog()])
         if self._serve_summary is not None:
             self._serve_text = self._serve_summary()
         self._render_all()
+        self._apply_server_only()
         self._apply_layout()
         self.set_interval(1.0, self._tick)
 
@@ -283,7 +288,7 @@ class HostView(Screen[None]):
             pane.border_subtitle = f"stale · {describe_age(age)}" if stale else ""
         if not stale:
             self.checklist.update_title()
-            if self.compact:
+            if self.compact and not self.server_only:
                 self.spec.border_subtitle = COMPACT_HINT
 
     # -- what the host's actions report ----------------------------------------------------
@@ -317,6 +322,28 @@ class HostView(Screen[None]):
         if self.ready:
             self._render_all()
             self.log_pane.add_lines(list(self._log_notes))
+
+    def show_server_only(self, line: str) -> None:
+        """A session on the server's URL alone: the panes that need the host (GPUs, checklist,
+        config tabs, log) give their room to what the server tells, and say so in one line."""
+        self._server_only = line
+        if self.ready:
+            self._apply_server_only()
+
+    def _apply_server_only(self) -> None:
+        line = self._server_only
+        self.set_class(bool(line), "-server-only")
+        self.query_one("#needs-ssh", Static).update(Text(line, no_wrap=True,
+                                                         overflow="ellipsis"))
+        for hidden in ("#gpus", "#middle-row", "#log-pane"):
+            # Hidden, and not focusable either: their keys would act on nothing shown.
+            self.query_one(hidden).disabled = bool(line)
+        if line:
+            self.set_focus(None)
+
+    @property
+    def server_only(self) -> bool:
+        return bool(self._server_only)
 
     def begin_restart(self) -> None:
         self._restart_text = "restart: starting"
