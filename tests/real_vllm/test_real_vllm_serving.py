@@ -4,7 +4,8 @@ the latency percentiles agree with what a client measured.
 vLLM's `/health` keeps answering 200 while its engine is stopped (measured: SIGSTOP to
 `VLLM::EngineCore` with requests in flight; `/metrics` keeps answering too, the running gauge
 stays, `vllm:generation_tokens_total` stands still). `status --json` must say `stalled` within
-the stall time (a small `--stall-s` here), and `ok` again after SIGCONT. One server for the
+the stall time (a small `--stall-s` here), `check` must fail runtime activation with it, and
+`status` says `ok` again after SIGCONT. One server for the
 module; the test that kills its engine runs last.
 """
 
@@ -196,6 +197,16 @@ def test_a_stopped_engine_is_stalled_within_the_stall_time_and_recovers(
         assert "4 running" in serve["engine_reason"]
         # Said within the stall time (plus the command's own start and SSH connection).
         assert took < STALL_S + 25, took
+        # `check` fails runtime activation with the stall as its evidence.
+        code, report = cli_json("check", "serving", "--config", str(serving.hosts),
+                                "--stall-s", str(STALL_S))
+        link = next(link for link in report["links"] if link["id"] == "runtime-activation")
+        assert code == 2, report
+        assert link["status"] == "fail"
+        assert link["summary"].startswith("the engine is stalled: 4 running"), link["summary"]
+        [seen] = [e for e in link["evidence"] if e["probe"] == "serving"]
+        assert "/metrics (" in seen["command"]
+        assert "no token generated for" in seen["excerpt"]
     finally:
         os.kill(engine, signal.SIGCONT)
     data = status(serving, "--stall-s", str(STALL_S))
