@@ -338,6 +338,8 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     if args is not None:
         ctx = replace(ctx, asked=args.speculative, max_model_len=args.max_model_len)
     probes = _Probes(ctx, engine=engine, stall_s=settings.stall_s)
+    # Started now, beside the other probes: a busy engine takes a second to be seen serving.
+    looking = asyncio.ensure_future(probes.engine())
     if profile.auto:
         try:
             ctx = await _pick(ctx, probes, last)
@@ -359,7 +361,10 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
             on_link(link)
         return link
 
-    links = await asyncio.gather(*(judged(link_id) for link_id in LINK_IDS))
+    try:
+        links = await asyncio.gather(*(judged(link_id) for link_id in LINK_IDS))
+    finally:
+        looking.cancel()  # done by now, unless runtime activation never got to ask
     return ChainReport(host=host_label or host.name, profile=profile.name, links=tuple(links),
                        broken_link=broken_link(links),
                        root_cause=root_cause(links, profile.requires()),

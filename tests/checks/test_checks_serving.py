@@ -42,10 +42,10 @@ async def test_a_stalled_engine_fails_runtime_activation_with_the_evidence(
     assert report.root_cause == "runtime-activation"  # code, fields and config all pass
 
 
-async def test_a_serving_engine_leaves_runtime_activation_to_the_log(
+async def test_a_working_engine_leaves_runtime_activation_to_the_log(
         started: list, tmp_path: Path) -> None:  # noqa: F811
     tree = serve(started, tmp_path, "healthy")
     report = await run_chain(LocalHost(), settings(tree), host_label="sim")
     link = report.link("runtime-activation")
     assert link.status is Status.UNKNOWN, link.summary  # silence about SWA, as before
-    assert link.details["engine"] == "ok"
+    assert link.details["engine"] in ("ok", "idle")  # between the sim's bursts: idle
