@@ -78,9 +78,18 @@ class Dockerd:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        subprocess.run(["umount", "-R", str(self.directory / "d")], capture_output=True,
-                       check=False)
+        for point in _mounts_under(self.directory):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _mounts_under(directory: Path) -> list[str]:
+    """The mount points the daemon left below `directory` (its default network namespace's
+    nsfs under the exec root stays mounted after it exits), deepest first."""
+    prefix = f"{directory}/"
+    with open("/proc/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    return sorted(points, key=len, reverse=True)
 
 
 def unavailable_reason() -> str | None:

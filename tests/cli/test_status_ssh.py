@@ -36,7 +36,7 @@ SPEC_KEYS = {"mean_acceptance_length", "draft_acceptance_rate_pct", "per_positio
 TOP_KEYS = {"host", "gpus", "gpu_source", "gpu_source_reason", "serve", "engine", "spec_decode",
             "throughput", "errors"}
 SERVE_KEYS = {"running", "pid", "cmdline", "health", "state", "phase", "started_at", "uptime_s",
-              "log", "url"}
+              "log", "url", "container"}
 ENGINE_KEYS = {"version", "model", "speculative_config", "aux_layers", "max_model_len",
                "tensor_parallel_size", "data_parallel_size"}
 THROUGHPUT_KEYS = {"prompt_tps", "generation_tps", "running", "waiting", "kv_cache_usage_pct",
@@ -162,6 +162,7 @@ def check_schema(data: dict) -> None:
     assert set(data["throughput"]) == THROUGHPUT_KEYS
     assert data["throughput"]["source"] in ("log", "metrics", None)
     assert data["serve"]["state"] in STATES
+    assert data["serve"]["container"] is None  # the simulated servers are bare processes
     for gpu in data["gpus"]:
         assert set(gpu) == GPU_KEYS
     assert data["gpu_source"] in ("nvml", "nvidia-smi", "none")

@@ -1,0 +1,124 @@
+"""A real `vllm serve` as PID 1 of a real container (the tests' own Docker daemon), found with
+nothing but the login in the hosts file: discovery, `status --json`'s `serve.container` and the
+serve log from `docker logs`, and one line (not a traceback) for a user who cannot reach the
+Docker socket.
+
+The module's tests share one server (ready in ~40-60 s). The models are at /models inside the
+container, a path this host does not have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from console.hostclient.discovery import resolve_serve
+from console.settings import ServeSettings
+from console.transport.local_host import LocalHost
+from tests.docker import MODELS, ContainerServer, Dockerd
+from tests.hostside.bundle import entry_argv
+from tests.real_vllm.support import cli
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.timeout(600)]
+
+CONTAINER_KEYS = {"runtime", "id", "name", "image", "started_at", "restart_policy",
+                  "compose_project", "compose_service"}
+
+
+@pytest.fixture
+def docker_host(dockerd: Dockerd, monkeypatch: pytest.MonkeyPatch) -> str:
+    """DOCKER_HOST names the tests' daemon, as a user's environment would name theirs."""
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    return dockerd.host
+
+
+def test_the_models_path_is_the_containers_alone(container_server: ContainerServer) -> None:
+    assert not os.path.exists(MODELS)  # else a host path of the same name could pass for it
+
+
+def test_discovery_finds_the_server_in_its_container(container_server: ContainerServer,
+                                                     docker_host: str) -> None:
+    """Run as root, the container's PID 1 is visible in the host's /proc too: it is the
+    container's server (its pid namespace says so), never taken for a bare process."""
+    inspected = container_server.inspect()
+
+    async def resolve() -> object:
+        host = LocalHost()
+        try:
+            return await resolve_serve(host, ServeSettings())
+        finally:
+            await host.close()
+
+    resolution = asyncio.run(resolve())
+    process = resolution.process  # type: ignore[attr-defined]
+    assert process is not None, resolution
+    assert process.container is not None, "found as a bare process, not as the container's"
+    assert process.container.runtime == "docker"
+    assert process.container.name == container_server.name
+    assert process.container.id == inspected["Id"]
+    assert process.pid == inspected["State"]["Pid"]  # type: ignore[index]
+    assert process.target == f"{MODELS}/target"
+    assert process.draft == f"{MODELS}/dflash-incident"
+    assert process.url == container_server.url
+    assert process.log is None  # no file: the log is the container's output
+    assert any(child.comm.startswith("VLLM::") for child in process.children)
+
+
+def test_status_json_shows_the_container_and_reads_its_log(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.box]\nlocal = true\n")
+    done = cli("status", "box", "--config", str(hosts), "--json")
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    serve = status["serve"]
+    inspected = container_server.inspect()
+    assert serve["running"] is True
+    assert serve["pid"] == inspected["State"]["Pid"]  # type: ignore[index]
+    assert f"{MODELS}/target" in serve["cmdline"]
+    assert serve["health"] == "healthy"
+    assert serve["state"] == "ready"
+    container = serve["container"]
+    assert set(container) == CONTAINER_KEYS
+    assert container["runtime"] == "docker"
+    assert container["name"] == container_server.name
+    assert container["id"] == inspected["Id"]
+    assert container["image"] == "vllm-console-test/empty:1"
+    assert container["started_at"] == \
+        str(inspected["State"]["StartedAt"])[:19] + "Z"  # type: ignore[index]
+    assert container["restart_policy"] == "no"
+    assert container["compose_project"] is None
+    assert container["compose_service"] is None
+    # What only the container's log says: its output was read (`docker logs`).
+    assert status["engine"]["version"] == "0.32.0"
+    assert status["engine"]["max_model_len"] == 512
+    assert status["engine"]["speculative_config"]["model"] == f"{MODELS}/dflash-incident"
+    text = cli("status", "box", "--config", str(hosts))
+    assert text.returncode == 0, text.stderr
+    assert f"where   docker container {container_server.name}" in text.stdout
+    assert f"log     docker logs {container_server.name}" in text.stdout
+
+
+def test_a_user_without_access_to_the_socket_gets_one_line(
+        container_server: ContainerServer, dockerd: Dockerd) -> None:
+    """`nobody` may not open the daemon's socket: discovery finds no server and says why and
+    how to grant access, in one line."""
+    done = subprocess.run(
+        entry_argv("/usr/bin/python3", "discover"), input=json.dumps({"match": ["vllm", "serve"],
+                                                                     "port": None}),
+        capture_output=True, text=True, timeout=60, user="nobody", group="nogroup",
+        extra_groups=[], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                              "DOCKER_HOST": dockerd.host}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    facts = json.loads(done.stdout.split("\n", 1)[1])
+    assert facts["serves"] == []
+    problem = facts["containers_problem"]
+    assert "\n" not in problem
+    assert "nobody has no access to the docker socket" in problem
+    assert "usermod -aG docker nobody" in problem
