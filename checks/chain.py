@@ -20,7 +20,7 @@ from typing import Any
 
 from checks import select
 from checks.configs import ConfigRead, read_configs
-from checks.context import ChainContext, settings_evidence
+from checks.context import ChainContext, log_label, settings_evidence
 from checks.links import (
     code_present,
     config_correct,
@@ -139,11 +139,15 @@ class _Probes:
         path = self.ctx.serve.log.value
         proc = self.ctx.serve.process
         spec = self.ctx.profile.links.runtime_activation
+        container = proc.container if proc is not None and not path else None
 
         async def make() -> ScriptRun | None:
-            if not path:
+            if not path and container is None:
                 return None
             params = runtime_activation.payload(spec, path, proc.pid if proc else None)
+            if container is not None:  # its output, since its start (`docker logs`)
+                params["container"] = {"runtime": container.runtime, "ref": container.ref,
+                                       "since": container.started_at}
             return await _run(self.ctx, "probe-log", "python3", params, LOG_TIMEOUT)
         return await self._task("log", make)  # type: ignore[no-any-return]
 
@@ -215,7 +219,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
                                            ctx, probes, draft, target))
     configs = await probes.configs()
     return runtime_activation.evaluate(
-        links.runtime_activation, serve.log.value, await probes.log(), configs["draft"],
+        links.runtime_activation, log_label(ctx), await probes.log(), configs["draft"],
         settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
         host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
         methods=ctx.profile.methods, expected=ctx.profile.acceptance,

@@ -18,11 +18,14 @@ user; nothing here forwards or exposes it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import heapq
 import json
 import os
 import pwd
 import subprocess
+import tempfile
 from typing import Any, Callable
 
 from .argv import matches
@@ -272,3 +275,58 @@ def find(facts: dict[str, Any], table: Any, words: list[str], port: int | None,
                        "comm": "", "start": 0, "argv": other_argv[:40],
                        "start_time": described["started_at"], "container": described})
     return {**facts, "serves": serves}
+
+
+def _sort_key(line: bytes) -> bytes:
+    """A `--timestamps` line's stamp in a form that sorts as bytes: docker trims the trailing
+    zeros of the nanoseconds, so the fraction is padded to nine digits."""
+    stamp = line.split(b" ", 1)[0]
+    head, _, frac = stamp.rstrip(b"Z").partition(b".")
+    return head + b"." + frac.ljust(9, b"0")
+
+
+def _unstamped(line: bytes) -> bytes:
+    stamp, sep, rest = line.partition(b" ")
+    return rest if sep and stamp[:1].isdigit() and stamp.endswith(b"Z") else line
+
+
+def export_log(ref: str, since: float | None, runtime: str = RUNTIME
+               ) -> tuple[str | None, str]:
+    """The container's output since `since` (its current start) as one temporary file, the
+    stdout and stderr lines (the CLI hands them back apart) in the order of their stamps, the
+    stamps dropped: (its path, "") for the caller to read and remove, or (None, why)."""
+    argv = [runtime, "logs", "--timestamps"]
+    if since is not None:
+        argv += ["--since", f"{since:.6f}"]
+    names = []
+    try:
+        for part in ("out", "err", "merged"):
+            fd, name = tempfile.mkstemp(prefix=f"vllm-console-log-{part}-")
+            os.close(fd)
+            names.append(name)
+        with open(names[0], "wb") as out, open(names[1], "wb") as err:
+            try:
+                done = subprocess.run([*argv, ref], stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=err, timeout=120, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return _removed(names, None), f"`{runtime} logs {ref}` failed: {exc}"
+        if done.returncode != 0:
+            with open(names[1], "rb") as err_in:
+                why = " ".join(err_in.read(600).decode("utf-8", "replace").split())
+            return _removed(names, None), f"`{runtime} logs {ref}` exited " \
+                                         f"{done.returncode}: {why}"
+        with open(names[0], "rb") as a, open(names[1], "rb") as b, \
+                open(names[2], "wb") as merged:
+            for line in heapq.merge(a, b, key=_sort_key):
+                merged.write(_unstamped(line))
+        return _removed(names[:2], names[2]), ""
+    except OSError as exc:
+        return _removed(names, None), f"cannot keep `{runtime} logs {ref}` in a file: {exc}"
+
+
+def _removed(names: list[str], keep: str | None) -> str | None:
+    for name in names:
+        if name != keep:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+    return keep

@@ -122,3 +122,24 @@ def test_a_user_without_access_to_the_socket_gets_one_line(
     assert "\n" not in problem
     assert "nobody has no access to the docker socket" in problem
     assert "usermod -aG docker nobody" in problem
+
+
+def test_check_reads_the_current_run_from_the_containers_output(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """runtime-activation judges the container's own log (`docker logs`, since its start),
+    never "no serve log"."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.box]\nlocal = true\n")
+    done = cli("check", "box", "--config", str(hosts), "--json")
+    assert done.stdout.strip(), done.stderr
+    report = json.loads(done.stdout)
+    activation = {link["id"]: link for link in report["links"]}["runtime-activation"]
+    assert activation["status"] != "error", activation
+    # The aux-layer line real vLLM logged in the container (its 4-layer target: (2, 4)).
+    assert "aux layers (2, 4)" in activation["summary"]
+    scan = next(e for e in activation["evidence"] if e["probe"] == "log-scan")
+    assert scan["excerpt"].startswith(f"log: docker logs {container_server.name}")
+    assert "engine start: (EngineCore pid=" in scan["excerpt"]
+    where = next(e for e in activation["evidence"] if e["probe"] == "discovery")
+    assert f"log: docker logs {container_server.name} (the container's output)" in \
+        where["excerpt"]
