@@ -4,7 +4,10 @@ serve log from `docker logs`, and one line (not a traceback) for a user who cann
 Docker socket.
 
 The module's tests share one server (ready in ~40-60 s). The models are at /models inside the
-container, a path this host does not have.
+container, a path this host does not have. Each hosts-file entry holds the login and the
+server's `url` alone: other `vllm serve` processes of the same users may run on a machine
+that runs tests side by side, and the port says which server is this entry's (without it,
+the oldest matching bare process of the login user would be, by the one rule).
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
+import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +30,7 @@ from console.transport.local_host import LocalHost
 from tests.docker import MODELS, ContainerServer, Dockerd
 from tests.hostside.bundle import entry_argv
 from tests.real_vllm.support import cli
+from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.timeout(600)]
 
@@ -35,6 +43,12 @@ def docker_host(dockerd: Dockerd, monkeypatch: pytest.MonkeyPatch) -> str:
     """DOCKER_HOST names the tests' daemon, as a user's environment would name theirs."""
     monkeypatch.setenv("DOCKER_HOST", dockerd.host)
     return dockerd.host
+
+
+def local_entry(path: Path, server: ContainerServer) -> Path:
+    """`box`: this machine (`local = true`) and the server's URL, nothing else."""
+    path.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\nurl = "{server.url}"\n')
+    return path
 
 
 def test_the_models_path_is_the_containers_alone(container_server: ContainerServer) -> None:
@@ -50,7 +64,7 @@ def test_discovery_finds_the_server_in_its_container(container_server: Container
     async def resolve() -> object:
         host = LocalHost()
         try:
-            return await resolve_serve(host, ServeSettings())
+            return await resolve_serve(host, ServeSettings(url=container_server.url))
         finally:
             await host.close()
 
@@ -71,8 +85,7 @@ def test_discovery_finds_the_server_in_its_container(container_server: Container
 
 def test_status_json_shows_the_container_and_reads_its_log(
         container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text("[hosts.box]\nlocal = true\n")
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
     done = cli("status", "box", "--config", str(hosts), "--json")
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
@@ -128,8 +141,7 @@ def test_check_reads_the_current_run_from_the_containers_output(
         container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
     """runtime-activation judges the container's own log (`docker logs`, since its start),
     never "no serve log"."""
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text("[hosts.box]\nlocal = true\n")
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
     done = cli("check", "box", "--config", str(hosts), "--json")
     assert done.stdout.strip(), done.stderr
     report = json.loads(done.stdout)
@@ -143,3 +155,54 @@ def test_check_reads_the_current_run_from_the_containers_output(
     where = next(e for e in activation["evidence"] if e["probe"] == "discovery")
     assert f"log: docker logs {container_server.name} (the container's output)" in \
         where["excerpt"]
+
+
+@pytest.fixture
+def login_with_docker_access(dockerd: Dockerd, sshd: Sshd) -> Iterator[str]:
+    """The SSH login user may use the tests' daemon, as a member of the group that owns its
+    socket (what `usermod -aG docker` grants), and its docker CLI names that daemon by a
+    context (what `docker context use` leaves in ~/.docker): nothing set in the environment."""
+    entry = pwd.getpwnam(sshd.user)
+    as_user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": [],
+               "env": {"HOME": entry.pw_dir, "PATH": os.environ.get("PATH", "/usr/bin")},
+               "capture_output": True, "timeout": 30, "check": True}
+    socket_gid = dockerd.socket.stat().st_gid
+    config_dir = Path(entry.pw_dir) / ".docker"
+    had_config = config_dir.exists()
+    os.chown(dockerd.socket, 0, entry.pw_gid)
+    context = f"vc-tests-{os.getpid()}"
+    try:
+        subprocess.run(["docker", "context", "create", context, "--docker",
+                        f"host={dockerd.host}"], **as_user)  # type: ignore[call-overload]
+        subprocess.run(["docker", "context", "use", context], **as_user)  # type: ignore[call-overload]
+        yield sshd.user
+    finally:
+        for argv in (["docker", "context", "use", "default"],
+                     ["docker", "context", "rm", "-f", context]):
+            subprocess.run(argv, **{**as_user, "check": False})  # type: ignore[call-overload]
+        os.chown(dockerd.socket, 0, socket_gid)
+        if not had_config:
+            shutil.rmtree(config_dir, ignore_errors=True)
+
+
+def test_status_over_ssh_as_a_user_in_the_docker_group(
+        container_server: ContainerServer, sshd: Sshd, login_with_docker_access: str,
+        tmp_path: Path) -> None:
+    """The usual set-up: a non-root login with access to the socket, over the real sshd. It
+    cannot read the root-owned server's /proc details (environment, descriptors): what it
+    knows comes from `docker inspect` and `docker logs`."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.gpu]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
+                     f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
+                     f'[hosts.gpu.serve]\nurl = "{container_server.url}"\n')
+    env_without = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    done = subprocess.run([sys.executable, "-m", "console", "status", "gpu", "--config",
+                           str(hosts), "--json"], capture_output=True, text=True, timeout=120,
+                          env=env_without, check=False)
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["serve"]
+    assert serve["running"] is True
+    assert serve["pid"] == container_server.inspect()["State"]["Pid"]  # type: ignore[index]
+    assert serve["container"]["name"] == container_server.name
+    assert serve["state"] == "ready"  # the log read through `docker logs` over the link
+    assert json.loads(done.stdout)["engine"]["version"] == "0.32.0"
