@@ -157,6 +157,39 @@ def test_check_reads_the_current_run_from_the_containers_output(
         where["excerpt"]
 
 
+
+def test_check_never_reads_the_containers_paths_on_the_host(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """The draft, the target and the interpreter on the server's command line are the
+    container's: until probes run inside it, the links say so instead of reading the host
+    path of the same name."""
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    report = json.loads(cli("check", "box", "--config", str(hosts), "--json").stdout)
+    links = {link["id"]: link for link in report["links"]}
+    inside = f"docker container {container_server.name}"
+    assert links["config-correct"]["status"] == "error"
+    assert f"draft {MODELS}/dflash-incident is a path inside the {inside}" in \
+        links["config-correct"]["summary"]
+    for link in ("code-present", "fields-extracted"):
+        assert links[link]["status"] == "error"
+        assert f"the serving interpreter is inside the {inside}" in links[link]["summary"]
+
+
+def test_restart_refuses_a_container_and_stops_nothing(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    before = container_server.inspect()["State"]
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("restart", "box", "--config", str(hosts), "--yes")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert f"container {container_server.name}: the console cannot restart a container " \
+           "yet; nothing was stopped" in done.stderr
+    after = container_server.inspect()["State"]
+    assert after["Running"] is True  # type: ignore[index]
+    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
+    assert after["Pid"] == before["Pid"]  # type: ignore[index]
+
+
 @pytest.fixture
 def login_with_docker_access(dockerd: Dockerd, sshd: Sshd) -> Iterator[str]:
     """The SSH login user may use the tests' daemon, as a member of the group that owns its
