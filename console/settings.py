@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,18 @@ class ConfigError(Exception):
     """The hosts file or a command-line setting is wrong; the message says where and how."""
 
 
+# Every setting is a path, a URL or a few words: a longer value is a mistake (a pasted file),
+# and it must not reach the host's shell ("Argument list too long" from discovery, read later
+# as "no serve process").
+MAX_SETTING_CHARS = 4096
+# The hosts file is read whole; a bound keeps a wrong path (a device, a huge file) from
+# taking the console's memory.
+MAX_HOSTS_FILE_BYTES = 16 << 20
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True,
+                              str_max_length=MAX_SETTING_CHARS)
 
 
 class _Overridable(_Strict):
@@ -197,11 +208,29 @@ def _describe_error(err: dict[str, Any]) -> str:
     return f"{where}: {err.get('msg', 'invalid value')}"
 
 
+def _read_regular_file(path: Path) -> bytes:
+    """The file's bytes, refusing what is not a regular file before reading from it: a FIFO
+    would block every command on its first read (opened non-blocking, so not even the open
+    waits for a writer)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"hosts file {path}: not a regular file; refusing to read it")
+        if info.st_size > MAX_HOSTS_FILE_BYTES:
+            raise ConfigError(f"hosts file {path}: larger than "
+                              f"{MAX_HOSTS_FILE_BYTES >> 20} MiB; refusing to read it")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_HOSTS_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
 def load_hosts_file(path: Path | None = None, *, required: bool = False) -> HostsFile:
     """Read and validate a hosts file. A missing default file is an empty one."""
     path = path or default_hosts_path()
     try:
-        raw = path.read_bytes()
+        raw = _read_regular_file(path)
     except FileNotFoundError:
         if required:
             raise ConfigError(f"hosts file {path}: not found") from None
@@ -237,6 +266,23 @@ def _expand(path: str) -> str:
     return os.path.expanduser(path) if path else path
 
 
+_Section = Any  # one of OVERRIDE_SECTIONS
+
+
+def _overridden(section: _Section, overrides: dict[str, Any]) -> _Section:
+    """The section with the command line's values for its fields (taken out of `overrides`),
+    validated like the hosts file's: a bad value names its option."""
+    update = {k: overrides.pop(k) for k in list(overrides) if k in type(section).model_fields}
+    if not update:
+        return section
+    try:
+        return type(section).model_validate({**section.model_dump(), **update})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-")
+        raise ConfigError(f"{option}: {err['msg']}") from None
+
+
 def resolve_host(spec: str, hosts: HostsFile, *, overrides: dict[str, Any] | None = None
                  ) -> HostConfig:
     """Turn a HOST argument into a HostConfig: a hosts-file name first, else a destination
@@ -259,12 +305,13 @@ def resolve_host(spec: str, hosts: HostsFile, *, overrides: dict[str, Any] | Non
         if not entry.ssh:
             raise ConfigError(f"host {spec!r}: no `ssh` destination and not `local`")
         user, hostname, port = parse_destination(entry.ssh)
-    serve = entry.serve.model_copy(update={k: overrides.pop(k) for k in list(overrides)
-                                           if k in ServeSettings.model_fields})
-    gpu = entry.gpu.model_copy(update={k: overrides.pop(k) for k in list(overrides)
-                                       if k in GpuSettings.model_fields})
-    checks = entry.checks.model_copy(update={k: overrides.pop(k) for k in list(overrides)
-                                             if k in ChecksSettings.model_fields})
+    serve = _overridden(entry.serve, overrides)
+    gpu = _overridden(entry.gpu, overrides)
+    checks = _overridden(entry.checks, overrides)
+    for name in ("identity", "known_hosts"):
+        if len(str(overrides.get(name, ""))) > MAX_SETTING_CHARS:
+            raise ConfigError(f"--{name.replace('_', '-')}: should have at most "
+                              f"{MAX_SETTING_CHARS} characters")
     return HostConfig(
         name=spec,
         hostname=hostname,

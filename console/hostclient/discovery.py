@@ -341,13 +341,11 @@ def _serve_from_facts(facts: Mapping[str, Any], match: str) -> ServeProcess | No
     obj = serves[0]
     argv = tuple(str(a) for a in obj.get("argv") or ())
     log, deleted, target = None, False, None
-    for stream in ("stdout", "stderr"):
-        info = obj.get(stream)
-        if isinstance(info, dict) and info.get("regular"):
-            target = str(info.get("target", ""))
-            deleted = bool(info.get("deleted"))
-            log = target[: -len(" (deleted)")] if deleted else target
-            break
+    info = obj.get("log")  # the host's one rule: `hostside.discover.serve_log`
+    if isinstance(info, dict):
+        target = str(info.get("target", ""))
+        deleted = bool(info.get("deleted"))
+        log = target[: -len(" (deleted)")] if deleted else target
     if log is None and isinstance(obj.get("stdout"), dict):
         target = str(obj["stdout"].get("target", ""))
     start = obj.get("start_time")

@@ -32,7 +32,7 @@ import threading
 import time
 
 from .argv import matches
-from .discover import choose_servers, holds, port_names, server_entry
+from .discover import choose_servers, holds, port_names, serve_log, server_entry
 from .gpu import open_gpu_source
 from .gpu.common import MIB
 from .lifeline import on_stdin_eof
@@ -266,6 +266,8 @@ class ServeTracker:
             if pid == root:
                 entry["cwd"] = readlink(f"/proc/{pid}/cwd") or None
                 entry["stdout"] = readlink(f"/proc/{pid}/fd/1") or None
+                log = serve_log(pid)
+                entry["log"] = log["target"] if log is not None else None
             procs.append(entry)
             for child in sorted(children.get(pid, ()), reverse=True):
                 stack.append((child, depth + 1))

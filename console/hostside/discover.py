@@ -223,6 +223,17 @@ def _fd_target(pid: int, fd: int) -> dict[str, Any] | None:
     return out
 
 
+def serve_log(pid: int) -> dict[str, Any] | None:
+    """A process's serve log, the one rule for it: its stdout when that is a regular file,
+    else its stderr when that is (`vllm serve ... 2>serve.log` with stdout on a terminal).
+    {"target", "regular": True, "deleted"}; None when neither is a file."""
+    for fd in (1, 2):
+        found = _fd_target(pid, fd)
+        if found is not None and found["regular"]:
+            return found
+    return None
+
+
 class _Table:
     """The one pass over /proc: this user's processes, their command lines and parentage.
     A process in another pid namespace is a container's (its paths are the container's): it
@@ -375,7 +386,7 @@ def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float
         "start_time": btime + start / float(ticks) if btime else None,
         "uid": table.uid, "argv": argv, "cwd": cwd, "exe": exe,
         "python": python, "python_from": python_from, "environ": env,
-        "stdout": _fd_target(pid, 1), "stderr": _fd_target(pid, 2),
+        "stdout": _fd_target(pid, 1), "stderr": _fd_target(pid, 2), "log": serve_log(pid),
         "children": tree, "matched": matched,
         "holds_port": bool(names) and any(holds(p, names)
                                           for p in [pid, *(m["pid"] for m in tree)]),

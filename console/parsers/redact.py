@@ -107,9 +107,15 @@ def may_hold_secret(text: str) -> bool:
 
 def _hide(match: re.Match[str]) -> str:
     key = match["key"].strip("'\"").lstrip("-")
-    if not is_secret_key(key) or match["value"] in ("None", "null", "''", '""', "[]"):
+    value = match["value"]
+    if not is_secret_key(key):
+        # The value may hold a pair of its own (`env: HF_TOKEN=...`): the match consumed it.
+        inner = _TEXT_PAIR.sub(_hide, value) if value != match[0] else value
+        return f"{match['key']}{match['sep']}{inner}"
+    if value in ("None", "null", "''", '""', "[]") or value.strip("'\"") == REDACTED:
         return match[0]
-    return f"{match['key']}{match['sep']}{REDACTED}"
+    quote = value[0] if value[0] in "'\"" and len(value) > 1 and value[-1] == value[0] else ""
+    return f"{match['key']}{match['sep']}{quote}{REDACTED}{quote}"
 
 
 def redact_text(text: str, limit: int = 64 * 1024) -> str:

@@ -89,7 +89,8 @@ def plan_document(plan: RestartPlan, options: RestartOptions, *, restart_id: str
         "mode": plan.mode, "unit": plan.unit,
         "user_unit": plan.user_unit,
         "members": [{"pid": pid, "start": start} for pid, start, _ in plan.members],
-        "argv": list(plan.argv), "cwd": plan.cwd, "env": plan.launch_env,
+        "argv": list(plan.argv), "shown": plan.command, "cwd": plan.cwd,
+        "env": plan.launch_env,
         "original_env": plan.original_env, "log": plan.log,
         "hook": {"dir": plan.hook_dir} if plan.trace and plan.hook_dir else None,
         "url": plan.url, "port": plan.port, "nvidia_smi": nvidia_smi,
@@ -251,6 +252,9 @@ class _Run:
         reader = asyncio.create_task(self._read_status(status), name="restart-status")
         try:
             return await self._follow()
+        except asyncio.CancelledError:
+            await self._leave()
+            raise
         finally:
             await status.close()
             reader.cancel()
@@ -326,6 +330,16 @@ class _Run:
         outcome = Outcome.FAILED if touched else Outcome.ERROR
         return self._result(outcome, message, errors=self.new_pid is not None)
 
+    async def _leave(self) -> None:
+        """This client is going (Ctrl+C, the console closed): tell the step, which finishes
+        what it began (a stopped server is always relaunched) but stops waiting for ready,
+        so the host's restart lock does not outlive us both. A file, not a signal: nothing
+        is sent to a pid that may have been recycled."""
+        with contextlib.suppress(HostError, OSError, asyncio.CancelledError):
+            await asyncio.wait_for(self.host.run(
+                ["sh", "-c", 'umask 077; : > "$1"', "sh", self.paths["status"] + ".left"],
+                timeout=5), 6)
+
     async def _step_ended(self, limit_s: float = 10.0) -> None:
         """The step writes its last word before it lets go of the lock: wait (bounded) until
         it has exited, so that a restart asked for right after this one is not refused."""
@@ -379,13 +393,17 @@ class _Run:
 
 
 async def _endpoints(host: Host, url: ServeUrl) -> tuple[bool, str]:
-    """Whether /health and /v1/models both answer 200 through the link; what each said."""
+    """Whether /health answers 200 and /v1/models answers through the link; what each said.
+    A 401 from /v1/models is a server started with `--api-key`: up (its routes exist only once
+    the engine is), the host step having checked it with the key."""
     said, ok = [], True
     for path in ("/health", "/v1/models"):
         answer = await http_get(host, url, path)
+        keyed = path == "/v1/models" and answer.status == 401
         said.append(f"{path}: " + (f"HTTP {answer.status}" if answer.status is not None
-                                   else answer.error))
-        ok = ok and answer.ok
+                                   else answer.error)
+                    + (" (the server wants its --api-key)" if keyed else ""))
+        ok = ok and (answer.ok or keyed)
     return ok, ", ".join(said)
 
 

@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Mapping
 
 from console.hostside.argv import matches
-from console.restart.model import RestartPlan
+from console.parsers.redact import REDACTED, is_secret_key
+from console.restart.model import RestartPlan, shown_argv
 from console.restart.plan import RestartError, relaunch_inputs, server_address
-from console.transport.host import quote_argv
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -62,6 +62,39 @@ def _apply(env: Mapping[str, str], edit: EnvEdit) -> dict[str, str]:
     return out
 
 
+def _secret_flag(word: str) -> str:
+    """`--api-key` for `--api-key` and `--api-key=...`; "" for a word that is no secret's."""
+    flag = word.split("=", 1)[0]
+    return flag if flag.startswith("-") and is_secret_key(flag.lstrip("-")) else ""
+
+
+def keep_secrets(new: tuple[str, ...], old: tuple[str, ...]) -> tuple[str, ...]:
+    """The dialog shows `--api-key <redacted>`; a command line edited there keeps the last
+    run's value wherever `<redacted>` is left after (or `=`-joined to) the same flag. A
+    `<redacted>` with no earlier value to keep is refused: the key must be typed."""
+    values: dict[str, list[str]] = {}
+    for i, word in enumerate(old):
+        flag = _secret_flag(word)
+        if flag and "=" in word:
+            values.setdefault(flag, []).append(word.split("=", 1)[1])
+        elif flag and i + 1 < len(old):
+            values.setdefault(flag, []).append(old[i + 1])
+    out = list(new)
+    for i, word in enumerate(out):
+        flag = _secret_flag(word)
+        joined = bool(flag) and word == f"{flag}={REDACTED}"
+        after = i > 0 and word == REDACTED and "=" not in out[i - 1] and _secret_flag(out[i - 1])
+        if not joined and not after:
+            continue
+        flag = flag if joined else _secret_flag(out[i - 1])
+        if not values.get(flag):
+            raise RestartError(f"command line: {flag} {REDACTED}: there is no earlier value to "
+                               "keep; type the value itself")
+        value = values[flag].pop(0)
+        out[i] = f"{flag}={value}" if joined else value
+    return tuple(out)
+
+
 def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (),
               url: str = "", match: str = "vllm serve") -> RestartPlan:
     """The plan with the person's changes (none: the plan as it is). `url` and `match` are
@@ -71,16 +104,16 @@ def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (
     if plan.mode == "unit" and (env or argv):
         raise RestartError(f"{plan.host}: {plan.unit} is a systemd unit: its command and "
                            "environment are the unit's to change")
-    new_argv = tuple(argv) or plan.argv
+    new_argv = keep_secrets(tuple(argv), plan.argv) or plan.argv
     if not matches(list(new_argv), match.split()):
-        raise RestartError(f"command line: {quote_argv(new_argv)[:200]} does not match the "
+        raise RestartError(f"command line: {shown_argv(new_argv)[:200]} does not match the "
                            f"host entry's match {match!r}: the console would not find it")
     base = dict(plan.original_env)
     edits = tuple((name, base.get(name), value) for name, value in env
                   if base.get(name) != value)
     address, port = server_address(url, list(new_argv))
     return plan.model_copy(update={
-        "argv": new_argv, "command": quote_argv(new_argv),
+        "argv": new_argv, "command": shown_argv(new_argv),
         "last_argv": plan.argv if new_argv != plan.argv else (),
         "original_env": _apply(plan.original_env, env),
         "launch_env": _apply(plan.launch_env, env),

@@ -5,13 +5,30 @@ All frozen: the TUI renders them as they come (`on_progress`), the CLI prints th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from console.parsers import StartupPhase
-from console.parsers.redact import is_secret_key
+from console.parsers.redact import is_secret_key, redact, redact_text
 from console.transport.host import quote_argv
+
+
+def shown_argv(argv: Sequence[str]) -> str:
+    """A command line as the console shows it: shell-quoted, secret values (`--api-key X`,
+    `--hf-token=X`) replaced by `<redacted>`. The relaunch itself keeps `argv` whole."""
+    return quote_argv(redact([str(a) for a in argv]))
+
+
+def _shown(value: object) -> object:
+    """Text a person will see, redacted whatever it came from (the host's words, a log line,
+    a look-alike's command line): a property of these models, not of each caller."""
+    if isinstance(value, str):
+        return redact_text(value, max(len(value), 1))
+    if isinstance(value, tuple | list):
+        return tuple(_shown(v) for v in value)
+    return value
 
 
 class _Frozen(BaseModel):
@@ -72,13 +89,15 @@ class RestartStep(_Frozen):
     stage: Stage
     """What happened."""
     message: str
-    """One line for a person."""
+    """One line for a person (redacted)."""
     elapsed_s: float = 0.0
     """Seconds since the restart began (host clock for host-side steps)."""
     pid: int | None = None
     """The process the step is about, when there is one (the new server once launched)."""
     phase: StartupPhase | None = None
     """For `phase` steps: the start-up phase the log reached."""
+
+    _redacted = field_validator("message")(_shown)
 
 
 class PhaseTiming(_Frozen):
@@ -154,6 +173,8 @@ class RestartPlan(_Frozen):
     """Environment differences from the running server's (None: removed)."""
     notes: tuple[str, ...] = ()
     """Things worth knowing before saying yes (a log that is not a file, ...)."""
+
+    _redacted = field_validator("notes")(_shown)
     original_env: dict[str, str] = Field(default_factory=dict, repr=False)
     """The server's environment without any trace hook (it may hold secrets: never shown)."""
     launch_env: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -190,7 +211,7 @@ class RestartPlan(_Frozen):
             lines.append("stop: nothing runs (the last launch is started again)")
         if self.mode != "unit":
             if self.last_argv and tuple(self.last_argv) != tuple(self.argv):
-                lines.append(f"- start: {quote_argv(self.last_argv)}")
+                lines.append(f"- start: {shown_argv(self.last_argv)}")
                 lines.append(f"+ start: {self.command}")
             else:
                 lines.append(f"start: {self.command}")
@@ -203,7 +224,8 @@ class RestartPlan(_Frozen):
         for key, value in self.env_changes:
             if key in edited:
                 continue
-            lines.append(f"env: {key}={value}" if value is not None else f"env: unset {key}")
+            lines.append(f"env: {_shown_env(key, value)}" if value is not None
+                         else f"env: unset {key}")
         if self.log:
             lines.append(f"log: {self.log} (appended)")
         if self.trace:
@@ -254,6 +276,8 @@ class RestartResult(_Frozen):
     """Seconds the whole restart took, as the client saw it."""
     notes: tuple[str, ...] = ()
     """Remarks (GPU memory not checked, a process left alone, ...)."""
+
+    _redacted = field_validator("reason", "command", "error_lines", "notes")(_shown)
 
     @property
     def ok(self) -> bool:

@@ -27,7 +27,7 @@ from console.hostclient.launch_env import HOOK_DIR_PREFIX, env_changes, launch_e
 from console.hostclient.launch_record import last_key
 from console.hostside.argv import matches
 from console.hostside.discover import argv_port, env_items
-from console.restart.model import RestartPlan
+from console.restart.model import RestartPlan, shown_argv
 from console.settings import HostConfig
 from console.transport.host import Host, quote_argv
 from console.transport.remote_scripts import RemoteScripts, run_json, trace_hook_source
@@ -305,7 +305,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     else:
         if not argv:
             raise RestartError(f"{host.name}: no command line to relaunch")
-        command = quote_argv(argv)
+        command = shown_argv(argv)
     return RestartPlan(
         host=host.name, mode="unit" if unit else "process", command=command, argv=tuple(argv),
         cwd=str(described.get("cwd") or ""), log=log, unit=unit, user_unit=user_unit,

@@ -7,6 +7,7 @@ reports; `check`, `status` and `restart` use the same pieces directly. Never imp
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -218,8 +219,15 @@ class HostSession:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
-        path = directory / f"vllm-console-{safe_name}-{stamp}.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Stamped to the second; a second export within it takes the next free `-N` (opened
+        # exclusively, so two exports are always two files and none is overwritten).
+        for n in itertools.count(1):
+            path = directory / f"vllm-console-{safe_name}-{stamp}{f'-{n}' if n > 1 else ''}.json"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                break
+            except FileExistsError:
+                continue
         with os.fdopen(fd, "w") as fh:
             json.dump(self.evidence_bundle(log_window), fh, indent=2, default=repr)
         return path

@@ -107,9 +107,7 @@ def serve_info_from_tree(settings: ServeSettings, tree: ServeTree) -> ServeInfo:
     if root is None:
         return serve_info(settings, None, False)
     args = parse_serve_argv(root.argv)
-    stdout = root.stdout or ""
-    log = stdout.removesuffix(" (deleted)") if stdout.startswith("/") and not \
-        stdout.startswith("/dev/") else ""
+    log = (root.log or "").removesuffix(" (deleted)")
     return ServeInfo(True, root.pid, root.argv, settings.log or log or None,
                      settings.url or args.url, settings.target or args.target,
                      settings.draft or args.draft, speculative_of(root.argv))

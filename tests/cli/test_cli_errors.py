@@ -84,3 +84,41 @@ def test_a_system_error_names_the_file_without_errno_noise(
     assert "[Errno" not in err
     assert str(root) in err
 
+
+
+@pytest.mark.parametrize("command", ["status", "check", "restart"])
+def test_a_hosts_file_that_is_a_fifo_is_refused_in_one_line(
+        command: str, tmp_path: Path) -> None:
+    """A FIFO given as the hosts file (a typo, `<(...)` gone stale) used to block every command
+    on its first read, with no output at all. It is refused before anything is read."""
+    fifo = tmp_path / "hosts.toml"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "console", command, "h", "--config", str(fifo),
+                           "--yes" if command == "restart" else "--local"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == COULD_NOT_RUN[command]
+    err = one_line(proc.stderr)
+    assert str(fifo) in err
+    assert "not a regular file" in err
+
+
+@pytest.mark.parametrize(("key", "option"), [("match", "--match"), ("log", "--log")])
+def test_a_huge_setting_is_refused_at_load_naming_its_key(
+        key: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 10 MB `match` reached the host's shell ("Argument list too long") and `check` then
+    said no serve process was found, which was false: discovery never ran. Every setting's
+    length is bounded where it is read, the hosts file or the command line."""
+    huge = "x" * 10_000_000
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.h]\nlocal = true\n[hosts.h.serve]\n{key} = "{huge}"\n')
+    assert main(["check", "h", "--config", str(hosts)]) == COULD_NOT_RUN["check"]
+    err = one_line(capsys.readouterr().err)
+    assert f"hosts.h.serve.{key}" in err
+    assert "at most" in err
+    assert len(err) < 500
+    hosts.write_text("")
+    assert main(["check", "h", "--local", "--config", str(hosts), option, huge]) == 3
+    err = one_line(capsys.readouterr().err)
+    assert option in err
+    assert "at most" in err
+    assert len(err) < 500

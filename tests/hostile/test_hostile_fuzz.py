@@ -262,3 +262,18 @@ def test_a_discovery_answer_of_the_wrong_shape_is_a_discovery_error(facts: dict[
 
     with pytest.raises(DiscoveryError):
         serve_from_facts(facts)
+
+
+@pytest.mark.parametrize(("line", "shown"), [
+    # A pair inside another pair's value: the outer key is no secret, the inner one is.
+    ("env: HF_TOKEN=hf_abc1 MY_SECRET=zz", "env: HF_TOKEN=<redacted> MY_SECRET=<redacted>"),
+    ("note: pid 7 runs python -m vllm --api-key=sk-9", "note: pid 7 runs python -m vllm "
+                                                      "--api-key=<redacted>"),
+    # JSON stays JSON: a quoted value is replaced inside its quotes, and one already redacted
+    # is left as it is (output passes this rule again at the door).
+    ('{"api_key": "sk-1", "hf_token": "<redacted>", "n": 2}',
+     '{"api_key": "<redacted>", "hf_token": "<redacted>", "n": 2}'),
+])
+def test_redact_text_reaches_nested_pairs_and_keeps_quotes(line: str, shown: str) -> None:
+    assert redact_text(line) == shown
+    assert redact_text(shown) == shown

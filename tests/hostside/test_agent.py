@@ -410,3 +410,31 @@ def test_an_engine_core_taking_gpu_memory_changes_the_tree_shape() -> None:
     assert before.shape != after.shape
     assert after.gpu_mem_mib == 20480.0
     assert ServeTree.from_json(tree, {11: 20000.0}).shape == after.shape  # amounts alone: no
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_the_live_tree_and_discovery_name_the_same_serve_log(mark: str, tmp_path: Path,
+                                                             stream: str) -> None:
+    """`vllm serve ... 2>serve.log` (stdout a terminal or a pipe) has its log on fd 2.
+    Discovery took fd 1, else fd 2; the agent's tree, which telemetry falls back to, took fd 1
+    only, and said there was no log (issue 25: one rule for a process's serve log)."""
+    from console.hostclient.agent.samples import ServeTree
+    from console.hostclient.discovery import serve_from_facts
+    from console.hostside import discover
+    from console.settings import ServeSettings
+    from console.telemetry.host_telemetry import serve_info_from_tree
+
+    log = tmp_path / "serve.log"
+    with open(log, "ab") as out:
+        where = {stream: out, ("stderr" if stream == "stdout" else "stdout"): subprocess.PIPE}
+        proc = _spawn_server(mark, **where)
+    try:
+        serve = _tree_after(mark, lambda s: s["root"] == proc.pid)
+        tree = ServeTree.from_json(serve, {})
+        assert serve_info_from_tree(ServeSettings(), tree).log == str(log)
+        facts = discover.probe({"match": ["vllm", "serve", mark], "port": None})
+        found = serve_from_facts(facts, f"vllm serve {mark}")
+        assert found is not None
+        assert found.log == str(log)
+    finally:
+        _kill(proc)

@@ -230,7 +230,8 @@ async def test_discovery_that_cannot_run_says_why() -> None:
 def test_several_servers_pick_the_oldest_and_say_so() -> None:
     facts = {"uid": 5, "user": "u", "serves": [
         {"pid": 10, "argv": ["vllm", "serve", "/m/A"], "start_time": 1.0,
-         "stdout": {"target": "/l/a.log (deleted)", "regular": True, "deleted": True}},
+         "stdout": {"target": "/l/a.log (deleted)", "regular": True, "deleted": True},
+         "log": {"target": "/l/a.log (deleted)", "regular": True, "deleted": True}},
         {"pid": 20, "argv": ["vllm", "serve", "/m/B"], "start_time": 2.0}]}
     found = serve_from_facts(facts)
     assert found is not None
@@ -364,7 +365,8 @@ def test_a_configured_value_spelt_otherwise_is_no_disagreement() -> None:
     same thing, no warning. Another port or another file is one."""
     facts = {"uid": 5, "user": "u", "serves": [
         {"pid": 10, "argv": ["vllm", "serve", "/m/A", "--port", "8000"], "start_time": 1.0,
-         "stdout": {"target": "/l/a.log", "regular": True}}]}
+         "stdout": {"target": "/l/a.log", "regular": True},
+         "log": {"target": "/l/a.log", "regular": True}}]}
     found = serve_from_facts(facts)
     same = ServeSettings(url="localhost:8000", target="/m/A/", log="/l/a.log")
     assert effective_serve(same, found).warnings == ()

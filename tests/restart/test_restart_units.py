@@ -820,6 +820,62 @@ def test_ready_needs_the_relaunched_tree_to_own_the_port(
     assert owned == ""
 
 
+class _KeyedServer:
+    """What vLLM's API server does with `--api-key KEY` (measured on 0.32): `/health` open,
+    `/v1/models` 401 without `Authorization: Bearer KEY`."""
+
+    def __init__(self, key: str) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                ok = self.path == "/health" or \
+                    self.headers.get("Authorization") == f"Bearer {key}"
+                self.send_response(200 if ok else 401)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(("argv", "env"), [
+    (["vllm", "serve", "m", "--api-key", "sk-planted-7"], {}),
+    (["vllm", "serve", "m", "--api-key=sk-planted-7"], {}),
+    (["vllm", "serve", "m"], {"VLLM_API_KEY": "sk-planted-7"}),
+    (["vllm", "serve", "m"], {}),  # a unit's server: the key is nowhere the step can read
+])
+def test_a_server_with_an_api_key_is_ready_as_soon_as_it_answers(
+        argv: list[str], env: dict[str, str]) -> None:
+    """Ready asked `/v1/models` for a 200, which a keyed server never gives without its key: a
+    restart waited the whole start-up timeout (1800 s) while the real server was up in 25 s.
+    The step uses the key where the server has it; a 401 it cannot answer is still "up"."""
+    from console.hostside.restart.launch import wait_ready
+    from console.hostside.restart.step import api_key_of
+
+    keyed = _KeyedServer("sk-planted-7")
+    try:
+        key = api_key_of(argv, env)
+        outcome, message, _code = wait_ready(None, lambda: True, None, keyed.url, 5.0,
+                                             api_key=key)
+    finally:
+        keyed.close()
+    assert outcome == "ready", message
+    assert "sk-planted" not in message
+    if key:
+        assert "/v1/models answer 200" in message
+    else:
+        assert "/v1/models answers 401: the server wants its --api-key" in message
+
+
 async def test_the_restart_follower_holds_no_more_than_a_bounded_line(tmp_path: Path) -> None:
     """A 40 MB line with no newline (a hostile or broken writer): the follower (the console's
     own, as the log pane's) hands it over in pieces of about MAX_LINE_BYTES (the limit plus
@@ -886,3 +942,64 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
     assert sum("left alone" in n for n in notes) == 2
     assert _orphans_to_stop(Resolution(None, facts), "/srv/a", None)[0] == [
         (400, 4000, "VLLM::EngineCor"), (401, 1, "VLLM::Worker"), (402, 2, "python3")]
+
+
+def test_an_edited_command_line_keeps_the_keys_the_dialog_hides() -> None:
+    """The dialog shows `--api-key <redacted>`; an edit there (a flag added) relaunches with the
+    last run's key, not with the word `<redacted>`; a key the person adds is taken as typed."""
+    from console.restart import RestartError
+    from console.restart.edit import edit_plan, parse_argv
+    from console.restart.model import RestartPlan
+
+    argv = ("vllm", "serve", "m", "--api-key", "sk-keep-1", "--hf-token=hf_keep2")
+    plan = RestartPlan(host="h", mode="process", command="", argv=argv)
+    shown = edit_plan(plan, argv=argv).command
+    assert "sk-keep-1" not in shown
+    assert "hf_keep2" not in shown
+    edited = edit_plan(plan, argv=parse_argv(shown + " --max-num-seqs 8"))
+    assert edited.argv == (*argv, "--max-num-seqs", "8")
+    assert "sk-keep-1" not in edited.command
+    assert "sk-keep-1" not in edited.describe()
+    typed = edit_plan(plan, argv=parse_argv(shown.replace("'<redacted>'", "sk-new-3", 1)))
+    assert typed.argv[4] == "sk-new-3"
+    with pytest.raises(RestartError, match="no earlier value to keep"):
+        edit_plan(plan, argv=parse_argv("vllm serve m --admin-token '<redacted>'"))
+
+
+@pytest.mark.sim_servers
+def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
+    """Ctrl+C while the relaunched server starts: the step used to wait for ready holding the
+    host's restart lock, and the next `restart` was refused ("another restart is running on
+    this host"). The step still relaunches (a stopped server is never left down), stops
+    waiting, and lets go of the lock: the next restart goes through."""
+    import signal
+
+    from console.sim import materialise, start_background, stop, wait_ready
+    from tests.sshd import free_port
+
+    tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=12)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    words = [sys.executable, "-m", "console", "restart", "h", "--local", "--yes",
+             "--match", f"serve {tree.target}", "--log", str(tree.log)]
+    proc = start_background(tree)
+    try:
+        assert wait_ready(tree, proc, 40)
+        first = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env)
+        assert first.stdout is not None
+        for line in first.stdout:
+            if " launched " in line:
+                break
+        else:
+            raise AssertionError(f"never launched: {first.communicate()}")
+        first.send_signal(signal.SIGINT)  # what Ctrl+C in the terminal sends
+        _out, err = first.communicate(timeout=30)
+        assert first.returncode == 130, err
+        assert "Traceback" not in err
+        second = subprocess.run(words, capture_output=True, text=True, env=env, timeout=120)
+        assert "another restart is running" not in second.stdout + second.stderr
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert wait_ready(tree, None, 5)
+    finally:
+        stop(tree, timeout=2.0)
+        proc.wait()

@@ -102,6 +102,17 @@ async def test_export_is_private_and_redacted(tree: SimTree, tmp_path: Path) -> 
     assert data["log_window"][1] == "INFO plain"
 
 
+async def test_two_exports_within_a_second_are_two_files(tree: SimTree, tmp_path: Path) -> None:
+    """`x` twice in a second failed the second time ("File exists"): the name was stamped to
+    the second and opened exclusively. Each export is its own file, nothing overwritten."""
+    session = session_on(tree)
+    out = tmp_path / "exports"
+    paths = [session.export(out, [f"INFO line {n}"]) for n in range(3)]
+    assert len(set(paths)) == 3
+    assert [json.loads(p.read_text())["log_window"] for p in paths] == [
+        ["INFO line 0"], ["INFO line 1"], ["INFO line 2"]]
+
+
 async def test_restart_edits_are_checked_and_applied(tree: SimTree) -> None:
     session = session_on(tree)
     plan = await session.plan_restart()

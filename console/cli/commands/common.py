@@ -13,6 +13,7 @@ import sys
 from typing import TextIO
 
 from console.output.messages import failure_line, one_line, reason
+from console.parsers.redact import redact_text
 from console.settings import ConfigError
 from console.transport.host import HostError
 
@@ -30,9 +31,13 @@ EXPECTED: tuple[type[BaseException], ...] = (CommandError, ConfigError, HostErro
 
 
 def emit(text: str, stream: TextIO | None = None) -> None:
-    """Print `text`; a reader that left (`status | head -1`) is not an error: the rest of the
-    output goes nowhere and the command finishes with its own exit status."""
+    """Print `text`, secrets redacted; a reader that left (`status | head -1`) is not an
+    error: the rest of the output goes nowhere and the command finishes with its own exit
+    status."""
     out = stream or sys.stdout
+    # The door every command's output passes: secret values are redacted here, whoever wrote
+    # the text (a plan, a host's answer, a look-alike's command line, JSON).
+    text = redact_text(text, max(len(text), 1))
     try:
         print(text, file=out, flush=True)
     except BrokenPipeError:

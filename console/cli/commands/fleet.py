@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.cli.commands.common import EXPECTED, CommandError, one_line
+from console.cli.commands.common import EXPECTED, CommandError, emit, one_line
 from console.cli.commands.tui import check_theme
 from console.settings import ConfigError, FleetSettings, HostsFile, load_hosts_file
 
@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
                                          profile=fleet.profile))
         mapped = hosts_by_label(hosts, [s.key for s in report.servers])
         report = report.with_hosts(mapped)
-        print(json.dumps(report.to_json(), indent=2))
+        emit(json.dumps(report.to_json(), indent=2))
         if report.error:
-            print(f"vllm-console: {one_line(report.error)}", file=sys.stderr)
+            emit(f"vllm-console: {one_line(report.error)}", sys.stderr)
             return 2
         return 0
     return run_fleet(prom, fleet, selector, hosts, args)

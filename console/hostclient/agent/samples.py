@@ -118,6 +118,8 @@ class ServeProc:
     threads: int | None = None
     cwd: str | None = None
     stdout: str | None = None
+    log: str | None = None
+    """The serve log by the host's one rule (stdout's file, else stderr's; the server only)."""
     gpu_mem_mib: float | None = None
 
     @classmethod
@@ -128,7 +130,8 @@ class ServeProc:
                    state=_str(obj, "state"), start_time=_float(obj, "start_time"),
                    rss_mib=_float(obj, "rss_mib"), cpu_pct=_float(obj, "cpu_pct"),
                    threads=_int(obj, "threads"), cwd=obj.get("cwd") or None,
-                   stdout=obj.get("stdout") or None, gpu_mem_mib=gpu_mem.get(pid))
+                   stdout=obj.get("stdout") or None, log=obj.get("log") or None,
+                   gpu_mem_mib=gpu_mem.get(pid))
 
     @property
     def name(self) -> str:

@@ -79,10 +79,13 @@ def launch(argv: list[str], cwd: str, env: dict[str, str], log_fd: int) -> subpr
                             close_fds=True)
 
 
-def http_ok(url: str, timeout: float = 2.0) -> tuple[bool, str]:
-    """(answered 200, what it said or why not)."""
+def http_ok(url: str, timeout: float = 2.0, api_key: str = "") -> tuple[bool, str]:
+    """(answered 200, what it said or why not); `api_key` is sent as vLLM's `--api-key`
+    expects it."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310
+        request = urllib.request.Request(url, headers=headers)  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310
             return resp.status == 200, f"HTTP {resp.status}"
     except urllib.error.HTTPError as exc:
         return False, f"HTTP {exc.code}"
@@ -118,11 +121,16 @@ class LogWatch:
 
 def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
                watch: LogWatch | None, base_url: str, timeout: float,
-               owner: Callable[[], str] = lambda: "") -> tuple[str, str, int | None]:
+               owner: Callable[[], str] = lambda: "", *, api_key: str = "",
+               left: Callable[[], bool] = lambda: False) -> tuple[str, str, int | None]:
     """Follow start-up until the log says ready (when there is a log), /health and
-    /v1/models answer 200, and the answer comes from the new server: `owner()` is "" when its
-    tree holds the port, else says who does (a supervisor's own server answers as well).
-    Returns (outcome, message, exit status) where outcome is `ready`, `exited` or `timeout`."""
+    /v1/models answer (200 with `api_key`; a 401 is a keyed server that is up all the same:
+    its routes exist only once the engine is), and the answer comes from the new server:
+    `owner()` is "" when its tree holds the port, else says who does (a supervisor's own
+    server answers as well). `left()` is true once the console that asked for the restart
+    is gone (Ctrl+C): nobody waits for the answer, and the step must not hold the host's
+    restart lock for the rest of a long start-up. Returns (outcome, message, exit status)
+    where outcome is `ready`, `exited`, `left` or `timeout`."""
     deadline = time.monotonic() + timeout
     health = models = other = ""
     while True:
@@ -138,13 +146,18 @@ def wait_ready(proc: subprocess.Popen | None, alive: Callable[[], bool],
             watch.poll()
         if watch is None or watch.ready:
             ok_health, health = http_ok(base_url + "/health")
-            ok_models, models = (http_ok(base_url + "/v1/models") if ok_health
-                                 else (False, "not asked"))
-            if ok_health and ok_models:
+            ok_models, models = (http_ok(base_url + "/v1/models", api_key=api_key)
+                                 if ok_health else (False, "not asked"))
+            keyed = ok_health and models == "HTTP 401"
+            if ok_health and (ok_models or keyed):
                 other = owner()
                 if not other:
-                    return "ready", "/health and /v1/models answer 200 on the host, from " \
-                                    "the new server", None
+                    said = ("/health answers 200 and /v1/models answers 401: the server wants "
+                            "its --api-key" if keyed else "/health and /v1/models answer 200")
+                    return "ready", f"{said} on the host, from the new server", None
+        if left():
+            return "left", "the console was interrupted before the server was ready; it " \
+                           "keeps starting on its own", None
         if time.monotonic() >= deadline:
             seen = "the log says ready, but " if watch is not None and watch.ready else ""
             extra = f"{seen}/health: {health or 'not asked'}, /v1/models: {models or 'not asked'}"

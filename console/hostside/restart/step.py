@@ -287,7 +287,10 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
             pid, start = main.pid, main.start
         else:
             _install_hook(plan)
-            status.write("launching", "relaunching " + shlex.join(plan["argv"]), marker=marker,
+            # `shown`: the command as the console shows it (secrets redacted there, by the
+            # one rule); this status file is read back and printed.
+            status.write("launching", "relaunching " + str(plan.get("shown") or plan["argv"][0]),
+                         marker=marker,
                          log=log, log_offset=offset)
             if fd is None:
                 fd = os.open(os.devnull, os.O_WRONLY)
@@ -315,12 +318,27 @@ def _relaunch(plan: dict[str, Any], status: StatusFile, paths: dict[str, str]) -
     port = int(plan.get("port") or 0)
     watch = LogWatch(log, offset) if log else None
     outcome, message, code = wait_ready(proc, unit_alive, watch, plan.get("url") or "",
-                                        float(t["startup"]), lambda: answered_by(port, pid))
+                                        float(t["startup"]), lambda: answered_by(port, pid),
+                                        api_key=api_key_of(plan.get("argv") or [],
+                                                           plan.get("env") or {}),
+                                        left=lambda: os.path.exists(paths["status"] + ".left"))
     if outcome == "ready":
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
     else:
         status.write("failed", message, final=True, pid=pid, outcome=outcome, exit_status=code,
                      ok=False)
+
+
+def api_key_of(argv: list[str], env: dict[str, str]) -> str:
+    """The key the relaunched server wants, where it has it: `--api-key KEY` (or `=KEY`; the
+    first when several are given) on its command line, else `VLLM_API_KEY` in its environment
+    (vLLM's own default). "" when neither (a unit's server)."""
+    for i, word in enumerate(argv):
+        if word.startswith("--api-key="):
+            return word.split("=", 1)[1]
+        if word == "--api-key" and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            return argv[i + 1]
+    return env.get("VLLM_API_KEY", "")
 
 
 def _sweep(directory: str) -> None:
@@ -333,7 +351,7 @@ def _sweep(directory: str) -> None:
         return
     for name in names:
         age = {"restart-": 7 * 86400, "plan-": 3600}.get(name.split("-", 1)[0] + "-")
-        if age is None or not name.endswith((".status", ".out", ".json")):
+        if age is None or not name.endswith((".status", ".out", ".json", ".left")):
             continue
         path = os.path.join(directory, name)
         try:
