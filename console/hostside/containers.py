@@ -248,7 +248,7 @@ def serve_facts(table: Any, info: dict[str, Any], argv: list[str], matched: bool
         "uid": table.uid, "argv": argv,
         "cwd": str((info.get("Config") or {}).get("WorkingDir") or "/"), "exe": None,
         "python": None, "python_from": f"inside the container {container['name']}",
-        "environ": environment(info), "stdout": None, "stderr": None,
+        "environ": environment(info), "stdout": None, "stderr": None, "log": None,
         "children": table.tree(pid) if pid in table.procs else [], "matched": matched,
         "holds_port": True, "supervisor": restart_note(container),
         "parent": {"pid": ppid, "comm": table.comm(ppid), "argv": []},
