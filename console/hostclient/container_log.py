@@ -1,29 +1,34 @@
 """The serve log of a server that runs in a container: the container's output, `docker logs`.
 
 vLLM in a container writes to the container's stdout and stderr, which the runtime keeps; there
-is no file on the host to follow. `read_container_log` reads the current run's part once (for
-`status` and the checks): `--since` the container's start, so a `docker restart`'s earlier runs
-are left out, and `--timestamps`, whose RFC 3339 stamps put stdout's and stderr's lines (the CLI
-hands them back apart) into one order again. Following it live is the log follower's job (a
-later step).
+is no file on the host to follow. `read_container_log` reads the current run once (for
+`status`), through the host side's `container-log` entry (`console.hostside.containers`): `docker
+logs --timestamps --since` the container's start, so a `docker restart`'s earlier runs are left
+out, the two streams put back in one order by their stamps (the same merge the check's log probe
+reads), and only its start-up and its recent end brought back when it is long. Following it live
+is the log follower's job (a later step).
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 
 from console.hostclient.discovery import ServeContainer
 from console.transport.host import Host, HostError
+from console.transport.remote_scripts import RemoteScripts, run_json
 
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ?")
+HEAD_BYTES = 1 << 20
+"""The run's first bytes brought back: its start-up (the engine's config, the drafter)."""
+TAIL_BYTES = 3 << 20
+"""And its last: the recent throughput and spec-decode lines."""
 
 
-def log_command(container: ServeContainer) -> list[str]:
-    """The command that prints the container's current run, every line stamped."""
-    argv = [container.runtime, "logs", "--timestamps"]
-    if container.started_at is not None:
-        argv += ["--since", f"{container.started_at:.6f}"]
-    return [*argv, container.ref]
+@dataclass(frozen=True)
+class ContainerLog:
+    """The current run's lines; `skipped` bytes between the start-up and the end."""
+
+    lines: list[str]
+    skipped: int = 0
 
 
 def describe(container: ServeContainer) -> str:
@@ -31,37 +36,20 @@ def describe(container: ServeContainer) -> str:
     return f"{container.runtime} logs {container.ref} (the container's output)"
 
 
-def merged_lines(stdout: str, stderr: str) -> list[str]:
-    """The two streams' lines in the order of their stamps (stable within a stream), each
-    without its stamp. A line without one (not what `--timestamps` gives) sorts with the
-    stamp before it."""
-    stamped: list[tuple[str, int, str]] = []
-    for stream, text in enumerate((stdout, stderr)):
-        last = ""
-        for line in text.splitlines():
-            match = _STAMP.match(line)
-            if match:
-                last = _sortable(match.group(1))
-                line = line[match.end():]
-            stamped.append((last, stream, line))
-    stamped.sort(key=lambda item: item[0])
-    return [line for _stamp, _stream, line in stamped]
-
-
-def _sortable(stamp: str) -> str:
-    """RFC 3339 in UTC with nanoseconds (what docker prints) sorts as text once its fraction
-    has a fixed width."""
-    head, _, rest = stamp.partition(".")
-    digits = "".join(ch for ch in rest if ch.isdigit())
-    return f"{head.rstrip('Z')}.{digits.ljust(9, '0')}"
-
-
 async def read_container_log(host: Host, container: ServeContainer, *,
-                             timeout: float = 60.0) -> list[str]:
-    """The current run's lines of the container's output. Raises HostError (one line) when
-    the runtime will not give them."""
-    result = await host.run(log_command(container), timeout=timeout)
-    if not result.ok:
-        why = " ".join(result.error_text.split())[:300] or f"exit {result.exit_status}"
+                             scripts: RemoteScripts | None = None,
+                             timeout: float = 60.0) -> ContainerLog:
+    """The current run of the container's output. Raises HostError (one line) when the
+    runtime will not give it."""
+    payload = {"runtime": container.runtime, "ref": container.ref,
+               "since": container.started_at, "head_bytes": HEAD_BYTES,
+               "tail_bytes": TAIL_BYTES}
+    run = await run_json(host, scripts or RemoteScripts(host), "container-log", "python3",
+                         payload, timeout=timeout)
+    if run.data is None or run.data.get("error"):
+        why = run.error if run.data is None else str(run.data["error"])
         raise HostError(f"{host.name}: cannot read {describe(container)}: {why}")
-    return merged_lines(result.text, result.error_text)
+    lines = str(run.data.get("head") or "").splitlines() + \
+        str(run.data.get("tail") or "").splitlines()
+    skipped = run.data.get("skipped")
+    return ContainerLog(lines, skipped if isinstance(skipped, int) else 0)

@@ -29,6 +29,7 @@ import tempfile
 from typing import Any, Callable
 
 from .argv import matches
+from .wire import answer, read_params
 
 RUNTIME = "docker"
 TIMEOUT_S = 20
@@ -330,3 +331,37 @@ def _removed(names: list[str], keep: str | None) -> str | None:
             with contextlib.suppress(OSError):
                 os.unlink(name)
     return keep
+
+
+def log_excerpt(params: dict[str, Any]) -> dict[str, Any]:
+    """The container's current run (`export_log`) for `status`: whole when it is at most
+    `head_bytes + tail_bytes`, else its first `head_bytes` (the start-up: the engine's config)
+    and its last `tail_bytes` (the recent figures), each cut at a line's end."""
+    runtime = str(params.get("runtime") or RUNTIME)
+    since = params.get("since")
+    path, why = export_log(str(params.get("ref") or ""),
+                           since if isinstance(since, (int, float)) else None, runtime)
+    if path is None:
+        return {"error": why}
+    head_bytes = int(params.get("head_bytes") or 1 << 20)
+    tail_bytes = int(params.get("tail_bytes") or 3 << 20)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if size <= head_bytes + tail_bytes:
+                head, tail = fh.read(), b""
+            else:
+                head = fh.read(head_bytes)
+                head = head[:head.rfind(b"\n") + 1]
+                fh.seek(size - tail_bytes)
+                tail = fh.read()
+                tail = tail[tail.find(b"\n") + 1:]
+    finally:
+        os.unlink(path)
+    return {"head": head.decode("utf-8", "replace"), "tail": tail.decode("utf-8", "replace"),
+            "size": size, "skipped": size - len(head) - len(tail)}
+
+
+def main(argv: list[str]) -> int:
+    """The `container-log` entry point: parameters on stdin, the answer after the marker."""
+    return answer(log_excerpt(read_params()))

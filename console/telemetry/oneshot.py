@@ -85,10 +85,15 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     async def read_log() -> None:
         if not info.log and info.container is not None:
             try:
-                run_log.feed_texts(await read_container_log(host, info.container,
-                                                            timeout=timeout))
+                log = await read_container_log(host, info.container, scripts=scripts,
+                                               timeout=timeout)
             except HostError as exc:
                 notes.append(str(exc))
+                return
+            run_log.feed_texts(log.lines)
+            if log.skipped:
+                notes.append(f"the container's log: {log.skipped} bytes between the "
+                             "start-up and the last lines were not read")
             return
         if not info.log:
             return

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.container_log import log_command, merged_lines
-from console.hostclient.discovery import ServeContainer
 from console.hostside import containers
 from console.hostside.discover import server_entry
 
@@ -88,19 +86,11 @@ def test_a_refused_socket_is_one_line_saying_how_to_grant_it(
                                          "running?") is None
 
 
-def test_the_two_streams_are_put_back_in_the_order_of_their_stamps() -> None:
-    stdout = ("2026-12-04T13:32:45.1Z INFO:     Started server process [1]\n"
-              "2026-12-04T13:32:45.3Z INFO:     Application startup complete.\n")
-    stderr = ("2026-12-04T13:32:44.999999999Z (APIServer pid=1) INFO vLLM version 0.32.0\n"
-              "2026-12-04T13:32:45.2Z (APIServer pid=1) INFO Waiting\n")
-    assert merged_lines(stdout, stderr) == [
-        "(APIServer pid=1) INFO vLLM version 0.32.0", "INFO:     Started server process [1]",
-        "(APIServer pid=1) INFO Waiting", "INFO:     Application startup complete."]
-
-
-def test_the_host_side_merge_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`export_log` (the check's log probe) orders the streams as `merged_lines` does (status),
-    and leaves only the merged file behind."""
+def test_the_two_streams_are_put_back_in_the_order_of_their_stamps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`export_log` (read by `status` and the check's log probe) orders stdout's and stderr's
+    lines by their stamps (docker trims the nanoseconds' trailing zeros), drops the stamps, and
+    leaves only the merged file behind."""
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\n"
                     "printf '2026-12-04T13:32:45.1Z b\\n2026-12-04T13:32:45.3Z d\\n'\n"
@@ -115,7 +105,20 @@ def test_the_host_side_merge_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docker", Path(path).name]
 
 
-def test_the_log_command_reads_the_current_start_only() -> None:
-    container = ServeContainer("docker", "abc", "vllm", started_at=1796391125.5)
-    assert log_command(container) == ["docker", "logs", "--timestamps", "--since",
-                                      "1796391125.500000", "vllm"]
+def test_a_long_run_comes_back_as_its_start_up_and_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\n"
+                    "for i in 1 2 3 4 5 6 7 8 9; do echo \"2026-12-04T13:32:4$i.1Z line $i\"; "
+                    "done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    out = containers.log_excerpt({"ref": "vllm", "since": None, "head_bytes": 15,
+                                  "tail_bytes": 15})
+    assert out["head"] == "line 1\nline 2\n"  # cut at a line's end
+    assert out["tail"] == "line 8\nline 9\n"
+    assert out["size"] == 63
+    assert out["skipped"] == 63 - 28
+    assert out["skipped"] + len(out["head"]) + len(out["tail"]) == out["size"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker"]
