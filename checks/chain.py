@@ -29,7 +29,7 @@ from checks.links import (
     runtime_activation,
 )
 from checks.links.config_correct import Finding
-from checks.links.runtime_activation import RunLog
+from checks.links.current_run import CurrentRun, read_run
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
@@ -84,14 +84,14 @@ class _Probes:
         if ctx.profile.links.runtime_activation != old:
             self._tasks.pop("log", None)
 
-    async def run_log(self) -> RunLog | None:
+    async def run_log(self) -> CurrentRun | None:
         """The current run of the log, read the way this profile reads it."""
         run = await self.log()
         if run is None or run.data is None:
             return None
-        return runtime_activation.read_run(run.data.get("lines") or [],
-                                           self.ctx.profile.links.runtime_activation,
-                                           run.data.get("tail") or [])
+        return read_run(run.data.get("lines") or [],
+                        self.ctx.profile.links.runtime_activation,
+                        run.data.get("tail") or [])
 
     def _task(self, key: str, make: Callable[[], Awaitable[Any]]) -> asyncio.Task[Any]:
         if key not in self._tasks:

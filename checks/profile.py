@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from checks.models import LINK_IDS
+from console.hostside import vocabulary
 
 DEFAULT_PROFILE = "dflash-swa"
 AUTO = "auto"
@@ -135,11 +136,12 @@ class RuntimeActivationSpec(LinkSpec):
     """Runtime activation: the current run of the serve log."""
 
     probe: str = "runtime-activation"
-    start_markers: tuple[str, ...]
-    """Text of the lines that mark runs (restart marker, banner, arguments, engine line): the
-    log probe reads from a little before the last of them. Which line begins the current run
-    is the console's one rule (`console.telemetry.startup.current_run_start`)."""
-    ready_markers: tuple[str, ...] = ()
+    start_markers: tuple[str, ...] = vocabulary.RUN_MARKERS
+    """Text of the lines that mark runs (restart marker, banner, arguments, engine line; by
+    default the host side's vocabulary, which shipped profiles use): the log probe reads from
+    a little before the last of them. Which line begins the current run is the console's one
+    rule (`console.telemetry.startup.current_run_start`)."""
+    ready_markers: tuple[str, ...] = (vocabulary.READY_LINE,)
     """Text that marks the end of start-up (scanning stops there)."""
     keywords: tuple[str, ...] = ()
     """Lines of the current run containing any of these are brought back for the link."""
@@ -198,6 +200,11 @@ class Acceptance(_Strict):
 
     def describe(self) -> str:
         return f"{self.low:g}-{self.high:g} ({self.source})"
+
+    def is_low(self, value: float | None) -> bool | None:
+        """The one rule for "acceptance is low" (the chain, the spec pane, both fleets):
+        below the range's low end. None when there is no figure."""
+        return None if value is None else value < self.low
 
 
 class ReferenceSpec(_Strict):
@@ -332,10 +339,18 @@ def shipped_by_method() -> dict[str, tuple[str, ...]]:
 
 
 @cache  # the panes ask on every spec-decode sample: the shipped files are read once
-def expected_acceptance(method: str | None) -> Acceptance | None:
+def expected_acceptance(method: str | None, profile: str | None = None) -> Acceptance | None:
     """The expected acceptance range for an engine running `method` (headless: the spec pane
-    and the fleet table use it), from the shipped profile that judges the method (for
-    DFlash, the SWA one: the figure is the same)."""
+    and both fleet tables use it): the configured `profile`'s (a shipped name or a file) when
+    it has one, else the shipped profile's that judges the method (for DFlash, the SWA one:
+    the figure is the same)."""
+    if profile and profile != AUTO:
+        try:
+            configured = load_profile(profile).acceptance
+        except ProfileError:
+            configured = None
+        if configured is not None:
+            return configured
     names = shipped_by_method().get(method_family(method) or "", ())
     for name in names:
         acceptance = load_profile(name).acceptance

@@ -71,6 +71,9 @@ class ServeSettings(_Overridable):
     `--url` with no HOST: the console on this URL alone, no SSH)."""
     unit: str = _override("UNIT")
     """A systemd unit: restart through systemctl instead of relaunching the process."""
+    stall_s: float = Field(default=30.0, gt=0, allow_inf_nan=False,
+                           json_schema_extra={"cli_metavar": "SECONDS"})
+    """Requests running or waiting and no token generated for this long is a stalled engine."""
 
 
 class GpuSettings(_Overridable):
@@ -92,6 +95,15 @@ class ChecksSettings(_Overridable):
 
 # The sections of a host entry whose settings are command-line overrides too.
 OVERRIDE_SECTIONS: tuple[type[BaseModel], ...] = (ServeSettings, GpuSettings, ChecksSettings)
+
+
+def override_type(name: str) -> type:
+    """What the command line turns an override's text into (`float` for `--stall-s`)."""
+    for section in OVERRIDE_SECTIONS:
+        info = section.model_fields.get(name)
+        if info is not None and info.annotation is float:
+            return float
+    return str
 
 
 def overrides() -> list[tuple[str, str, str, str]]:

@@ -13,13 +13,6 @@ from textual.widget import Widget
 from console.transport.host import ConnectionState, LinkStatus
 from widgets.status import STATUS_CLASSES, status_style
 
-_STATE_COLOUR = {
-    ConnectionState.CONNECTED: "ok",
-    ConnectionState.CONNECTING: "unknown",
-    ConnectionState.RECONNECTING: "warn",
-    ConnectionState.DISCONNECTED: "fail",
-    ConnectionState.REFUSED: "fail",
-}
 _NO_SOURCE = ("none", "…", "down", "unreachable", "missing")
 BOLD = Style(bold=True)
 
@@ -75,7 +68,7 @@ class HostHeader(Widget):
             text.append("(sim) " if self.compact else f"(simulated: {self.scenario}) ",
                         style="italic")
         text.append(f"● {describe_link(self.link)}",
-                    style=status_style(self, _STATE_COLOUR[self.link.state]) + BOLD)
+                    style=status_style(self, self.link.state.status) + BOLD)
         if self.stale:
             text.append(f" · stale, {describe_age(self.data_age_s)}",
                         style=status_style(self, "warn") + BOLD)

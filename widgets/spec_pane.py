@@ -29,8 +29,8 @@ class SpecView:
     acceptance history across every run seen, restarts marked (`AcceptanceHistory`)."""
 
     state: SpecDecodeState | None = None
-    expected: float | Acceptance | None = None
-    """A figure (flagged below 80 % of it) or the profile's range (flagged below its low)."""
+    expected: Acceptance | None = None
+    """The profile's range (flagged by `Acceptance.is_low`, the chain's rule)."""
     history: tuple[float | RestartMark, ...] = ()
 
 
@@ -96,21 +96,21 @@ class SpecPane(Widget):
             return head
         latest = state.latest
         length = latest.mean_acceptance_length
-        low, expected = (expected.low, expected.high) if isinstance(expected, Acceptance) \
-            else (0.8 * expected if expected is not None else None, expected)
-        good = low is None or (length is not None and length >= low)
+        rule = expected
+        low, high = (rule.low, rule.high) if rule is not None else (None, None)
+        good = rule is None or (length is not None and not rule.is_low(length))
         colour = status_style(self, "ok" if good else "fail")
         line = Text()
         line.append("acceptance length ", style="bold")
         line.append("?" if length is None else f"{length:.2f}", style=colour + Style(bold=True))
-        if expected is not None:
-            line.append(f"  (expected ~{expected:.1f})", style="dim")
+        if high is not None:
+            line.append(f"  (expected ~{high:.1f})", style="dim")
         rate = latest.draft_acceptance_rate_pct
         if rate is not None:
             line.append(f"   draft acceptance {rate:.1f}%")
         line.append(f"   [{state.latest_source}]", style="dim")
         history = self.view.history
-        top = max([expected or 0.0, *(p for p in history if isinstance(p, float)), 2.0])
+        top = max([high or 0.0, *(p for p in history if isinstance(p, float)), 2.0])
         width = max(10, self.size.width - 13)
         mark = status_style(self, "accent") + Style(bold=True)
         legend = f" {RESTART_GLYPH} restart"

@@ -197,8 +197,8 @@ def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSp
                            *, host: str = "the host") -> LinkResult:
     """Probe `speculative-config` (a method with no draft config, n-gram): the engine's start
     line carries the method and the number of tokens the launch asked for."""
+    from checks.links.current_run import read_run
     from checks.links.method_configs import ngram_lookup
-    from checks.links.runtime_activation import read_run
     from checks.select import asked_in_log
 
     title = spec.title

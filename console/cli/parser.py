@@ -53,7 +53,7 @@ def _common(parser: argparse.ArgumentParser, settings: bool) -> None:
     g.add_argument("--readonly", action="store_true", help="no restart, no writes on the host")
     if not settings:
         return
-    from console.settings import overrides
+    from console.settings import override_type, overrides
 
     s = parser.add_argument_group("the hosts file's settings, overridden (the serve ones are "
                                   "discovered from the running process when absent)")
@@ -61,7 +61,7 @@ def _common(parser: argparse.ArgumentParser, settings: bool) -> None:
         text = description[:1].lower() + description[1:].rstrip(".")
         text += f" (default: {default})" if default else ""
         s.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=metavar,
-                       help=text.replace("%", "%%"))
+                       type=override_type(name), help=text.replace("%", "%%"))
 
 
 def build_parser(*, settings: bool = True) -> argparse.ArgumentParser:

@@ -29,13 +29,12 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from console.hostside.vocabulary import DEFAULT_PORT, reachable
 from console.settings import ServeSettings
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts, run_json
 
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-_ANY_ADDRESS = {"", "0.0.0.0", "::", "[::]", "*"}
 
 
 class DiscoveryError(HostError):
@@ -242,15 +241,14 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
     draft = spec.get("model")
     method = spec.get("method")
     n = spec.get("num_speculative_tokens", spec.get("num_spec_tokens"))
-    host = _option(argv, ["--host"])
-    host = DEFAULT_HOST if host is None or host in _ANY_ADDRESS else host.strip("[]")
+    host = reachable(_option(argv, ["--host"]))
     port = _int(_option(argv, ["--port"])) or DEFAULT_PORT
     return ServeArgs(
         target=target,
         draft=draft if isinstance(draft, str) else None,
         num_speculative_tokens=_int(n),
         speculative_method=method if isinstance(method, str) else None,
-        host="127.0.0.1" if host in ("localhost",) else host,
+        host=host,
         port=port,
         speculative=spec,
         max_model_len=_int(_option(argv, _spellings("--max-model-len"))),

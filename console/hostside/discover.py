@@ -46,6 +46,7 @@ from .procfs import (
     read_stat,
     readlink,
 )
+from .vocabulary import argv_port
 from .wire import answer, read_params
 
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
@@ -84,20 +85,6 @@ def server_entry(argv: list[str]) -> bool:
             return module in CLI_MODULES and bool(rest) and rest[0] == "serve"
     return at + 1 < len(words) and os.path.basename(words[at]) == "vllm" and \
         words[at + 1] == "serve"
-
-
-def argv_port(argv: list[str]) -> int:
-    """The port a serve command line asks for (`--port N`, `--port=N`; vLLM's default 8000)."""
-    port = 8000
-    for i, word in enumerate(argv):
-        value = ""
-        if word == "--port" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif word.startswith("--port="):
-            value = word.split("=", 1)[1]
-        if value.isascii() and value.isdigit():  # '²'.isdigit(), yet int('²') raises
-            port = int(value)
-    return port
 
 
 def env_items(env: dict[str, str]) -> list[str]:

@@ -34,11 +34,13 @@ import signal
 import time
 
 from .lifeline import on_stdin_eof
+from .vocabulary import ENGINE_START, RESTART_MARKER, RUN_PREAMBLE
 
 CHUNK = 256 * 1024
 SIG_BYTES = 64
-RUN_ENGINE = b"LLM engine ("
-RUN_PREAMBLE = (b"non-default args:", b"server version")
+RUN_ENGINE = ENGINE_START.encode()
+RUN_RESTART = RESTART_MARKER.encode()
+_PREAMBLE = tuple(m.encode() for m in RUN_PREAMBLE)
 SCAN_BLOCK = 1024 * 1024
 
 _stopping: list = []
@@ -102,22 +104,26 @@ def _next_line_start(fd, pos, size):
 
 
 def _markers(block, base, lo, hi):
-    """(position, is_engine) of every run marker starting in [lo, hi) of `block` at `base`."""
+    """(position, kind) of every run marker starting in [lo, hi) of `block` at `base`; kind
+    is `engine`, `preamble` or `restart`."""
     found = []
-    for marker, is_engine in [(RUN_ENGINE, True)] + [(m, False) for m in RUN_PREAMBLE]:
+    kinds = [(RUN_ENGINE, "engine"), (RUN_RESTART, "restart")] + \
+        [(m, "preamble") for m in _PREAMBLE]
+    for marker, kind in kinds:
         at = block.find(marker)
         while at >= 0:
             if lo <= base + at < hi:
-                found.append((base + at, is_engine))
+                found.append((base + at, kind))
             at = block.find(marker, at + 1)
     return found
 
 
 def find_run_start(fd, size, scan_limit):
-    """Where the current run of `vllm serve` starts in the log: its first preamble line
-    (`non-default args`, version banner) or engine start line after the previous run's.
-    Scans backwards at most `scan_limit` bytes; None when no marker is found."""
-    overlap = max(len(RUN_ENGINE), max(len(m) for m in RUN_PREAMBLE)) - 1
+    """Where the current run of `vllm serve` starts in the log: the console's restart marker,
+    else its first preamble line (`non-default args`, version banner) or engine start line
+    after the previous run's (the rule of `console.telemetry.startup`). Scans backwards at
+    most `scan_limit` bytes; None when no marker is found."""
+    overlap = max(len(RUN_ENGINE), len(RUN_RESTART), max(len(m) for m in _PREAMBLE)) - 1
     floor = max(0, size - scan_limit)
     hi = size
     earliest = None
@@ -125,12 +131,15 @@ def find_run_start(fd, size, scan_limit):
     while hi > floor:
         lo = max(floor, hi - SCAN_BLOCK)
         block = os.pread(fd, hi - lo + overlap, lo)
-        for pos, is_engine in sorted(_markers(block, lo, lo, hi), reverse=True):
-            # Walking back: a run is `preamble... engine...`; an engine start line before a
-            # preamble already taken belongs to the previous run.
-            if is_engine and preamble_seen:
+        for pos, kind in sorted(_markers(block, lo, lo, hi), reverse=True):
+            # Walking back: a run is `[restart marker] preamble... engine...`; the marker is
+            # always its first line, and an engine start line before a preamble already
+            # taken belongs to the previous run.
+            if kind == "restart":
+                return _line_start(fd, pos)
+            if kind == "engine" and preamble_seen:
                 return _line_start(fd, earliest)
-            preamble_seen = preamble_seen or not is_engine
+            preamble_seen = preamble_seen or kind == "preamble"
             earliest = pos
         hi = lo
     return None if earliest is None else _line_start(fd, earliest)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from console.parsers.serving import ServingCollector, ServingScrape
 from console.parsers.spec_decode import SpecDecodeSample
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class MetricsSnapshot:
     generation_tokens: float | None = None
     prefix_cache_queries: float | None = None
     prefix_cache_hits: float | None = None
+    serving: ServingScrape | None = None
+    """Latency histograms, request counts and outcomes, by engine (`console.parsers.serving`)."""
 
 
 def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapshot:
@@ -74,10 +77,13 @@ def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapsho
     sums: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     per_pos: dict[int, float] = defaultdict(float)
+    serving = ServingCollector()
     for sample in _samples(text):
-        if sample.name not in _WANTED or not math.isfinite(sample.value):
-            continue
         if model is not None and sample.labels.get("model_name", model) != model:
+            continue
+        if sample.name.startswith("vllm:"):
+            serving.add(sample)
+        if sample.name not in _WANTED or not math.isfinite(sample.value):
             continue
         if sample.name == _PER_POS:
             pos = sample.labels.get("position", "")
@@ -95,6 +101,7 @@ def parse_metrics(text: str | bytes, model: str | None = None) -> MetricsSnapsho
         generation_tokens=sums[_GENERATION] if counts[_GENERATION] else None,
         prefix_cache_queries=sums[_PREFIX_QUERIES] if counts[_PREFIX_QUERIES] else None,
         prefix_cache_hits=sums[_PREFIX_HITS] if counts[_PREFIX_HITS] else None,
+        serving=serving.result(),
     )
 
 

@@ -26,7 +26,8 @@ from console.hostclient.discovery import (
 from console.hostclient.launch_env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
 from console.hostclient.launch_record import last_key
 from console.hostside.argv import matches
-from console.hostside.discover import argv_port, env_items
+from console.hostside.discover import env_items
+from console.hostside.vocabulary import argv_host, argv_port, reachable
 from console.restart.model import RestartPlan, shown_argv
 from console.settings import HostConfig
 from console.transport.host import Host, quote_argv
@@ -76,22 +77,10 @@ def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
     `--host`/`--port` from the command line (vLLM's default port is 8000)."""
     if url:
         parts = urlsplit(url if "://" in url else f"http://{url}")
-        host = parts.hostname or "127.0.0.1"
+        host = reachable(parts.hostname)
         port = parts.port or (443 if parts.scheme == "https" else 80)
     else:
-        host, port = "127.0.0.1", 8000
-        for i, word in enumerate(argv):
-            value = argv[i + 1] if i + 1 < len(argv) else ""
-            if word.startswith("--port="):
-                value, word = word.split("=", 1)[1], "--port"
-            if word.startswith("--host="):
-                value, word = word.split("=", 1)[1], "--host"
-            if word == "--port" and value.isascii() and value.isdigit():
-                port = int(value)
-            elif word == "--host" and value:
-                host = value
-    if host in ("0.0.0.0", "::", "", "localhost"):
-        host = "127.0.0.1"
+        host, port = reachable(argv_host(argv)), argv_port(argv)
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}", port
 

@@ -110,10 +110,11 @@ class HostSession:
         return self._profile
 
     def expected_acceptance(self) -> Acceptance | None:
-        """The range the running method's profile expects (`checks.profile`), with its source."""
+        """The range this host's profile expects (`checks.profile` in the hosts file, else the
+        running method's), with its source."""
         spec = self.snapshot.run.speculative or self.snapshot.serve.speculative
-        method = spec.method if spec else None
-        return expected_acceptance(method or "dflash")
+        return expected_acceptance((spec.method if spec else None) or "dflash",
+                                   self.config.checks.profile)
 
     async def run(self, on_event: Callable[[TelemetryEvent], Any]) -> None:
         """Telemetry until cancelled (reconnects on its own)."""

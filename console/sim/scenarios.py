@@ -106,6 +106,9 @@ class Scenario:
     """Extra environment for `vllm serve` the operator launched with."""
     serve_args: tuple[str, ...] = ()
     """Extra `vllm serve` options the operator launched with."""
+    stall_after_s: float | None = None
+    """The engine hangs this long after it starts serving: requests stay in flight, no token
+    comes, `/health` keeps answering 200 (vllm#39863). None: it never does."""
 
 
 _PR_COMMIT = "3cfc8f8b7d1e4a2b9c6f5e0d8a7b3c2e1f4d6a95"
@@ -224,6 +227,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                  "the server comes up at ~6.4. A feature the V2 runner lacks (--enable-dbo) "
                  "falls back to V1 the same way, after a warning."),
         env=(("VLLM_USE_V2_MODEL_RUNNER", "0"),),
+    ),
+    Scenario(
+        name="stalled",
+        description="The healthy host whose engine hangs 20 s after it starts serving: "
+                    "/health stays 200, requests stay running, no token comes (vllm#39863)",
+        build=PR_BUILD,
+        draft=RIGHT_DRAFT,
+        expected=Expected(
+            links=_links("pass", "pass", "unknown", "pass"),
+            broken_link="runtime-activation", root_cause=None, acceptance=6.4,
+            note="serve.engine turns `stalled` stall_s after the hang"),
+        stall_after_s=20.0,
     ),
 )}
 

@@ -167,7 +167,8 @@ def _write_nvidia_smi(tree: SimTree) -> None:
 
 def materialise(scenario_name: str, root: Path | str, *, base_python: str | None = None,
                 port: int = 8000, gpus: int = 1, startup_s: float = 3.0,
-                metrics_interval_s: float = 2.0, color: bool = False) -> SimTree:
+                metrics_interval_s: float = 2.0, color: bool = False,
+                stall_after_s: float | None = None) -> SimTree:
     """Write the simulated host for `scenario_name` into `root` and describe it.
 
     `root` must be empty, new, or an earlier simulated host (whose venv, models, bin and .sim
@@ -194,6 +195,7 @@ def materialise(scenario_name: str, root: Path | str, *, base_python: str | None
         "metrics_interval_s": metrics_interval_s,
         "color": color,
         "traffic": True,
+        "stall_after_s": stall_after_s if stall_after_s is not None else scenario.stall_after_s,
         "access_log": True,
         "acceptance": {"right": 6.4, "floor": 1.17, "noise": 0.15},
         "checkpoint": configs.checkpoint_truth(),

@@ -14,10 +14,13 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.sources.expected import expected_acceptance, far_below
 from console.sources.fleet_hosts import host_part
+
+if TYPE_CHECKING:
+    from checks.profile import Acceptance
 from console.sources.prometheus import (
     PromError,
     Prometheus,
@@ -82,7 +85,8 @@ class FleetServer:
     gpu_util_pct: float | None = None
     gpu_mem_used_mib: float | None = None
     gpu_mem_total_mib: float | None = None
-    expected_acceptance: float | None = None
+    expected_acceptance: Acceptance | None = None
+    """The range the fleet's profile expects (`fleet --json` shows its high end)."""
     missing: Mapping[str, str] = field(default_factory=dict)
     host: str | None = None
     """The hosts-file entry this server maps to (by the host label), if any."""
@@ -99,7 +103,8 @@ class FleetServer:
             **{name: _round(getattr(self, name)) for name in FIGURES},
             "per_engine_acceptance": {k: _round(v) for k, v in
                                       sorted(self.per_engine_acceptance.items())},
-            "expected_acceptance": self.expected_acceptance,
+            "expected_acceptance": (self.expected_acceptance.high
+                                    if self.expected_acceptance is not None else None),
             "low_acceptance": self.low_acceptance,
             "missing": dict(sorted(self.missing.items())),
         }
@@ -170,7 +175,7 @@ def _by(series: list[Series], label: str) -> dict[str, list[Series]]:
 
 
 def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: str,
-              selector: str, expected: float | None) -> tuple[FleetServer, ...]:
+              selector: str, expected: Acceptance | None) -> tuple[FleetServer, ...]:
     by = {name: _by(series, label) for name, series in results.items()}
     vllm_jobs = {s.labels.get("job", "") for s in results.get("model", [])}
     keys: dict[str, str | None] = {}

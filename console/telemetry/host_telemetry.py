@@ -47,6 +47,7 @@ from console.telemetry.server import (
     probe_readiness,
     totals,
 )
+from console.telemetry.serving import ServingWatch
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
 from console.telemetry.spec_decode import SpecSource
 from console.telemetry.startup import STALL_AFTER_S
@@ -131,6 +132,7 @@ class HostTelemetry:
                                  python=config.serve.python,
                                  gpu_source=self.options.gpu_source, scripts=self.scripts)
         self.metrics = MetricsReader(host)
+        self.serving = ServingWatch(stall_s=config.serve.stall_s)
         self._snapshot = HostSnapshot(host.name, link=host.link,
                                       serve=serve_info(config.serve, None, None))
         self._on_event: OnEvent | None = None
@@ -260,6 +262,7 @@ class HostTelemetry:
             for warning in info.warnings:
                 self._emit(ev.ServeWarning(self.host.name, warning))
             self.metrics.reset()
+            self.serving.reset()
             if info.speculative is not None and self.run_log.spec.configure(
                     info.speculative, authoritative=False):
                 self._spec_changed()
@@ -389,6 +392,8 @@ class HostTelemetry:
                 old.health, old.http_status, old.models, old.url):
             self._emit(ev.ReadinessChanged(self.host.name, readiness))
         if url is None or not readiness.ready:
+            if url is not None:
+                self._update(serving=self.serving.feed(None, now, f"/health: {readiness.detail}"))
             return False
         await self._scrape(url, now)
         return True
@@ -397,6 +402,9 @@ class HostTelemetry:
         snapshot = await self.metrics.scrape(url, timeout=self.options.http_timeout_s)
         if snapshot is not None:
             self._apply_metrics(snapshot, now)
+        else:
+            self._update(serving=self.serving.feed(None, now,
+                                                   f"/metrics: {self.metrics.last_error}"))
 
     def _apply_metrics(self, snapshot: MetricsSnapshot, now: float) -> None:
         """One `/metrics` scrape into the spec-decode state and the load (the URL-only source
@@ -408,6 +416,7 @@ class HostTelemetry:
             changed = spec.feed(interval, now, SpecSource.METRICS) or changed
         if changed:
             self._spec_changed()
+        self._update(serving=self.serving.feed(snapshot.serving, now))
         load = load_from_metrics(snapshot, now)
         if load is not None:
             self._load(load)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from console.hostside.vocabulary import reachable
 from console.transport.host import Host, HostError
 
 MAX_BODY = 32 * 1024 * 1024
@@ -55,17 +55,7 @@ class ServeUrl:
             return None
         if not parts.hostname:
             return None
-        return cls(_reachable(parts.hostname), port)
-
-
-def _reachable(host: str) -> str:
-    """A wildcard bind address is reached on loopback."""
-    try:
-        if ipaddress.ip_address(host).is_unspecified:
-            return "127.0.0.1"
-    except ValueError:
-        pass
-    return host
+        return cls(reachable(parts.hostname), port)
 
 
 async def http_get(host: Host, url: ServeUrl, path: str, *, timeout: float = 5.0,

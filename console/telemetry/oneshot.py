@@ -16,6 +16,7 @@ from console.hostclient.container_log import read_container_log
 from console.hostclient.discovery import Resolution, configured_port, resolve_serve
 from console.hostclient.follower import LogFollower, NoticeKind
 from console.parsers.metrics import parse_metrics
+from console.parsers.serving import ServingScrape
 from console.settings import HostConfig
 from console.telemetry.host_telemetry import serve_info, serve_info_from_tree
 from console.telemetry.http import HttpResult, ServeUrl, http_get
@@ -29,6 +30,7 @@ from console.telemetry.server import (
     load_from_throughput,
     totals,
 )
+from console.telemetry.serving import ServingStatus, ServingWatch, watch_serving
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts
@@ -129,8 +131,19 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     throughput = run_log.info.throughput
     load = (load_from_throughput(throughput, run_log.throughput_at or now)
             if throughput is not None else None)
+    serving = ServingStatus(reason="no /metrics answer" if url is not None else "no server URL")
     if metrics is not None and metrics.ok:
         parsed = parse_metrics(metrics.body)
+
+        async def again() -> tuple[ServingScrape | None, float, str]:
+            result = await get("/metrics")
+            if result is None or not result.ok:
+                why = result.error or f"answered {result.status}" if result else "no URL"
+                return None, clock.now(), f"/metrics: {why}"
+            return parse_metrics(result.body).serving, clock.now(), ""
+
+        serving = await watch_serving(ServingWatch(stall_s=serve.stall_s), parsed.serving, now,
+                                      again)
         run_log.spec.set_totals(totals(parsed))
         scraped = load_from_metrics(parsed, now)
         if scraped is not None:
@@ -143,4 +156,4 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     return HostSnapshot(host.name, link=host.link, agent=agent_status, sample=sample,
                         serve=info, run=run_log.info, spec_decode=run_log.spec.state(),
                         startup=run_log.startup.status(now, info.running),
-                        readiness=readiness, load=load, notes=tuple(notes))
+                        readiness=readiness, load=load, notes=tuple(notes), serving=serving)

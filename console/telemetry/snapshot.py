@@ -17,9 +17,11 @@ from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
 from console.hostclient.discovery import ServeContainer
 from console.hostclient.follower import FollowState
 from console.parsers.engine import SpeculativeSettings
+from console.parsers.errors import ErrorKind
 from console.parsers.redact import redact, redact_text
 from console.telemetry.run_log import RunInfo
 from console.telemetry.server import Health, Readiness, ServerLoad
+from console.telemetry.serving import EngineState, ServingStatus, engine_verdict
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from console.telemetry.startup import StartupState, StartupStatus
 from console.transport.host import ConnectionState, LinkStatus
@@ -35,6 +37,7 @@ class ServeState(StrEnum):
     READY = "ready"
     FAILED = "failed"  # a fatal line in the current run (engine failed, a DFlash refusal)
     EXITED = "exited"  # the current run's process is gone, with no fatal line
+    NOT_ANSWERING = "not-answering"  # started, the process lives, but /health stopped answering
     DOWN = "down"  # no serve process, and no run in the log
     UNKNOWN = "unknown"
 
@@ -128,6 +131,7 @@ class HostSnapshot:
     readiness: Readiness = Readiness(Health.UNKNOWN)
     load: ServerLoad | None = None
     notes: tuple[str, ...] = field(default=())
+    serving: ServingStatus = ServingStatus()
 
     @property
     def tree(self) -> ServeTree:
@@ -157,12 +161,35 @@ class HostSnapshot:
         if health is Health.HEALTHY and self.serve.running is not False:
             return ServeState.READY
         state = startup.state
+        if health is Health.NOT_ANSWERING and self.serve.running is not False and \
+                state is StartupState.READY:
+            # Ready once, silent now (a stopped or wedged API server): never "ready".
+            return ServeState.NOT_ANSWERING
         if state is StartupState.STARTING and startup.run_started is None and \
                 health is not Health.STARTING:
             return ServeState.UNKNOWN  # a process, but neither its log nor its port says more
         return {StartupState.STARTING: ServeState.STARTING, StartupState.READY: ServeState.READY,
                 StartupState.EXITED: ServeState.EXITED,
                 StartupState.NOT_RUNNING: ServeState.DOWN}.get(state, ServeState.UNKNOWN)
+
+    def engine_state(self, state: ServeState | None = None) -> tuple[EngineState, str]:
+        """`serve.engine` and `serve.engine_reason`: the scrapes' verdict on progress, with a
+        dead engine (its error in the log, or its process gone) overruling it."""
+        state = state or self.serve_state
+        dead = next((e.message for e in self.run.errors if e.kind is ErrorKind.ENGINE_DEAD),
+                    None)
+        if dead is None and state is not ServeState.READY:
+            why = "/health stopped answering" if state is ServeState.NOT_ANSWERING else \
+                f"the server is {state.value}"
+            return EngineState.UNKNOWN, why
+        tree = self.tree
+        same_tree = self.sample is not None and tree.root is not None and \
+            tree.root == self.serve.pid
+        engines = [p for p in tree.procs if p.is_engine_core] if same_tree else []
+        stopped = next((p.pid for p in engines if p.state == "T"), None)
+        return engine_verdict(self.serving, api_alive=self.serve.running, engine_dead_line=dead,
+                              engine_procs=len(engines) if same_tree else None,
+                              started=state is ServeState.READY, stopped_engine_pid=stopped)
 
     @property
     def started_at(self) -> float | None:
@@ -179,7 +206,8 @@ class HostSnapshot:
         """Seconds since the start of a server that is up or coming up; None otherwise."""
         started = self.started_at
         now = max(self.startup.now, self.sample.ts if self.sample is not None else 0.0)
-        if state not in (ServeState.READY, ServeState.STARTING) or started is None or not now:
+        up = (ServeState.READY, ServeState.STARTING, ServeState.NOT_ANSWERING)
+        if state not in up or started is None or not now:
             return None
         return round(max(0.0, now - started), 1)
 
@@ -194,6 +222,7 @@ class HostSnapshot:
         engine.update(self._engine_extra())
         state = self.serve_state
         phase = self.startup.phase
+        engine_state, engine_reason = self.engine_state(state)
         return {
             "host": self.host,
             "gpus": self.sample.gpus_json() if self.sample is not None else [],
@@ -205,11 +234,16 @@ class HostSnapshot:
                       "phase": phase.value if state is ServeState.STARTING and phase else None,
                       "started_at": iso_utc(self.started_at),
                       "uptime_s": self.uptime_s(state), "log": self.serve.log,
-                      "url": self.serve.url, "container": container_json(self.serve.container)},
+                      "url": self.serve.url, "engine": engine_state.value,
+                      "engine_reason": engine_reason,
+                      "container": container_json(self.serve.container)},
             "engine": engine,
             "spec_decode": self.spec_decode.to_json(),
             "throughput": self._throughput_json(),
             "errors": self._errors_json(),
+            "latency": self.serving.latency_json(),
+            "requests": self.serving.requests or dict.fromkeys(
+                ("preemptions_total", "finished", "errors_total")),
         }
 
     def _engine_extra(self) -> dict[str, Any]:

@@ -45,6 +45,25 @@ class ConnectionState(StrEnum):
     RECONNECTING = "reconnecting"
     REFUSED = "refused"
 
+    @property
+    def status(self) -> str:
+        """The status word it is shown with (`ok`, `unknown`, `warn`, `fail`): the header
+        and the fleet alike."""
+        return _LINK_STATUS[self]
+
+
+_LINK_STATUS = {ConnectionState.CONNECTED: "ok", ConnectionState.CONNECTING: "unknown",
+                ConnectionState.RECONNECTING: "warn", ConnectionState.DISCONNECTED: "fail",
+                ConnectionState.REFUSED: "fail"}
+
+
+def link_status(state: str) -> str:
+    """The status word of a link state given by its value (`unknown` for a word it is not)."""
+    try:
+        return ConnectionState(state).status
+    except ValueError:
+        return "unknown"
+
 
 @dataclass(frozen=True)
 class CommandResult:

@@ -276,13 +276,16 @@ class ConsoleApp(App[int]):
         gpus = snap.sample.gpus if snap.sample else ()
         utils = [g.util_pct for g in gpus if g.util_pct is not None]
         latest = snap.spec_decode.latest
+        expected = session.expected_acceptance() if latest else None
         return FleetRow(name=name, state=snap.link.state.value,
                         gpu_util=sum(utils) / len(utils) if utils else None,
                         acceptance=latest.mean_acceptance_length if latest else None,
                         broken_link=report.broken_link if report else None,
                         checked=report is not None, serve_state=snap.serve_state.value,
                         root_cause=report.root_cause if report else None,
-                        checked_at=session.last_checked_at)
+                        checked_at=session.last_checked_at,
+                        acceptance_low=expected.is_low(latest.mean_acceptance_length)
+                        if expected is not None and latest is not None else None)
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self._order]

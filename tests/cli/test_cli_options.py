@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from console.cli.parser import build_parser, main, subcommands
-from console.settings import FleetSettings, HostConfig, HostEntry, load_hosts_file, overrides
+from console.settings import (
+    FleetSettings,
+    HostConfig,
+    HostEntry,
+    load_hosts_file,
+    override_type,
+    overrides,
+)
 from console.transport.connect import host_config_from_args
 
 HOST_COMMANDS = ("tui", "check", "status", "restart")
@@ -42,9 +49,9 @@ def test_each_option_lands_in_the_setting_it_overrides(tmp_path: Path) -> None:
     hosts.write_text('[hosts.gpu1]\nssh = "u@h"\n[hosts.gpu1.serve]\nlog = "/from/file"\n')
     for command in HOST_COMMANDS:
         for name, *_ in overrides():
-            value = f"/cli/{name}"
+            value: object = 7.5 if override_type(name) is float else f"/cli/{name}"
             config = config_from([command, "gpu1", "--config", str(hosts),
-                                  f"--{name.replace('_', '-')}", value])
+                                  f"--{name.replace('_', '-')}", str(value)])
             sections = (config.serve, config.gpu, config.checks)
             assert [getattr(s, name) for s in sections if hasattr(s, name)] == [value]
     assert config_from(["status", "gpu1", "--config", str(hosts)]).serve.log == "/from/file"

@@ -74,3 +74,40 @@ def test_errors_each_kind_once_with_its_first_line_and_no_secret() -> None:
     assert "sk-live-123" not in data["errors"][0]["line"]
     assert data["errors"][0]["line"].startswith("auth failed for --api-key <redacted>")
     assert data["errors"][1]["line"] == "EngineCore failed to start."
+
+
+def test_a_ready_server_that_stopped_answering_is_not_ready() -> None:
+    """Issue 24 break 6: the API server SIGSTOPped after start-up; /health times out."""
+    snap = HostSnapshot("h", serve=ServeInfo(True, pid=7),
+                        startup=StartupStatus(StartupState.READY, run_started=STARTED,
+                                              now=STARTED + 600),
+                        readiness=Readiness(Health.NOT_ANSWERING,
+                                            detail="no answer within 5 s (the log says it "
+                                                   "started)"))
+    serve = snap.status_json()["serve"]
+    assert serve["health"] == "not-answering"
+    assert serve["state"] == "not-answering"
+    assert serve["uptime_s"] == 600  # still up: the process lives
+
+
+def test_the_serving_keys_are_there_and_null_without_metrics() -> None:
+    data = HostSnapshot("h").status_json()
+    assert data["latency"] == {"ttft_s": None, "itl_s": None, "e2e_s": None, "queue_s": None,
+                               "window_s": None, "source": None}
+    assert data["requests"] == {"preemptions_total": None, "finished": None,
+                                "errors_total": None}
+    assert data["serve"]["engine"] == "unknown"
+    assert data["serve"]["engine_reason"]
+
+
+def test_an_engine_dead_error_in_the_current_run_is_a_dead_engine() -> None:
+    line = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.")
+    snap = HostSnapshot("h", serve=ServeInfo(True, pid=7),
+                        run=RunInfo(errors=(ErrorEvent(ErrorKind.ENGINE_DEAD, line),)),
+                        startup=StartupStatus(StartupState.READY, run_started=STARTED,
+                                              now=STARTED + 60),
+                        readiness=Readiness(Health.HEALTHY))
+    serve = snap.status_json()["serve"]
+    assert serve["engine"] == "dead"
+    assert "EngineDeadError" in serve["engine_reason"]

@@ -34,14 +34,16 @@ GPU_KEYS = {"index", "name", "util_pct", "mem_used_mib", "mem_total_mib", "temp_
 SPEC_KEYS = {"mean_acceptance_length", "draft_acceptance_rate_pct", "per_position",
              "accepted_tokens", "drafted_tokens"}
 TOP_KEYS = {"host", "gpus", "gpu_source", "gpu_source_reason", "serve", "engine", "spec_decode",
-            "throughput", "errors"}
+            "throughput", "errors", "latency", "requests"}
 SERVE_KEYS = {"running", "pid", "cmdline", "health", "state", "phase", "started_at", "uptime_s",
-              "log", "url", "container"}
+              "log", "url", "engine", "engine_reason", "container"}
 ENGINE_KEYS = {"version", "model", "speculative_config", "aux_layers", "max_model_len",
                "tensor_parallel_size", "data_parallel_size"}
 THROUGHPUT_KEYS = {"prompt_tps", "generation_tps", "running", "waiting", "kv_cache_usage_pct",
                    "prefix_cache_hit_rate_pct", "source"}
-STATES = {"starting", "ready", "failed", "exited", "down", "unknown"}
+STATES = {"starting", "ready", "failed", "exited", "down", "unknown", "not-answering"}
+ENGINE_STATES = {"ok", "idle", "stalled", "dead", "unknown"}
+LATENCY_KEYS = {"ttft_s", "itl_s", "e2e_s", "queue_s", "window_s", "source"}
 FAILING = "upstream-mixed-swa-v1-runner"
 STARTING = "starting"  # the healthy scenario, with a start-up that takes ten minutes
 SCENARIOS = ("incident", "healthy", FAILING, STARTING)
@@ -163,6 +165,10 @@ def check_schema(data: dict) -> None:
     assert data["throughput"]["source"] in ("log", "metrics", None)
     assert data["serve"]["state"] in STATES
     assert data["serve"]["container"] is None  # the simulated servers are bare processes
+    assert data["serve"]["engine"] in ENGINE_STATES
+    assert data["serve"]["engine_reason"]
+    assert set(data["latency"]) == LATENCY_KEYS
+    assert set(data["requests"]) == {"preemptions_total", "finished", "errors_total"}
     for gpu in data["gpus"]:
         assert set(gpu) == GPU_KEYS
     assert data["gpu_source"] in ("nvml", "nvidia-smi", "none")
@@ -224,6 +230,16 @@ def test_status_json_on_a_running_scenario(hosts, name: str, low: float, high: f
     # The newest stat line when status read the log: the server has written a few since.
     assert figures in throughput_lines(tree.log)[-30:]
     assert data["errors"] == []
+    # Serving: the simulated engine keeps requests in flight and tokens coming; status watched
+    # it for the latency window and saw the requests that finished meanwhile.
+    assert serve["engine"] == "ok", serve["engine_reason"]
+    latency = data["latency"]
+    assert latency["source"] == "metrics"
+    assert latency["window_s"] >= 2
+    assert 0 < latency["ttft_s"]["p50"] <= latency["ttft_s"]["p99"] < 5
+    assert latency["e2e_s"]["p50"] > latency["ttft_s"]["p50"]
+    assert data["requests"]["finished"]["stop"] > 0
+    assert data["requests"]["errors_total"] == 0
     if name == "incident":
         human = status(config, name)
         assert human.returncode == 0
@@ -237,6 +253,8 @@ def test_status_json_on_a_running_scenario(hosts, name: str, low: float, high: f
                          r"running \d+, waiting \d+, KV cache [\d.]+%, prefix cache hit "
                          r"[\d.]+% \(from the log\)", text), text
         assert "errors  none in the current run" in text
+        assert re.search(r"serving ok: \d+ running", text), text
+        assert re.search(r"latency TTFT p50 [\d.]+ s, p99 [\d.]+ s", text), text
 
 
 def test_status_of_a_server_that_failed_to_start(hosts) -> None:

@@ -34,9 +34,9 @@ from console.hostside.restart.stop import send, verified_tree
 from console.parsers import StartupPhase, parse_line, parse_startup
 from console.restart import Outcome, RestartPlan, RestartResult, restart
 from console.restart.plan import server_address
-from console.restart.startup import StartupTracker
+from console.restart.startup import RelaunchTracker
 from console.settings import HostConfig
-from console.telemetry.startup import StartupTracker as TelemetryStartup
+from console.telemetry.startup import StartupTracker
 from console.transport.local_host import LocalHost
 from console.transport.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
 
@@ -129,7 +129,7 @@ LOG = [
 
 
 def test_startup_tracker_orders_phases_with_vllm_own_durations() -> None:
-    tracker = StartupTracker(t0=0.0)
+    tracker = RelaunchTracker(t0=0.0)
     for i, line in enumerate(LOG):
         tracker.feed(line, now=float(i))
     assert tracker.marker_seen
@@ -166,7 +166,7 @@ REAL_DRAFTER_LOG = [
 def test_the_drafters_weights_are_part_of_loading_the_drafter() -> None:
     """The drafter's tqdm bar and weights line come after `Loading drafter model`: they are
     that phase, not a second `loading-weights` (shown as '0% Completed | 0/1 ...')."""
-    tracker = StartupTracker(t0=0.0)
+    tracker = RelaunchTracker(t0=0.0)
     for i, line in enumerate(REAL_DRAFTER_LOG):
         tracker.feed(line, now=float(i))
     phases = tracker.phases(end=10.0)
@@ -180,8 +180,8 @@ def test_the_drafters_weights_are_part_of_loading_the_drafter() -> None:
 def test_the_restart_report_and_the_status_bar_count_the_same_phases() -> None:
     """One rule counts phases for both views: the same log gives the restart report's phases
     and the telemetry's start-up steps alike (phase, first line's detail, vLLM's duration)."""
-    restart = StartupTracker(t0=0.0)
-    telemetry = TelemetryStartup()
+    restart = RelaunchTracker(t0=0.0)
+    telemetry = StartupTracker()
     for i, raw in enumerate(REAL_DRAFTER_LOG):
         restart.feed(raw, now=float(i))
         event = parse_startup(parse_line(raw).message)
@@ -197,7 +197,7 @@ def test_the_restart_report_and_the_status_bar_count_the_same_phases() -> None:
 
 
 def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:
-    tracker = StartupTracker()
+    tracker = RelaunchTracker()
     for line in [
         "(EngineCore_DP0 pid=7) ERROR 05-14 10:02:05 [core.py:9] EngineCore failed to start.",
         "(EngineCore_DP0 pid=7) Traceback (most recent call last):",
@@ -217,7 +217,7 @@ def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:
 
 
 def test_without_error_lines_the_tail_of_the_log_is_the_evidence() -> None:
-    tracker = StartupTracker()
+    tracker = RelaunchTracker()
     for i in range(40):
         tracker.feed(f"line {i}")
     assert tracker.error_lines()[-1] == "line 39"
@@ -1003,3 +1003,26 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     finally:
         stop(tree, timeout=2.0)
         proc.wait()
+
+
+@pytest.mark.parametrize(("bind", "reached"), [
+    ("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("[::]", "127.0.0.1"), ("*", "127.0.0.1"),
+    ("", "127.0.0.1"), ("0:0:0:0:0:0:0:0", "127.0.0.1"), ("localhost", "127.0.0.1"),
+    ("10.1.2.3", "10.1.2.3"), ("::1", "::1"), ("[::1]", "::1"),
+])
+def test_discovery_restart_and_telemetry_reach_a_bind_address_alike(bind: str,
+                                                                    reached: str) -> None:
+    """Three "any address" rules disagreed (issue 25): `--host [::]` or `*` was loopback to
+    discovery but a host name to the restart's ready check; `localhost` the other way round
+    for telemetry. One rule now: `console.hostside.vocabulary.reachable`."""
+    from console.hostclient.discovery import parse_serve_argv
+    from console.telemetry.http import ServeUrl
+
+    argv = ["vllm", "serve", "m", "--host", bind, "--port", "9001"]
+    assert parse_serve_argv(argv).host == reached
+    shown = f"[{reached}]" if ":" in reached else reached
+    assert server_address("", argv) == (f"http://{shown}:9001", 9001)
+    if bind not in ("", "*", "::", "::1", "0:0:0:0:0:0:0:0"):  # not a URL's host as written
+        url = ServeUrl.parse(f"http://{bind}:9001")
+        assert url is not None
+        assert url.host == reached

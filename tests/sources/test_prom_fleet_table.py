@@ -8,6 +8,7 @@ import time
 
 from textual.app import App
 
+from checks.profile import expected_acceptance
 from console.sources.fleet_query import FleetReport, FleetServer
 from console.tui.screens.prom_fleet import COLUMNS, PromFleetScreen
 
@@ -16,7 +17,7 @@ def report(n: int, shift: int) -> FleetReport:
     return FleetReport("http://prom", "", "instance", time.time(), servers=tuple(
         FleetServer(key=f"10.0.{i // 256}.{i % 256}:8000", job="vllm", up=True, model="m",
                     mean_acceptance_length=1.0 + (i + shift) % 997 / 100,
-                    expected_acceptance=6.4) for i in range(n)))
+                    expected_acceptance=expected_acceptance("dflash")) for i in range(n)))
 
 
 async def test_a_live_sort_keeps_the_server_under_the_cursor() -> None:

@@ -22,6 +22,7 @@ from tests.hostside.bundle import entry_argv
 PREAMBLE = "(APIServer pid=1) INFO 05-14 10:00:00 [utils.py:1] non-default args: {'model': 'm'}"
 ENGINE = ("(EngineCore_DP0 pid=7) INFO 05-14 10:00:05 [core.py:2] Initializing a V1 LLM engine "
           "(v0.1.dev1) with config: model='m', speculative_config=None")
+MARK = "[vllm-console] restart at 2026-05-14T10:05:00+00:00 by ops; relaunching vllm serve"
 
 
 def frames_of(data: bytes) -> list[tuple[dict, bytes]]:
@@ -57,6 +58,10 @@ def test_frames_survive_any_chunking() -> None:
     ([PREAMBLE, ENGINE, "x", PREAMBLE, "starting"], 3),  # the new run has no engine yet
     ([PREAMBLE, ENGINE, ENGINE.replace("DP0", "DP1"), "y"], 0),  # data parallel: one run
     (["noise", ENGINE, "y"], 1),
+    # The console's restart marker starts a run, also one that died before vLLM wrote a
+    # line (the rule of `telemetry.startup`; the follower ignored the marker: issue 25).
+    ([PREAMBLE, ENGINE, "x", MARK, "Traceback (most recent call last):", "boom"], 3),
+    ([PREAMBLE, ENGINE, "x", MARK, PREAMBLE, ENGINE, "y"], 3),
 ])
 def test_the_current_run_is_found(tmp_path: Path, lines: list[str], start_at: int) -> None:
     log = tmp_path / "serve.log"

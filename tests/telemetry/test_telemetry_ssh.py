@@ -117,7 +117,15 @@ async def test_a_server_coming_up_and_going_away(sshd: Sshd) -> None:
         await until(lambda e: isinstance(e, LoadSampled) and e.load.running is not None)
         lines = [t for e in events if isinstance(e, LogLinesReceived) for t in e.batch.texts]
         assert any("Application startup complete." in t for t in lines)
+        # Serving health, scrape after scrape: the engine makes progress, and the latency of
+        # the window between scrapes is there.
+        async with asyncio.timeout(20):
+            while telemetry.snapshot.serving.latency is None:
+                await asyncio.sleep(0.1)
         snapshot = telemetry.snapshot.status_json()
+        assert snapshot["serve"]["engine"] == "ok", snapshot["serve"]["engine_reason"]
+        assert snapshot["latency"]["source"] == "metrics"
+        assert snapshot["latency"]["ttft_s"]["p50"] > 0
         assert snapshot["serve"]["health"] == "healthy"
         assert snapshot["engine"]["speculative_config"]["num_spec_tokens"] == 15
         stop(server, timeout=5)

@@ -93,3 +93,42 @@ async def test_the_log_panes_looks_follow_a_theme_switch() -> None:
         assert theme_colour("status-warn", LIGHT) in warn_colours()
         assert Style.parse(pane.log_widget.looks["spec"]).color == theme_colour("log-spec",
                                                                                  LIGHT)
+
+
+async def test_the_fleet_says_what_the_host_screen_says_about_link_and_acceptance() -> None:
+    """Two rules disagreed (issue 25): the fleet showed every link state but `connected` as a
+    failure (`reconnecting` is a warning on the host's header, `connecting` unknown), and a
+    DFlash acceptance of 3.5 was red on the spec pane and in `check` (below the profile's low,
+    4.0) but plain in the fleet. Both now come from one rule each."""
+    from checks.profile import expected_acceptance
+
+    dflash = expected_acceptance("dflash")
+    assert dflash is not None
+    assert dflash.is_low(3.5) is True
+    assert dflash.is_low(5.9) is False
+    app = WidgetApp(Static())
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([
+            FleetRow("gpu-a", "reconnecting", None, 3.5, None, checked=True,
+                     acceptance_low=dflash.is_low(3.5)),
+            FleetRow("gpu-b", "connecting", None, 5.9, None, checked=True,
+                     acceptance_low=dflash.is_low(5.9))])
+        await app.push_screen(screen)
+        await pilot.pause()
+        a, b = fleet_cells(screen, "gpu-a"), fleet_cells(screen, "gpu-b")
+        assert colour(a["link"]) == theme_colour("status-warn")
+        assert colour(b["link"]) == theme_colour("status-unknown")
+        assert colour(a["acceptance length"]) == theme_colour("status-fail")
+        assert colour(b["acceptance length"]) != theme_colour("status-fail")
+
+
+def test_the_prometheus_fleet_flags_the_acceptance_the_chain_flags() -> None:
+    from checks.links.method_activation import acceptance_flag
+    from checks.profile import expected_acceptance
+
+    dflash = expected_acceptance("dflash")
+    server = FleetServer(key="10.0.0.5:8000", up=True, mean_acceptance_length=3.5,
+                         expected_acceptance=dflash)
+    assert acceptance_flag(dflash, 3.5)
+    assert server.low_acceptance is True
+    assert server.to_json()["expected_acceptance"] == 6.4

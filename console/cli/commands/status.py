@@ -67,6 +67,14 @@ def render(snap: HostSnapshot) -> str:
         rates = " ".join(f"{r:.2f}" for r in figures.per_position)
         lines.append(f"        per position: {rates}")
     lines.append(f"load    {_load(data['throughput'])}")
+    lines.append(f"serving {serve['engine']}: {safe_text(serve['engine_reason'], 300)}")
+    lines.append(f"latency {_latency(data['latency'])}")
+    requests = data["requests"]
+    if requests["finished"] is not None or requests["preemptions_total"] is not None:
+        finished = ", ".join(f"{safe_text(k, 40)} {v}" for k, v in
+                             (requests["finished"] or {}).items())
+        lines.append(f"reqs    finished {finished or '?'}; preemptions "
+                     f"{_num(requests['preemptions_total'])} (since start-up)")
     errors = data["errors"]
     if not errors:
         lines.append("errors  none in the current run")
@@ -105,6 +113,19 @@ def _load(load: dict[str, Any]) -> str:
             f"KV cache {_num(load['kv_cache_usage_pct'], '.1f', '%')}, "
             f"prefix cache hit {_num(load['prefix_cache_hit_rate_pct'], '.1f', '%')} "
             f"(from {'the log' if load['source'] == 'log' else '/metrics'})")
+
+
+_LATENCY_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "e2e", "queue_s": "queue"}
+
+
+def _latency(latency: dict[str, Any]) -> str:
+    """"TTFT p50 0.21 s, p99 0.80 s; e2e ... (over the last 2.0 s, /metrics)"."""
+    if latency["source"] is None:
+        return "unknown (no two /metrics scrapes)"
+    parts = [f"{name} p50 {figures['p50']:.3g} s, p99 {figures['p99']:.3g} s"
+             for key, name in _LATENCY_NAMES.items() if (figures := latency[key]) is not None]
+    window = f"over the last {latency['window_s']:g} s, /metrics"
+    return f"{'; '.join(parts)} ({window})" if parts else f"no request finished ({window})"
 
 
 async def _collect(args: argparse.Namespace) -> HostSnapshot:

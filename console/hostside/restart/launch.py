@@ -17,7 +17,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-READY = b"Application startup complete"
+from ..vocabulary import READY_LINE
+
+READY = READY_LINE.encode()
 
 
 def file_kind(path: str) -> str:

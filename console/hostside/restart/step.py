@@ -33,6 +33,7 @@ from ..procfs import (
     same_process,
     user_name,
 )
+from ..vocabulary import RESTART_MARKER
 from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
 from .status import StatusFile, take_lock, write_private
 from .stop import StopFailed, describe, stop_tree, verified_tree
@@ -164,7 +165,7 @@ def _install_hook(plan: dict[str, Any]) -> None:
 def _marker(plan: dict[str, Any]) -> str:
     when = datetime.now(_UTC).astimezone().isoformat(timespec="seconds")
     trace = "on" if plan.get("hook") else "off"
-    return f"[vllm-console] restart at {when} by {plan.get('by') or user_name(os.getuid())}; " \
+    return f"{RESTART_MARKER} {when} by {plan.get('by') or user_name(os.getuid())}; " \
            f"trace={trace}"
 
 

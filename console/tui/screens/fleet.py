@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from console.transport.host import link_status
 from widgets.status import STATUS_CLASSES, status_style
 
 COLUMNS = ("host", "link", "serve", "GPU util", "acceptance length", "broken link", "root cause",
@@ -36,6 +37,8 @@ class FleetRow:
     root_cause: str | None = None
     checked_at: float | None = None
     """When the last chain run finished (epoch s); its age is shown, ticking."""
+    acceptance_low: bool | None = None
+    """The acceptance is below what the host's profile expects (`Acceptance.is_low`)."""
 
 
 def age(since: float | None, now: float | None = None) -> str:
@@ -85,15 +88,17 @@ class FleetScreen(Screen[None]):
     def _cells(self, row: FleetRow) -> list[Text]:
         ok, fail, unknown = (status_style(self, "ok"), status_style(self, "fail"),
                              status_style(self, "unknown"))
-        state_colour = ok if row.state == "connected" else fail
+        state_colour = status_style(self, link_status(row.state))
         broken = ("—" if not row.checked else "all pass") if row.broken_link is None \
             else row.broken_link
-        serve_colour = {"ready": ok, "failed": fail, "exited": fail, "down": fail}.get(
+        serve_colour = {"ready": ok, "failed": fail, "exited": fail, "down": fail,
+                        "not-answering": fail}.get(
             row.serve_state, unknown)
         return [Text(row.name, style="bold"), Text(row.state, style=state_colour),
                 Text(row.serve_state, style=serve_colour),
                 Text("?" if row.gpu_util is None else f"{row.gpu_util:.0f}%"),
-                Text("—" if row.acceptance is None else f"{row.acceptance:.2f}"),
+                Text("—" if row.acceptance is None else f"{row.acceptance:.2f}",
+                     style=fail if row.acceptance_low else ""),
                 Text(broken, style=fail if row.broken_link else (ok if row.checked
                                                                  else unknown)),
                 Text(row.root_cause or "—", style=fail if row.root_cause else unknown),

@@ -54,8 +54,8 @@ def _health(server: FleetServer) -> str:
 
 
 def _flag(server: FleetServer) -> str:
-    if server.low_acceptance:
-        return f"LOW (expect ~{server.expected_acceptance:g})"
+    if server.low_acceptance and server.expected_acceptance is not None:
+        return f"LOW (expect ~{server.expected_acceptance.high:g})"
     return ""
 
 

@@ -1,0 +1,224 @@
+"""Is the server serving, and how fast: the engine's progress and the recent latency.
+
+vLLM's `/health` answers 200 while its engine hangs (vllm#39863; measured here: a SIGSTOPped
+`VLLM::EngineCore` with four requests in flight keeps `/health` and `/metrics` answering, the
+running gauge at 4 and `vllm:generation_tokens_total` still). So progress is judged from the
+token counter between scrapes: requests running or waiting and no token generated for `stall_s`
+is `stalled`. `ServingWatch` is fed every scrape (the live telemetry's, or `status`'s few) and
+keeps a window of them for the latency percentiles (bucket deltas, `console.parsers.serving`).
+`engine_verdict` adds what the scrapes cannot see: an EngineDeadError in the current run, or an
+API server whose engine process is gone (`dead`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from console.parsers.serving import (
+    LATENCY_FAMILIES,
+    EngineSeries,
+    ServingScrape,
+    histogram_delta,
+    percentiles,
+)
+
+STALL_S = 30.0
+"""Requests in flight with no token generated for this long is a stall (`serve.stall_s`)."""
+WINDOW_S = 60.0
+"""The latency percentiles cover the scrapes of about this many recent seconds."""
+
+
+class EngineState(StrEnum):
+    """`serve.engine` of `status --json`."""
+
+    OK = "ok"  # requests in flight and tokens coming
+    IDLE = "idle"  # nothing running or waiting
+    STALLED = "stalled"  # requests in flight, no token for stall_s
+    DEAD = "dead"  # EngineDeadError, or the engine process gone while the API server lives
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class ServingStatus:
+    """What the scrapes say about serving, at `at` (host clock): the engine's progress, the
+    recent window's latency percentiles and the request outcomes since start-up."""
+
+    progress: EngineState = EngineState.UNKNOWN
+    reason: str = "no /metrics scrape yet"
+    stalled_since: float | None = None
+    latency: dict[str, dict[str, float] | None] | None = None
+    """`ttft_s`, `itl_s`, `e2e_s`, `queue_s`: each `{p50, p90, p99}` or None (no sample in the
+    window); None as a whole while there is no window (one scrape, or just after a reset)."""
+    window_s: float | None = None
+    requests: dict[str, Any] | None = None
+    at: float | None = None
+
+    def latency_json(self) -> dict[str, Any]:
+        keys = dict.fromkeys(LATENCY_FAMILIES)
+        return {**keys, **(self.latency or {}), "window_s": self.window_s,
+                "source": "metrics" if self.latency is not None else None}
+
+
+@dataclass(slots=True)
+class _EngineProgress:
+    """One engine's generation counter across scrapes."""
+
+    generated: float | None = None
+    progress_at: float | None = None
+    busy_since: float | None = None
+
+    def feed(self, series: EngineSeries, at: float) -> None:
+        count = series.generation_tokens
+        if count is None:
+            return
+        # The first scrape, and a restart (the counter went down), give the benefit of the
+        # doubt: the stall clock starts there.
+        if self.generated is None or count != self.generated:
+            self.progress_at = at
+        self.generated = count
+        busy = (series.running or 0) + (series.waiting or 0) > 0
+        if not busy:
+            self.busy_since = None
+        elif self.busy_since is None:
+            self.busy_since = at
+
+    def quiet_since(self) -> float | None:
+        """Since when requests have been in flight with no token (None: not busy)."""
+        if self.busy_since is None:
+            return None
+        return max(self.busy_since, self.progress_at or self.busy_since)
+
+
+@dataclass
+class ServingWatch:
+    """Fed every `/metrics` scrape; `feed` returns the `ServingStatus` after it."""
+
+    stall_s: float = STALL_S
+    window_s: float = WINDOW_S
+    _engines: dict[str, _EngineProgress] = field(default_factory=dict)
+    _history: deque[tuple[float, ServingScrape]] = field(default_factory=deque)
+
+    def reset(self) -> None:
+        """Another server: nothing of the old one's counters carries over."""
+        self._engines.clear()
+        self._history.clear()
+
+    def progressed_since(self, at: float) -> bool:
+        """Some engine generated a token after `at` (as the scrapes since then saw it)."""
+        return any(p.progress_at is not None and p.progress_at > at
+                   for p in self._engines.values())
+
+    def feed(self, scrape: ServingScrape | None, at: float, why_none: str = "") -> ServingStatus:
+        """One scrape (None: it failed or had no serving series; `why_none` says why)."""
+        if scrape is None:
+            return ServingStatus(EngineState.UNKNOWN, why_none or "no serving series in "
+                                 "/metrics", at=at)
+        for engine, series in scrape.by_engine.items():
+            self._engines.setdefault(engine, _EngineProgress()).feed(series, at)
+        merged = scrape.merged
+        state, reason, since = self._progress(merged, at)
+        latency, window = self._latency(scrape, at)
+        return ServingStatus(state, reason, since, latency, window, _requests(merged), at)
+
+    def _progress(self, merged: EngineSeries, at: float
+                  ) -> tuple[EngineState, str, float | None]:
+        if merged.generation_tokens is None:
+            return EngineState.UNKNOWN, "/metrics has no vllm:generation_tokens_total", None
+        running, waiting = int(merged.running or 0), int(merged.waiting or 0)
+        load = f"{running} running, {waiting} waiting"
+        if running + waiting == 0:
+            return EngineState.IDLE, "no request running or waiting", None
+        quiet = {name: p.quiet_since() for name, p in self._engines.items()}
+        stalled = {name: since for name, since in quiet.items()
+                   if since is not None and at - since >= self.stall_s}
+        if stalled:
+            since = min(stalled.values())
+            which = "" if len(self._engines) < 2 else \
+                f" (engine {', '.join(sorted(stalled))} of {len(self._engines)})"
+            return (EngineState.STALLED, f"{load}, no token generated for {at - since:.0f} s"
+                    f"{which} (vllm:generation_tokens_total still)", since)
+        return EngineState.OK, f"{load}, tokens generated", None
+
+    def _latency(self, scrape: ServingScrape, at: float
+                 ) -> tuple[dict[str, dict[str, float] | None] | None, float | None]:
+        history = self._history
+        if history and _was_reset(history[-1][1], scrape):
+            history.clear()  # a restart: the old counts are another server's
+        history.append((at, scrape))
+        while len(history) > 2 and at - history[1][0] >= self.window_s:
+            history.popleft()
+        if len(history) < 2:
+            return None, None
+        since, base = history[0]
+        old, new = base.merged, scrape.merged
+        latency: dict[str, dict[str, float] | None] = {}
+        for key in LATENCY_FAMILIES:
+            if key in old.latency and key in new.latency:
+                latency[key] = percentiles(histogram_delta(old.latency[key], new.latency[key]))
+            else:
+                latency[key] = None
+        return latency, round(at - since, 1)
+
+
+Scrape = Callable[[], Awaitable[tuple[ServingScrape | None, float, str]]]
+"""One more scrape: its serving series (None: failed), when (host clock), and why it failed."""
+
+
+async def watch_serving(watch: ServingWatch, first: ServingScrape | None, at: float,
+                        scrape: Scrape, *, settle_s: float = 2.0, step_s: float = 1.0
+                        ) -> ServingStatus:
+    """A one-shot look (`status`): requests in flight are watched until a token comes (and at
+    least `settle_s`, the latency window) or `stall_s` passes without one (stalled). Idle, or
+    nothing to read: one scrape is the answer."""
+    status = watch.feed(first, at)
+    deadline = at + watch.stall_s + 5 * step_s
+    while status.progress is EngineState.OK:
+        await asyncio.sleep(step_s)
+        found, now, why = await scrape()
+        status = watch.feed(found, now, why)
+        if watch.progressed_since(at) and now - at >= settle_s or now >= deadline:
+            break
+    return status
+
+
+def _was_reset(old: ServingScrape, new: ServingScrape) -> bool:
+    """A counter went down between two scrapes: the server restarted."""
+    a, b = old.merged, new.merged
+    if a.generation_tokens is not None and b.generation_tokens is not None and \
+            b.generation_tokens < a.generation_tokens:
+        return True
+    return any(key in b.latency and b.latency[key].count < h.count
+               for key, h in a.latency.items())
+
+
+def _requests(merged: EngineSeries) -> dict[str, Any]:
+    finished = {reason: int(n) for reason, n in merged.finished.items()}
+    return {"preemptions_total": int(merged.preemptions) if merged.preemptions is not None
+            else None,
+            "finished": finished or None,
+            "errors_total": finished.get("error")}
+
+
+def engine_verdict(status: ServingStatus, *, api_alive: bool | None, engine_dead_line: str | None,
+                   engine_procs: int | None, started: bool,
+                   stopped_engine_pid: int | None = None) -> tuple[EngineState, str]:
+    """`serve.engine` and its reason: what the scrapes say, overruled by a dead engine.
+
+    `engine_dead_line`: the current run's EngineDeadError line, if any; `engine_procs`: how many
+    EngineCore processes the serve tree holds (None: the tree is not known); `started`: the run
+    got past start-up (before that, no engine process yet is normal); `stopped_engine_pid`: an
+    engine process in the stopped state (`T`), named in a stall's reason."""
+    if engine_dead_line is not None:
+        return EngineState.DEAD, f"EngineDeadError in the log: {engine_dead_line[:200]}"
+    if api_alive and started and engine_procs == 0:
+        return EngineState.DEAD, "the API server lives but no EngineCore process is left"
+    if api_alive is False:
+        return EngineState.UNKNOWN, "no serve process"
+    if status.progress is EngineState.STALLED and stopped_engine_pid is not None:
+        return status.progress, f"{status.reason}; EngineCore pid {stopped_engine_pid} is stopped"
+    return status.progress, status.reason

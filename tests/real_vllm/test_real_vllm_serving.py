@@ -1,0 +1,240 @@
+"""Serving health proven on a real engine: a hung engine is `stalled`, a killed one `dead`, and
+the latency percentiles agree with what a client measured.
+
+vLLM's `/health` keeps answering 200 while its engine is stopped (measured: SIGSTOP to
+`VLLM::EngineCore` with requests in flight; `/metrics` keeps answering too, the running gauge
+stays, `vllm:generation_tokens_total` stands still). `status --json` must say `stalled` within
+the stall time (a small `--stall-s` here), and `ok` again after SIGCONT. One server for the
+module; the test that kills its engine runs last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from console.parsers.metrics import parse_metrics
+from console.parsers.serving import Histogram, histogram_delta, percentiles
+from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
+from tests.real_vllm.support import cli_json, hosts_file, scrape, server
+from tests.sshd import Sshd
+
+pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
+
+STALL_S = 5.0
+PROMPT = "the the the the"
+
+
+@dataclass
+class Serving:
+    server: RealServer
+    hosts: Path
+
+
+@dataclass
+class Timed:
+    """One streamed completion as the client saw it."""
+
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    error: str = ""
+    tokens: int = 0
+
+
+@dataclass
+class Traffic:
+    """Streamed completions running in threads."""
+
+    srv: RealServer
+    results: list[Timed] = field(default_factory=list)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    until: threading.Event | None = None
+    """When set, each thread sends one request after another until it is set."""
+
+    def start(self, n: int, max_tokens: int) -> Traffic:
+        for _ in range(n):
+            thread = threading.Thread(target=self._run, args=(max_tokens,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+        return self
+
+    def _run(self, max_tokens: int) -> None:
+        while True:
+            timed = Timed()
+            self.results.append(timed)
+            self._one(timed, max_tokens)
+            if self.until is None or self.until.is_set():
+                return
+
+    def _one(self, timed: Timed, max_tokens: int) -> None:
+        body = json.dumps({"model": str(self.srv.fixture.target), "prompt": PROMPT,
+                           "max_tokens": max_tokens, "temperature": 0, "stream": True,
+                           "ignore_eos": True}).encode()
+        req = urllib.request.Request(f"{self.srv.url}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=300) as resp:
+                for raw in resp:
+                    line = raw.decode(errors="replace").strip()
+                    if not line.startswith("data:") or line == "data: [DONE]":
+                        continue
+                    chunk = json.loads(line[5:])
+                    if chunk["choices"] and chunk["choices"][0].get("text"):
+                        timed.tokens += 1
+                        if timed.ttft_s is None:
+                            timed.ttft_s = time.monotonic() - t0
+            timed.e2e_s = time.monotonic() - t0
+        except Exception as exc:  # the test reads it
+            timed.error = f"{type(exc).__name__}: {exc}"
+
+    def generating(self, timeout: float = 60) -> Traffic:
+        """Once every request has streamed its first token."""
+        deadline = time.monotonic() + timeout
+        while not (self.results and all(t.ttft_s for t in self.results)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self
+
+    def wait(self, timeout: float = 300) -> list[Timed]:
+        for thread in self.threads:
+            thread.join(timeout)
+        return self.results
+
+
+@pytest.fixture(scope="module")
+def serving(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Serving]:
+    if sshd.proc is None:
+        sshd.start()
+    srv = server(real_vllm, sshd, "serving", ngram_spec(4))
+    hosts = hosts_file(tmp_path_factory.mktemp("real-serving") / "hosts.toml", sshd,
+                       {"serving": srv})
+    try:
+        srv.start()
+        srv.wait_ready()
+        yield Serving(srv, hosts)
+    finally:
+        srv.stop()
+
+
+def engine_core(srv: RealServer) -> int:
+    """The server's `VLLM::EngineCore` child (its comm cut to 15 bytes)."""
+    assert srv.pid is not None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm == "VLLM::EngineCor" and f"\nPPid:\t{srv.pid}\n" in status:
+            return int(entry.name)
+    raise AssertionError("no VLLM::EngineCore child of the server")
+
+
+def status(serving: Serving, *extra: str) -> dict:  # type: ignore[type-arg]
+    code, data = cli_json("status", "serving", "--config", str(serving.hosts), *extra)
+    assert code == 0, data
+    return data
+
+
+def bucket_index(value: float, histogram: Histogram) -> int:
+    return next(i for i, (bound, _) in enumerate(histogram.buckets) if value <= bound)
+
+
+def test_latency_percentiles_agree_with_the_clients_timings(serving: Serving) -> None:
+    before = parse_metrics(scrape(serving.server.url)).serving
+    timed = Traffic(serving.server).start(6, max_tokens=48).wait()
+    time.sleep(0.5)  # the API server records a request's histograms as it finishes it
+    after = parse_metrics(scrape(serving.server.url)).serving
+    assert not [t.error for t in timed if t.error]
+    assert before is not None
+    assert after is not None
+    for key, client in (("ttft_s", [t.ttft_s for t in timed]),
+                        ("e2e_s", [t.e2e_s for t in timed])):
+        window = histogram_delta(before.merged.latency[key], after.merged.latency[key])
+        assert window is not None
+        assert window.count == 6  # exactly the test's requests
+        ours = percentiles(window)
+        assert ours is not None
+        median = statistics.median(v for v in client if v is not None)
+        # Within the histogram's resolution: the same bucket as the client's median, or the
+        # next one (the client's clock also holds the HTTP round trip).
+        assert abs(bucket_index(ours["p50"], window) - bucket_index(median, window)) <= 1, (
+            key, ours, sorted(client), window.buckets)
+
+
+def test_a_stopped_engine_is_stalled_within_the_stall_time_and_recovers(
+        serving: Serving) -> None:
+    srv = serving.server
+    traffic = Traffic(srv).start(4, max_tokens=400).generating()
+    engine = engine_core(srv)
+    os.kill(engine, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        assert srv.health() == 200  # vLLM's /health does not notice
+        data = status(serving, "--stall-s", str(STALL_S))
+        took = time.monotonic() - stopped_at
+        serve = data["serve"]
+        assert serve["engine"] == "stalled", serve["engine_reason"]
+        assert serve["health"] == "healthy"
+        assert serve["state"] == "ready"
+        assert f"EngineCore pid {engine} is stopped" in serve["engine_reason"]
+        assert "4 running" in serve["engine_reason"]
+        # Said within the stall time (plus the command's own start and SSH connection).
+        assert took < STALL_S + 25, took
+    finally:
+        os.kill(engine, signal.SIGCONT)
+    data = status(serving, "--stall-s", str(STALL_S))
+    assert data["serve"]["engine"] in ("ok", "idle"), data["serve"]["engine_reason"]
+    finished = traffic.wait()
+    assert not [t.error for t in finished if t.error]
+    assert all(t.tokens > 0 for t in finished)
+
+
+def test_status_reads_the_recent_window_and_outcomes_of_real_traffic(serving: Serving) -> None:
+    # n-gram speculation on this text is fast: requests one after another keep it busy.
+    traffic = Traffic(serving.server, until=threading.Event()).start(3, max_tokens=400)
+    traffic.generating()
+    try:
+        data = status(serving)
+    finally:
+        assert traffic.until is not None
+        traffic.until.set()
+    assert not [t.error for t in traffic.wait() if t.error]
+    assert data["serve"]["engine"] == "ok", data["serve"]["engine_reason"]
+    requests = data["requests"]
+    assert requests["finished"]["length"] >= 6  # the earlier tests' requests
+    assert requests["errors_total"] == 0
+    assert requests["preemptions_total"] == 0
+    assert data["latency"]["source"] == "metrics"
+    assert data["latency"]["window_s"] >= 2
+
+
+def test_a_killed_engine_under_a_living_api_server_is_dead(serving: Serving) -> None:
+    """Last: the server does not survive it."""
+    srv = serving.server
+    os.kill(engine_core(srv), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        data = status(serving)
+        if data["serve"]["engine"] == "dead":
+            break
+        time.sleep(1)
+    serve = data["serve"]
+    assert serve["engine"] == "dead", (serve, srv.tail())
+    assert "EngineDeadError" in serve["engine_reason"] or \
+        "no EngineCore process" in serve["engine_reason"]

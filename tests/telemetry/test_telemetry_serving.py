@@ -1,0 +1,168 @@
+"""The engine's progress and the recent latency, from successive `/metrics` scrapes.
+
+Scrapes are the real vLLM 0.32.0 body (tests/data/real_formats/0.32.0/serving-traffic.txt) with
+the running gauge and the generation counter set as the case needs: what a stopped engine
+looks like, measured (running stays 4, `vllm:generation_tokens_total` stays put, `/health` 200).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from console.parsers.metrics import parse_metrics
+from console.parsers.serving import ServingScrape
+from console.telemetry.serving import EngineState, ServingWatch, engine_verdict, watch_serving
+
+DATA = Path(__file__).parents[1] / "data" / "real_formats" / "0.32.0"
+IDLE = (DATA / "serving-idle.txt").read_text()
+TRAFFIC = (DATA / "serving-traffic.txt").read_text()
+
+
+def scrape(running: int, generated: float, body: str = TRAFFIC, engine: str = "0"
+           ) -> ServingScrape:
+    def put(name: str, value: float, text: str) -> str:
+        return re.sub(rf'^({re.escape(name)}{{engine="{engine}",[^}}]*}}) \S+$',
+                      rf"\g<1> {value}", text, flags=re.M)
+
+    text = put("vllm:num_requests_running", running, body)
+    text = put("vllm:generation_tokens_total", generated, text)
+    found = parse_metrics(text).serving
+    assert found is not None
+    return found
+
+
+def test_requests_in_flight_and_no_token_for_stall_s_is_stalled() -> None:
+    watch = ServingWatch(stall_s=10)
+    assert watch.feed(scrape(4, 100), 0.0).progress is EngineState.OK
+    assert watch.feed(scrape(4, 160), 5.0).progress is EngineState.OK
+    # The engine stops: the gauge stays at 4, the counter at 160.
+    assert watch.feed(scrape(4, 160), 10.0).progress is EngineState.OK  # 5 s quiet
+    status = watch.feed(scrape(4, 160), 15.0)
+    assert status.progress is EngineState.STALLED
+    assert status.stalled_since == 5.0
+    assert status.reason.startswith("4 running, 0 waiting, no token generated for 10 s")
+    # SIGCONT: tokens again.
+    assert watch.feed(scrape(4, 170), 16.0).progress is EngineState.OK
+
+
+def test_no_request_in_flight_is_idle_however_long_the_counter_stands() -> None:
+    watch = ServingWatch(stall_s=10)
+    for t in (0.0, 30.0, 60.0):
+        status = watch.feed(scrape(0, 210), t)
+    assert status.progress is EngineState.IDLE
+
+
+def test_a_stall_clock_starts_when_requests_arrive_not_at_the_last_token() -> None:
+    watch = ServingWatch(stall_s=10)
+    watch.feed(scrape(0, 210), 0.0)
+    watch.feed(scrape(0, 210), 100.0)
+    assert watch.feed(scrape(3, 210), 101.0).progress is EngineState.OK  # just arrived
+    assert watch.feed(scrape(3, 210), 111.0).progress is EngineState.STALLED
+
+
+def test_a_restart_is_no_stall_and_no_negative_figure() -> None:
+    watch = ServingWatch(stall_s=10)
+    watch.feed(scrape(4, 500), 0.0)
+    status = watch.feed(scrape(4, 20, IDLE), 12.0)  # the counter went back: a new server
+    assert status.progress is EngineState.OK
+    assert status.latency is None  # the window starts again
+
+
+def test_one_engine_of_two_stalled_is_a_stall_and_names_it() -> None:
+    extra = "\n".join(line.replace('engine="0"', 'engine="1"') for line in
+                      TRAFFIC.splitlines() if line.startswith("vllm:") and 'engine="0"' in line)
+    body = TRAFFIC + extra + "\n"
+
+    def two(gen0: float, gen1: float) -> ServingScrape:
+        text = body
+        for engine, gen in (("0", gen0), ("1", gen1)):
+            text = re.sub(rf'^(vllm:generation_tokens_total{{engine="{engine}",[^}}]*}}) \S+$',
+                          rf"\g<1> {gen}", text, flags=re.M)
+            text = re.sub(rf'^(vllm:num_requests_running{{engine="{engine}",[^}}]*}}) \S+$',
+                          r"\g<1> 2", text, flags=re.M)
+        found = parse_metrics(text).serving
+        assert found is not None
+        return found
+
+    watch = ServingWatch(stall_s=10)
+    watch.feed(two(100, 100), 0.0)
+    status = watch.feed(two(400, 100), 12.0)  # engine 0 busy and moving, engine 1 still
+    assert status.progress is EngineState.STALLED
+    assert "(engine 1 of 2)" in status.reason
+
+
+def test_latency_is_the_window_between_scrapes_and_null_without_new_requests() -> None:
+    watch = ServingWatch(window_s=60)
+    first = watch.feed(parse_metrics(IDLE).serving, 0.0)
+    assert first.latency is None  # one scrape is no window
+    status = watch.feed(parse_metrics(TRAFFIC).serving, 5.0)
+    assert status.window_s == 5.0
+    assert status.latency is not None
+    e2e = status.latency["e2e_s"]
+    assert e2e is not None
+    assert 0.3 < e2e["p50"] < 0.5
+    assert status.requests == {"preemptions_total": 0, "errors_total": 0,
+                               "finished": {"stop": 0, "length": 6, "abort": 0, "error": 0,
+                                            "repetition": 0}}
+    # A minute on, no request since: the window holds no sample, so no figure.
+    watch.feed(parse_metrics(TRAFFIC).serving, 40.0)
+    later = watch.feed(parse_metrics(TRAFFIC).serving, 80.0)
+    assert later.latency is not None
+    assert later.latency["e2e_s"] is None
+    assert later.window_s is not None
+    assert later.window_s >= 60
+
+
+def test_a_dead_engine_overrules_the_scrapes() -> None:
+    watch = ServingWatch()
+    ok = watch.feed(scrape(4, 100), 0.0)
+    assert engine_verdict(ok, api_alive=True, engine_dead_line="vllm.v1.engine.exceptions."
+                          "EngineDeadError: EngineCore encountered an issue.",
+                          engine_procs=1, started=True)[0] is EngineState.DEAD
+    state, reason = engine_verdict(ok, api_alive=True, engine_dead_line=None, engine_procs=0,
+                                   started=True)
+    assert state is EngineState.DEAD
+    assert "no EngineCore process" in reason
+    # Before start-up completes no engine process is normal.
+    assert engine_verdict(ok, api_alive=True, engine_dead_line=None, engine_procs=0,
+                          started=False)[0] is EngineState.OK
+    assert engine_verdict(watch.feed(None, 1.0, "/metrics: connection refused"),
+                          api_alive=True, engine_dead_line=None, engine_procs=1,
+                          started=True) == (EngineState.UNKNOWN, "/metrics: connection refused")
+
+
+class Scrapes:
+    """`status`'s further scrapes, one a second of host time, from a list."""
+
+    def __init__(self, *scrapes: ServingScrape) -> None:
+        self.left, self.now, self.calls = list(scrapes), 0.0, 0
+
+    async def __call__(self) -> tuple[ServingScrape | None, float, str]:
+        self.now += 1.0
+        self.calls += 1
+        return (self.left.pop(0) if len(self.left) > 1 else self.left[0]), self.now, ""
+
+
+async def test_status_watches_a_busy_engine_until_a_token_comes() -> None:
+    more = Scrapes(scrape(4, 110), scrape(4, 130), scrape(4, 150))
+    status = await watch_serving(ServingWatch(stall_s=10), scrape(4, 100), 0.0, more,
+                                 step_s=0.001)
+    assert status.progress is EngineState.OK
+    assert more.calls == 2  # the latency window's 2 s, tokens in both
+    assert status.window_s == 2.0
+
+
+async def test_status_on_a_stopped_engine_says_stalled_after_stall_s() -> None:
+    more = Scrapes(scrape(4, 100))
+    status = await watch_serving(ServingWatch(stall_s=5), scrape(4, 100), 0.0, more,
+                                 step_s=0.001)
+    assert status.progress is EngineState.STALLED
+    assert more.calls == 5
+
+
+async def test_status_on_an_idle_engine_takes_one_scrape() -> None:
+    more = Scrapes(scrape(0, 100))
+    status = await watch_serving(ServingWatch(), scrape(0, 100), 0.0, more)
+    assert status.progress is EngineState.IDLE
+    assert more.calls == 0
