@@ -102,13 +102,13 @@ def _excerpt(data: Mapping[str, Any], cmp: Mapping[str, list[str]] | None) -> st
 
 def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
              run: ScriptRun | None, context: Evidence, *, host: str = "the host",
-             kind: str = "dflash-swa") -> LinkResult:
+             kind: str = "dflash-swa", no_python: str = "") -> LinkResult:
     """The verdict from the fields probe's facts (`kind` other than `dflash-swa`: every
-    listed field config.json has must survive)."""
+    listed field config.json has must survive). `no_python`: as `code_present.evaluate`."""
     title = spec.title
     if not python:
         return result(LINK, title, Status.ERROR,
-                      "no serving interpreter to run the host's extraction with",
+                      no_python or "no serving interpreter to run the host's extraction with",
                       "start vllm serve, or pass --python /path/to/venv/bin/python", [context])
     if draft.data is None:
         hint = LINK_HINT.format(host=host) if draft.link_failed else \

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from console.cli.commands.common import emit
+from console.hostclient.container_log import describe as describe_container_log
 from console.output.display import safe_text
 from console.telemetry.oneshot import collect_status
 from console.telemetry.snapshot import HostSnapshot
@@ -78,9 +79,17 @@ def render(snap: HostSnapshot) -> str:
     if not errors:
         lines.append("errors  none in the current run")
     lines.extend(f"error   {e['kind']}: {safe_text(e['line'], 300)}" for e in errors)
+    container = serve["container"]
+    if container is not None:
+        lines.append(f"where   {container['runtime']} container "
+                     f"{safe_text(container['name'] or container['id'], 200)} (image "
+                     f"{safe_text(container['image'] or '?', 200)}, restart policy "
+                     f"{safe_text(container['restart_policy'], 40)})")
     if snap.serve.log:
         # A file name on the host may hold anything, escape sequences included.
         lines.append(f"log     {safe_text(snap.serve.log, 1000)}")
+    elif snap.serve.container is not None:
+        lines.append(f"log     {safe_text(describe_container_log(snap.serve.container), 300)}")
     lines.extend(f"note    {safe_text(note, 300)}" for note in snap.notes)
     return "\n".join(lines)
 
