@@ -32,11 +32,16 @@ from console.sources.prometheus import (
 ABSENT = "absent"
 IDLE = "idle: no drafts in the last minute"
 NO_DCGM = "no dcgm-exporter series"
+NO_REQUESTS = "idle: no requests in the last minute"
 WINDOW = "1m"
 
 FIGURES = ("mean_acceptance_length", "draft_acceptance_rate_pct", "generation_tps", "running",
            "waiting", "kv_cache_usage_pct", "gpu_util_pct", "gpu_mem_used_mib",
-           "gpu_mem_total_mib")
+           "gpu_mem_total_mib", "ttft_p99_s", "e2e_p99_s")
+# Latency percentiles: Prometheus's histogram_quantile over the rate of the bucket series in
+# the window (so the recent requests, not those since start-up), summed over engines by bucket.
+LATENCY = {"ttft_p99": "vllm:time_to_first_token_seconds_bucket",
+           "e2e_p99": "vllm:e2e_request_latency_seconds_bucket"}
 
 
 def queries(selector: str, label: str) -> dict[str, str]:
@@ -63,6 +68,8 @@ def queries(selector: str, label: str) -> dict[str, str]:
         "gpu_util": f"avg by ({label}) (DCGM_FI_DEV_GPU_UTIL)",
         "gpu_used": f"sum by ({label}) (DCGM_FI_DEV_FB_USED)",
         "gpu_free": f"sum by ({label}) (DCGM_FI_DEV_FB_FREE)",
+        **{name: f"histogram_quantile(0.99, sum by ({label}, le) "
+                 f"(rate({sel(buckets)}[{WINDOW}])))" for name, buckets in LATENCY.items()},
     }
 
 
@@ -85,11 +92,26 @@ class FleetServer:
     gpu_util_pct: float | None = None
     gpu_mem_used_mib: float | None = None
     gpu_mem_total_mib: float | None = None
+    ttft_p99_s: float | None = None
+    """Time to first token, 99th percentile over the window (histogram_quantile)."""
+    e2e_p99_s: float | None = None
+    """End-to-end request latency, 99th percentile over the window."""
     expected_acceptance: Acceptance | None = None
     """The range the fleet's profile expects (`fleet --json` shows its high end)."""
     missing: Mapping[str, str] = field(default_factory=dict)
     host: str | None = None
     """The hosts-file entry this server maps to (by the host label), if any."""
+
+    @property
+    def engine(self) -> str | None:
+        """`stalled` (requests running or waiting, no token generated in the window: vLLM's
+        /health keeps answering 200 when its engine hangs), `idle` (no request now), `ok`
+        (requests, and tokens flowing), None when the figures to tell are missing."""
+        if self.running is None or self.waiting is None or self.generation_tps is None:
+            return None
+        if self.running + self.waiting == 0:
+            return "idle"
+        return "ok" if self.generation_tps > 0 else "stalled"
 
     @property
     def low_acceptance(self) -> bool | None:
@@ -106,6 +128,7 @@ class FleetServer:
             "expected_acceptance": (self.expected_acceptance.high
                                     if self.expected_acceptance is not None else None),
             "low_acceptance": self.low_acceptance,
+            "engine": self.engine,
             "missing": dict(sorted(self.missing.items())),
         }
 
@@ -199,9 +222,11 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             if name in errors:
                 missing[figure] = f"error: {errors[name]}"
                 return None
-            found = [s.value for s in by.get(name, {}).get(key, []) if not math.isnan(s.value)]
+            series = by.get(name, {}).get(key, [])
+            found = [s.value for s in series if not math.isnan(s.value)]
             if not found:
-                missing[figure] = ABSENT
+                # A quantile of an empty window is NaN: no requests, not no series.
+                missing[figure] = NO_REQUESTS if series and name in LATENCY else ABSENT
                 return None
             return found[0]
 
@@ -234,6 +259,8 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             gpu_util_pct=gpu_one("gpu_util", "gpu_util_pct"),
             gpu_mem_used_mib=used,
             gpu_mem_total_mib=None if used is None or free is None else used + free,
+            ttft_p99_s=one("ttft_p99", figure="ttft_p99_s"),
+            e2e_p99_s=one("e2e_p99", figure="e2e_p99_s"),
             expected_acceptance=expected, missing=missing))
         if not up_series:
             missing.setdefault("up", ABSENT)

@@ -21,7 +21,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
 from console.output.display import safe_text
-from console.sources.fleet_query import ABSENT, IDLE, NO_DCGM, FleetReport, FleetServer
+from console.sources.fleet_query import (
+    ABSENT,
+    IDLE,
+    NO_DCGM,
+    NO_REQUESTS,
+    FleetReport,
+    FleetServer,
+)
 from widgets.status import STATUS_CLASSES, status_style
 
 
@@ -35,7 +42,7 @@ class Column:
 
 def _reason(server: FleetServer, figure: str) -> str:
     why = server.missing.get(figure, ABSENT)
-    if why == IDLE:
+    if why in (IDLE, NO_REQUESTS):
         return "idle"
     if why == NO_DCGM:
         return "no dcgm"
@@ -90,6 +97,9 @@ COLUMNS = (
     Column("gpu", "GPU util", _num("gpu_util_pct", ".0f", "%"), lambda s: s.gpu_util_pct),
     Column("mem", "GPU mem", _gpu_mem, lambda s: s.gpu_mem_used_mib),
     Column("flag", "flag", _flag, lambda s: 1 if s.low_acceptance else 0),
+    Column("ttft", "TTFT p99", _num("ttft_p99_s", ".2f", "s"), lambda s: s.ttft_p99_s),
+    Column("engine", "engine", lambda s: s.engine or "?",
+           lambda s: {"stalled": 0, "ok": 1, "idle": 2}.get(s.engine or "")),
 )
 
 
@@ -227,7 +237,7 @@ class PromFleetScreen(Screen[None]):
 
     def _styled(self, column: str, text: str) -> Text:
         text = safe_text(text, 200)  # label values are the scraped servers' words: inert
-        if text in ("DOWN", "error") or text.startswith("LOW"):
+        if text in ("DOWN", "error", "stalled") or text.startswith("LOW"):
             return Text(text, style=status_style(self, "fail") + Style(bold=True))
         if text in ("absent", "idle", "no dcgm", ""):
             return Text(text, style=status_style(self, "unknown"))
