@@ -20,7 +20,7 @@ from typing import Any
 
 from checks import select
 from checks.configs import ConfigRead, read_configs
-from checks.context import ChainContext, settings_evidence
+from checks.context import ChainContext, log_label, settings_evidence
 from checks.links import (
     code_present,
     config_correct,
@@ -29,12 +29,14 @@ from checks.links import (
     runtime_activation,
 )
 from checks.links.config_correct import Finding
-from checks.links.runtime_activation import EngineLook, RunLog
+from checks.links.current_run import CurrentRun, read_run
+from checks.links.runtime_activation import EngineLook
 from checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
 from console.hostclient.discovery import (
+    EffectiveServe,
     ServeArgs,
     configured_port,
     effective_serve,
@@ -90,14 +92,14 @@ class _Probes:
         if ctx.profile.links.runtime_activation != old:
             self._tasks.pop("log", None)
 
-    async def run_log(self) -> RunLog | None:
+    async def run_log(self) -> CurrentRun | None:
         """The current run of the log, read the way this profile reads it."""
         run = await self.log()
         if run is None or run.data is None:
             return None
-        return runtime_activation.read_run(run.data.get("lines") or [],
-                                           self.ctx.profile.links.runtime_activation,
-                                           run.data.get("tail") or [])
+        return read_run(run.data.get("lines") or [],
+                        self.ctx.profile.links.runtime_activation,
+                        run.data.get("tail") or [])
 
     def _task(self, key: str, make: Callable[[], Awaitable[Any]]) -> asyncio.Task[Any]:
         if key not in self._tasks:
@@ -109,11 +111,13 @@ class _Probes:
         proc = serve.process
 
         async def make() -> dict[str, ConfigRead]:
-            return await read_configs(self.ctx.host, self.ctx.scripts,
-                                      {"draft": serve.draft.value,
-                                       "target": serve.target.value},
-                                      dict(proc.environ) if proc else {},
-                                      proc.cwd if proc else None)
+            models = {"draft": serve.draft.value, "target": serve.target.value}
+            inside = _container_paths(serve)
+            found = await read_configs(self.ctx.host, self.ctx.scripts,
+                                       {k: v for k, v in models.items() if k not in inside},
+                                       dict(proc.environ) if proc else {},
+                                       proc.cwd if proc else None)
+            return {**found, **inside}
         return await self._task("configs", make)  # type: ignore[no-any-return]
 
     async def code(self) -> ScriptRun | None:
@@ -153,11 +157,15 @@ class _Probes:
         path = self.ctx.serve.log.value
         proc = self.ctx.serve.process
         spec = self.ctx.profile.links.runtime_activation
+        container = proc.container if proc is not None and not path else None
 
         async def make() -> ScriptRun | None:
-            if not path:
+            if not path and container is None:
                 return None
             params = runtime_activation.payload(spec, path, proc.pid if proc else None)
+            if container is not None:  # its output, since its start (`docker logs`)
+                params["container"] = {"runtime": container.runtime, "ref": container.ref,
+                                       "since": container.started_at}
             return await _run(self.ctx, "probe-log", "python3", params, LOG_TIMEOUT)
         return await self._task("log", make)  # type: ignore[no-any-return]
 
@@ -178,6 +186,31 @@ async def _look_at_engine(ctx: ChainContext, stall_s: float) -> EngineLook | Non
     excerpt = f"/health: 200 (vLLM answers it while its engine hangs); stall time {stall_s:g} s"
     return EngineLook(state.value, reason, f"GET {look.url}/metrics ({look.scrapes} scrape"
                       f"{'s' if look.scrapes > 1 else ''}, about a second apart)", excerpt)
+
+
+def _interpreter_inside(serve: EffectiveServe) -> str:
+    """Why a containerised server has no interpreter to probe with ("" for a bare one)."""
+    proc = serve.process
+    if proc is None or proc.container is None:
+        return ""
+    return (f"the serving interpreter is inside the {proc.container.runtime} container "
+            f"{proc.container.ref}: the console does not run probes inside a container yet")
+
+
+def _container_paths(serve: EffectiveServe) -> dict[str, ConfigRead]:
+    """The models named by a containerised server's command line are paths inside its
+    container: never read at the host path of the same name (a configured path is the user's
+    word for where the file is, and is read as it stands)."""
+    proc = serve.process
+    if proc is None or proc.container is None:
+        return {}
+    return {name: ConfigRead(name, setting.value, problem=(
+                f"{name} {setting.value} is a path inside the {proc.container.runtime} "
+                f"container {proc.container.ref}: the console does not read files inside a "
+                f"container yet (set serve.{name} to where the host sees it, e.g. a mounted "
+                "volume's source)"))
+            for name, setting in (("draft", serve.draft), ("target", serve.target))
+            if setting.value and setting.source != "configured"}
 
 
 def _reference(ctx: ChainContext, draft: ConfigRead) -> Reference | None:
@@ -225,7 +258,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
     if link_id == "code-present":
         return code_present.evaluate(links.code_present, serve.python.value,
                                      await probes.code(), settings_evidence(ctx, "python"),
-                                     host=host)
+                                     host=host, no_python=_interpreter_inside(serve))
     if link_id == "fields-extracted":
         configs = await probes.configs()
         if links.fields_extracted.probe == "speculative-config":
@@ -236,7 +269,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         return fields_extracted.evaluate(links.fields_extracted, serve.python.value,
                                          configs[which], await probes.fields(),
                                          settings_evidence(ctx, "python", which), host=host,
-                                         kind=kind)
+                                         kind=kind, no_python=_interpreter_inside(serve))
     if link_id == "config-correct":
         configs = await probes.configs()
         draft, target = configs["draft"], configs["target"]
@@ -247,7 +280,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
                                            ctx, probes, draft, target))
     configs = await probes.configs()
     return runtime_activation.evaluate(
-        links.runtime_activation, serve.log.value, await probes.log(), configs["draft"],
+        links.runtime_activation, log_label(ctx), await probes.log(), configs["draft"],
         settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
         host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
         methods=ctx.profile.methods, expected=ctx.profile.acceptance,

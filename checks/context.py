@@ -10,6 +10,7 @@ from typing import Any
 from checks.models import Evidence
 from checks.profile import Profile
 from checks.references import Reference
+from console.hostclient.container_log import describe as describe_container_log
 from console.hostclient.discovery import EffectiveServe, Resolved
 from console.transport.host import Host
 from console.transport.remote_scripts import RemoteScripts
@@ -39,6 +40,14 @@ class ChainContext:
     max_model_len: int | None = None
 
 
+def log_label(ctx: ChainContext) -> str:
+    """The serve log as the links name it: the file, or the container's output."""
+    proc = ctx.serve.process
+    if ctx.serve.log.value or proc is None or proc.container is None:
+        return ctx.serve.log.value
+    return describe_container_log(proc.container)
+
+
 def _line(name: str, setting: Resolved) -> str:
     if not setting.value:
         return f"{name}: unknown (not configured, not discovered)"
@@ -48,7 +57,8 @@ def _line(name: str, setting: Resolved) -> str:
 def settings_evidence(ctx: ChainContext, *names: str) -> Evidence:
     """Where the settings a link relies on came from, with the discovery notes."""
     serve = ctx.serve
-    lines = [_line(n, getattr(serve, n)) for n in names]
+    lines = [_line(n, getattr(serve, n)) if n != "log" or serve.log.value
+             or not log_label(ctx) else f"log: {log_label(ctx)}" for n in names]
     proc = serve.process
     if proc is not None:
         engines = [f"{c.pid} {c.comm}" for c in proc.children][:6]

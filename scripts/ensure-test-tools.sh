@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The tests drive a real OpenSSH sshd and a real terminal (tmux). Install them when missing and
-# we can (root + apt); otherwise say exactly what to install.
+# The tests drive a real OpenSSH sshd, a real terminal (tmux), a real Prometheus and a real Docker
+# daemon. Install them when missing and we can (root + apt); otherwise say exactly what to install.
 set -euo pipefail
 
 missing=()
@@ -13,6 +13,9 @@ command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 # The fleet tests and benchmark run their own Prometheus (and promtool for backfilled blocks).
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
+# The container tier starts its own dockerd (own socket and data dir) and a compose service.
+{ command -v dockerd && command -v docker; } >/dev/null 2>&1 || missing+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 # Optional: the completion scripts are proven in these shells, skipped (saying so) without them.
 optional=()
 command -v zsh >/dev/null 2>&1 || optional+=(zsh)
@@ -24,8 +27,9 @@ fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing ${missing[*]} ${optional[*]} (apt-get)"
   apt-get update -qq
-  # The prometheus package ships a service: never let it start (or start at boot) here; the
-  # tests run their own instance on a free loopback port. policy-rc.d 101 = "do not start".
+  # The prometheus and docker.io packages (and containerd) ship services: never let them start
+  # (or start at boot) here; the tests run their own instances on a free loopback port or a
+  # private socket. policy-rc.d 101 = "do not start".
   policy=/usr/sbin/policy-rc.d
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy"
@@ -33,12 +37,16 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" "${optional[@]}" >/dev/null
-  if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  never_at_boot() {
     if [ -d /run/systemd/system ]; then
-      systemctl disable --now prometheus >/dev/null 2>&1 || true
+      systemctl disable --now "$@" >/dev/null 2>&1 || true
     else
-      update-rc.d prometheus disable >/dev/null 2>&1 || true
+      for service in "$@"; do update-rc.d "$service" disable >/dev/null 2>&1 || true; done
     fi
+  }
+  if [[ " ${missing[*]} " == *" prometheus "* ]]; then never_at_boot prometheus; fi
+  if [[ " ${missing[*]} " == *" docker.io "* ]]; then
+    never_at_boot docker.socket docker containerd
   fi
   exit 0
 fi

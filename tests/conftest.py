@@ -45,7 +45,8 @@ def sshd_up(sshd: Sshd) -> Sshd:
 # A tier's marker follows from the real part a test uses, so `make check` (which deselects
 # the slow tiers) can never run one by accident, whatever its module forgot to mark.
 _TIER_OF_FIXTURE = {"sshd": "ssh", "sshd_up": "ssh", "prometheus_world": "prometheus",
-                    "scenario_servers": "sim_servers"}
+                    "scenario_servers": "sim_servers", "dockerd": "docker",
+                    "container_server": "docker", "real_vllm": "real_vllm"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

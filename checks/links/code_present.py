@@ -88,13 +88,14 @@ def _excerpt(data: Mapping[str, Any]) -> str:
 
 
 def evaluate(spec: CodePresentSpec, python: str, run: ScriptRun | None,
-             context: Evidence, *, host: str = "the host") -> LinkResult:
-    """The verdict from the code probe's facts."""
+             context: Evidence, *, host: str = "the host", no_python: str = "") -> LinkResult:
+    """The verdict from the code probe's facts. `no_python`: why there is no interpreter,
+    when it is not that no server runs (a server in a container)."""
     title = spec.title
     if not python:
         return result(LINK, title, Status.ERROR,
-                      "no serving interpreter: no running serve process was found and "
-                      "serve.python is not set",
+                      no_python or "no serving interpreter: no running serve process was "
+                                   "found and serve.python is not set",
                       "start vllm serve, or pass --python /path/to/venv/bin/python",
                       [context])
     if run is None or run.data is None:

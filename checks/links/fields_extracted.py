@@ -102,13 +102,13 @@ def _excerpt(data: Mapping[str, Any], cmp: Mapping[str, list[str]] | None) -> st
 
 def evaluate(spec: FieldsExtractedSpec, python: str, draft: ConfigRead,
              run: ScriptRun | None, context: Evidence, *, host: str = "the host",
-             kind: str = "dflash-swa") -> LinkResult:
+             kind: str = "dflash-swa", no_python: str = "") -> LinkResult:
     """The verdict from the fields probe's facts (`kind` other than `dflash-swa`: every
-    listed field config.json has must survive)."""
+    listed field config.json has must survive). `no_python`: as `code_present.evaluate`."""
     title = spec.title
     if not python:
         return result(LINK, title, Status.ERROR,
-                      "no serving interpreter to run the host's extraction with",
+                      no_python or "no serving interpreter to run the host's extraction with",
                       "start vllm serve, or pass --python /path/to/venv/bin/python", [context])
     if draft.data is None:
         hint = LINK_HINT.format(host=host) if draft.link_failed else \
@@ -197,8 +197,8 @@ def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSp
                            *, host: str = "the host") -> LinkResult:
     """Probe `speculative-config` (a method with no draft config, n-gram): the engine's start
     line carries the method and the number of tokens the launch asked for."""
+    from checks.links.current_run import read_run
     from checks.links.method_configs import ngram_lookup
-    from checks.links.runtime_activation import read_run
     from checks.select import asked_in_log
 
     title = spec.title

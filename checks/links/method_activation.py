@@ -39,7 +39,7 @@ from checks.profile import Acceptance, RuntimeActivationSpec, method_family
 from checks.trace import TraceEvent
 
 if TYPE_CHECKING:
-    from checks.links.runtime_activation import RunLog
+    from checks.links.current_run import CurrentRun
 
 LINK = "runtime-activation"
 EAGLE3_DEFAULT_FN = "get_eagle3_default_aux_hidden_state_layers"
@@ -111,7 +111,7 @@ def _traced(kind: str, events: Sequence[TraceEvent], watch: Sequence[str],
     return "pass", f"the traced run called {short_list(names)}"
 
 
-def failures(log: RunLog) -> tuple[list[str], list[str]]:
+def failures(log: CurrentRun) -> tuple[list[str], list[str]]:
     """(what failed, hints) in a run past its engine line: a refusal, a start-up that failed,
     an engine that died on a request after start-up."""
     fails: list[str] = []
@@ -136,7 +136,7 @@ def failures(log: RunLog) -> tuple[list[str], list[str]]:
     return fails, hints
 
 
-def judge(kind: str, spec: RuntimeActivationSpec, log: RunLog, evidence: list[Evidence], *,
+def judge(kind: str, spec: RuntimeActivationSpec, log: CurrentRun, evidence: list[Evidence], *,
           cfg: Mapping[str, Any] | None, target: Mapping[str, Any] | None,
           methods: Sequence[str], expected: Acceptance | None, watch: Sequence[str],
           trace_hint: str, checked_draft: str = "") -> LinkResult:

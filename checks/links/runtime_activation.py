@@ -24,30 +24,22 @@ never called) is absence of evidence: `unknown`, naming them, never `fail`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 from checks import draftconfig as dc
 from checks.configs import ConfigRead
 from checks.links import method_activation
-from checks.links.common import LINK_HINT, result, run_evidence, short_list
+from checks.links.common import LINK_HINT, result, run_evidence
+from checks.links.current_run import LOOKBACK, TAIL_BYTES, CurrentRun, read_run
+from checks.links.trace_verdict import judge_trace
 from checks.models import Evidence, LinkResult, Status
-from checks.profile import Acceptance, Refusal, RuntimeActivationSpec
-from checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
-from console.parsers.aux import parse_aux_layers
-from console.parsers.classifier import classify
-from console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
-from console.parsers.errors import ErrorKind, parse_error
-from console.parsers.prefix import LogLine, parse_line
-from console.parsers.spec_decode import parse_spec_decode
-from console.telemetry.startup import RunMark, current_run_start, run_mark
+from checks.profile import Acceptance, RuntimeActivationSpec
+from checks.trace import TRACE_TAG
 from console.transport.remote_scripts import ScriptRun
 
 LINK = "runtime-activation"
-LAYER_TYPES_FN = "_get_dflash_layer_types"
-RESOLVE_FN = "_resolve_layer_attention"
 
 
 def payload(spec: RuntimeActivationSpec, path: str, pid: int | None) -> dict[str, Any]:
@@ -57,17 +49,6 @@ def payload(spec: RuntimeActivationSpec, path: str, pid: int | None) -> dict[str
             "keywords": [*spec.keywords, *spec.failures, *spec.loaded, TRACE_TAG],
             "tail_keywords": [*spec.tail_keywords, *spec.failures], "tail_bytes": TAIL_BYTES,
             "max_lines": 400, "max_line": 65536, "lookback": LOOKBACK}
-
-
-TAIL_BYTES = 1 << 20
-"""How much of the log's end is searched past start-up (a crash on the first request, the
-latest acceptance): vLLM writes ~1 KB every 10 s when idle, more under traffic."""
-
-
-# How far before the last run mark the probe reads: the same run's earlier marks (restart
-# marker, banner, arguments) and lines (a trace's `missing` events from the API server) lie
-# within a few KB of its engine line, even at DEBUG level.
-LOOKBACK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -111,297 +92,6 @@ def with_engine(link: LinkResult, engine: EngineLook | None, host_label: str) ->
                   {**details, "log_status": link.status.value})
 
 
-@dataclass(frozen=True)
-class RunLog:
-    """What the current run's lines say."""
-
-    started: bool = False
-    """A run mark (restart marker, banner, arguments, engine line) begins the run."""
-    start_offset: int | None = None
-    engine_line: str | None = None
-    engine_draft: str | None = None
-    version: str | None = None
-    aux: tuple[int, ...] | None = None
-    aux_line: str | None = None
-    refusals: tuple[tuple[Refusal, str], ...] = ()
-    failures: tuple[str, ...] = ()
-    exceptions: tuple[str, ...] = ()
-    trace: tuple[TraceEvent, ...] = ()
-    trace_lines: tuple[str, ...] = ()
-    ready: bool = False
-    marker: str | None = None
-    """A restart's marker line that starts the run, when there is one."""
-    hook_errors: tuple[str, ...] = ()
-    """The trace hook's own `hook error:` lines (not trace events)."""
-    engine_method: str | None = None
-    """The speculative method the engine start line names."""
-    engine_tokens: int | None = None
-    asked: Mapping[str, Any] = field(default_factory=dict)
-    """`non-default args`, as the API server logged them."""
-    loaded: tuple[str, ...] = ()
-    """Lines that show the drafter built or loaded (the profile's `loaded`)."""
-    died: tuple[str, ...] = ()
-    """Failures and exceptions after start-up (an engine that died on a request)."""
-    acceptance: float | None = None
-    """The latest `SpecDecoding metrics` mean acceptance length."""
-    drafted: int = 0
-    """Draft tokens in the `SpecDecoding metrics` lines seen past start-up."""
-
-    @property
-    def traced(self) -> bool:
-        """The run was relaunched by a traced restart (its marker says `trace=on`)."""
-        return self.marker is not None and self.marker.rstrip().endswith("trace=on")
-
-
-def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec,
-             tail: Sequence[Sequence[Any]] = ()) -> RunLog:
-    """Sort the current run's lines into what the link needs (without a run mark, the lines
-    are a log's tail: read, but `started` is False). `tail`: the lines past start-up."""
-    run = _read_run(lines, spec)
-    if not run.started or not tail:
-        return run
-    return _read_tail(run, tail, spec)
-
-
-def _read_tail(run: RunLog, tail: Sequence[Sequence[Any]],
-               spec: RuntimeActivationSpec) -> RunLog:
-    died: list[str] = []
-    acceptance, drafted = None, 0
-    start = run.start_offset or 0
-    for offset, raw in tail:
-        if not isinstance(offset, int) or offset < start:
-            continue
-        line = parse_line(str(raw))
-        message = line.message
-        sample = parse_spec_decode(message)
-        if sample is not None:
-            acceptance = sample.mean_acceptance_length if \
-                sample.mean_acceptance_length is not None else acceptance
-            drafted += sample.drafted_tokens or 0
-            continue
-        if _broke(line, spec):
-            died.append(message.strip())
-    return replace(run, died=tuple(dict.fromkeys([*run.died, *died])), acceptance=acceptance,
-                   drafted=drafted)
-
-
-def _broke(line: LogLine, spec: RuntimeActivationSpec) -> bool:
-    """A line past start-up that says the engine broke: a failure marker (`EngineDeadError`),
-    or an exception the engine's own processes logged as an error (a request the API server
-    refused, a client's 404, is not the engine breaking)."""
-    if any(f in line.text for f in spec.failures):
-        return True
-    if line.proc is None or line.proc.startswith("APIServer") or \
-            line.level not in ("ERROR", "CRITICAL"):
-        return False
-    error = parse_error(line.message, line.level)
-    return error is not None and error.kind is ErrorKind.EXCEPTION
-
-
-def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> RunLog:
-    parsed = [(offset, classify(parse_line(str(raw)))) for offset, raw in lines]
-    first = current_run_start(run_mark(event) for _offset, event in parsed)
-    patterns = [(r, re.compile(r.pattern)) for r in spec.refusals]
-    engine_line = engine_draft = version = aux_line = marker = None
-    aux: tuple[int, ...] | None = None
-    refusals: list[tuple[Refusal, str]] = []
-    failures: list[str] = []
-    exceptions: list[str] = []
-    trace: list[TraceEvent] = []
-    trace_lines: list[str] = []
-    hook_errors: list[str] = []
-    loaded: list[str] = []
-    asked: Mapping[str, Any] = {}
-    engine_method: str | None = None
-    engine_tokens: int | None = None
-    died: list[str] = []
-    ready = False
-    for _offset, event in parsed[first or 0:]:
-        line = event.line
-        text, message = line.text, line.message
-        mark = run_mark(event)
-        if mark is RunMark.RESTART:
-            marker = marker or text
-            continue
-        if mark is RunMark.BANNER and isinstance(event.payload, VersionBanner):
-            version = version or event.payload.version
-            continue
-        if mark is RunMark.ENGINE and isinstance(event.payload, EngineConfig):
-            if engine_line is None:
-                engine_line, version = text, event.payload.version or version
-                if event.payload.speculative is not None:
-                    engine_draft = event.payload.speculative.model
-                    engine_method = event.payload.speculative.method
-                    engine_tokens = event.payload.speculative.num_spec_tokens
-            continue
-        if mark is RunMark.ARGS and isinstance(event.payload, NonDefaultArgs):
-            asked = asked or event.payload.args
-            continue
-        if mark is not None:
-            continue
-        if any(m in text for m in spec.loaded):
-            loaded.append(message.strip())
-        if TRACE_TAG in text:
-            trace_event = parse_trace_line(text)
-            if trace_event is not None:
-                trace.append(trace_event)
-                trace_lines.append(message)
-            elif "hook error:" in text:
-                hook_errors.append(text[text.index(TRACE_TAG):].strip())
-            continue
-        found_aux = parse_aux_layers(message)
-        if found_aux is not None:
-            aux, aux_line = found_aux, message
-        for refusal, pattern in patterns:
-            if pattern.search(text):
-                refusals.append((refusal, message.strip()))
-                break
-        error = parse_error(message, line.level)
-        if ready:  # past start-up: the engine came up, then broke on a request
-            if _broke(line, spec):
-                died.append(message.strip())
-            continue
-        if any(f in text for f in spec.failures):
-            failures.append(message.strip())
-        if "[type=" in message and exceptions and "validation error" in exceptions[-1]:
-            # pydantic's reason, on the line after its `ValidationError: N validation error
-            # for X` (which says little by itself); parse_error calls it a ValueError too.
-            exceptions[-1] += " — " + message.strip().split(" [type=", 1)[0]
-        elif error is not None and error.kind is ErrorKind.EXCEPTION:
-            exceptions.append(message.strip())
-        if any(m in text for m in spec.ready_markers):
-            ready = True
-    return RunLog(first is not None, parsed[first][0] if first is not None else None,
-                  engine_line, engine_draft, version, aux, aux_line, tuple(refusals),
-                  tuple(failures), tuple(exceptions), tuple(trace), tuple(trace_lines), ready,
-                  marker, tuple(hook_errors), engine_method, engine_tokens, asked,
-                  tuple(loaded), tuple(dict.fromkeys(died)))
-
-
-@dataclass(frozen=True)
-class TraceVerdict:
-    """What the trace lines say: `pass`, `fail`, `unknown` (a trace in which no watched
-    function ran: no evidence either way) or None (no verdict yet), and in words."""
-
-    status: str | None
-    message: str
-    built_sliding: tuple[int, ...] = ()
-    details: Mapping[str, Any] = field(default_factory=dict)
-    hint: str = ""
-
-
-def _where(events: Sequence[TraceEvent], event: str) -> dict[str, list[int]]:
-    """{function: [pids]} of the events of one kind, in the order first seen."""
-    out: dict[str, list[int]] = {}
-    for e in events:
-        if e.event == event:
-            pids = out.setdefault(e.function, [])
-            if e.pid is not None and e.pid not in pids:
-                pids.append(e.pid)
-    return out
-
-
-def _in_pids(where: Mapping[str, Sequence[int]]) -> str:
-    return "; ".join(f"{fn} in pid{'s' if len(pids) > 1 else ''} {short_list(pids, 4)}"
-                     if pids else fn for fn, pids in where.items())
-
-
-def _nothing_ran(events: Sequence[TraceEvent], version: str | None) -> TraceVerdict:
-    """A traced run in which no watched function ran: absence of evidence, never a fail."""
-    missing = _where(events, "missing")
-    idle = {fn: pids for fn, pids in _where(events, "installed").items() if fn not in missing}
-    parts = []
-    if missing:
-        parts.append(f"missing from this vLLM: {_in_pids(missing)}")
-    if idle:
-        parts.append(f"installed but never called: {_in_pids(idle)}")
-    build = f"vLLM {version}" if version else "this vLLM (version not in the log)"
-    return TraceVerdict(
-        "unknown", f"the traced run hooked none of the watched functions that build the "
-        f"drafter's layers ({'; '.join(parts)}; {build}): no evidence either way",
-        details={"missing": missing, "never_called": idle, "version": version},
-        hint=f"the profile's `watch` names functions {build} does not build the drafter with: "
-             "use a profile written for this version, or write one (checks/profiles/*.toml, "
-             "`watch`) naming the functions it calls, then restart with --trace again")
-
-
-def judge_trace(events: Sequence[TraceEvent], cfg: Mapping[str, Any] | None,
-                watch: Sequence[str], *, ready: bool,
-                version: str | None = None) -> TraceVerdict:
-    """Compare how the traced run built the drafter's layers with what the config asks. Only
-    the watched functions that ran are evidence: a function absent from this vLLM, or never
-    called, says nothing about the layers."""
-    watched = {w.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for w in watch}
-    events = [e for e in events if e.function in watched]
-    if not events:
-        return TraceVerdict(None, "no trace lines")
-    raised = [e for e in events if e.event == "call" and e.raised]
-    if raised:
-        return TraceVerdict("fail", f"{raised[0].function} raised {raised[0].raised}")
-    calls = [e for e in events if e.event == "call"]
-    if not calls:
-        if ready or not _where(events, "installed"):
-            return _nothing_ran(events, version)
-        return TraceVerdict(None, "traced run still starting: the drafter is not built yet")
-    built: dict[int, int | None] = {}
-    read = [e for e in calls if (e.function == LAYER_TYPES_FN and isinstance(e.result, list))
-            or (e.function == RESOLVE_FN and isinstance(e.result, list) and e.result
-                and isinstance(e.args.get("layer_idx"), int))]
-    if not read:
-        # A call whose result says nothing this link can read (another profile's function, or
-        # a changed return value) is no evidence about the layers either.
-        return TraceVerdict(
-            "unknown", f"the traced run called {_in_pids(_where(calls, 'call'))}, but no call "
-            f"returned a layer layout this console reads (from {LAYER_TYPES_FN} or "
-            f"{RESOLVE_FN}): no evidence either way",
-            details={"called": _where(calls, "call"), "version": version},
-            hint="see the trace lines in the evidence; a profile's `watch` is read for the "
-                 f"layer layout only through {LAYER_TYPES_FN} and {RESOLVE_FN}")
-    for e in read:
-        if e.function == LAYER_TYPES_FN and isinstance(e.result, list):
-            window = e.args.get("sliding_window")
-            for i, t in enumerate(e.result):
-                if t == "sliding_attention":
-                    built.setdefault(i, window if isinstance(window, int) else None)
-        elif e.function == RESOLVE_FN and isinstance(e.result, list) and e.result:
-            idx = e.args.get("layer_idx")
-            if isinstance(idx, int):
-                w = e.result[0]
-                if isinstance(w, int) and w > 0:
-                    built[idx] = w
-                else:
-                    built.pop(idx, None)
-    sliding = tuple(sorted(built))
-    expected = tuple(dc.sliding_layers(cfg)) if cfg is not None else None
-    windows = sorted({w for w in built.values() if w})
-    shown = f"layers {list(sliding)} as sliding" + (f" (window {short_list(windows)})"
-                                                    if windows else "")
-    ran = sorted({e.function for e in calls})
-    absent = sorted(set(_where(events, "missing")) - set(ran))
-    if absent:  # judged by the functions that ran
-        shown += f" ({short_list(absent)} missing from this vLLM; judged by {short_list(ran)})"
-    details = {"built_sliding": list(sliding), "expected_sliding": expected,
-               "missing": absent}
-    if expected is None:
-        if sliding:
-            return TraceVerdict("pass", f"the traced run built {shown}", sliding, details)
-        return TraceVerdict("fail", "the traced run built every drafter layer as full "
-                                    "attention", sliding, details)
-    if not expected and not sliding:
-        return TraceVerdict("fail", "SWA is not active: the traced run built every drafter "
-                                    "layer as full attention, as the config (naming no sliding "
-                                    "layers) asks", sliding, details)
-    if sliding == expected:
-        return TraceVerdict("pass", f"the traced run built {shown}, as the config asks",
-                            sliding, details)
-    if not sliding:
-        return TraceVerdict("fail", f"the traced run built every drafter layer as full "
-                                    f"attention; the config makes layers {list(expected)} "
-                                    "sliding", sliding, details)
-    return TraceVerdict("fail", f"the traced run built {shown}; the config makes layers "
-                                f"{list(expected)} sliding", sliding, details)
-
-
 def _log_problem(state: Mapping[str, Any], host: str) -> tuple[str, str]:
     path, what = state.get("path"), state.get("state")
     if what == "missing":
@@ -417,7 +107,7 @@ def _log_problem(state: Mapping[str, Any], host: str) -> tuple[str, str]:
     return f"log {path}: cannot read: {state.get('error', what)}", "pass --log"
 
 
-def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
+def _excerpt(data: Mapping[str, Any], log: CurrentRun) -> str:
     state = data.get("log") or {}
     lines = [f"log: {state.get('path')}" + (f" via {state['via']} (name rotated away)"
                                             if state.get("via") else "")
@@ -456,7 +146,7 @@ def _excerpt(data: Mapping[str, Any], log: RunLog) -> str:
     return "\n".join(lines)
 
 
-def _before_engine(title: str, log: RunLog, evidence: list[Evidence]) -> LinkResult:
+def _before_engine(title: str, log: CurrentRun, evidence: list[Evidence]) -> LinkResult:
     """A run that has not reached its engine line: failed at start-up (the API server died:
     a refusal, an exception), or still on its way."""
     details = {"phase": "before-engine", "version": log.version, "ready": False}

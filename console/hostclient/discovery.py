@@ -75,6 +75,41 @@ class ServeArgs:
 
 
 @dataclass(frozen=True)
+class ServeContainer:
+    """The container whose main process is the server (`console.hostside.containers`): the
+    paths on the server's command line are the container's, its output is `docker logs`."""
+
+    runtime: str
+    id: str
+    name: str
+    image: str = ""
+    started_at: float | None = None
+    """When the container (so the server) last started, seconds since the epoch."""
+    restart_policy: str = "no"
+    compose_project: str | None = None
+    compose_service: str | None = None
+
+    @classmethod
+    def from_facts(cls, obj: Mapping[str, Any]) -> ServeContainer:
+        started = obj.get("started_at")
+        return cls(runtime=str(obj.get("runtime") or "docker"), id=str(obj["id"]),
+                   name=str(obj.get("name") or ""), image=str(obj.get("image") or ""),
+                   started_at=float(started) if isinstance(started, int | float) else None,
+                   restart_policy=str(obj.get("restart_policy") or "no"),
+                   compose_project=_str_or_none(obj.get("compose_project")),
+                   compose_service=_str_or_none(obj.get("compose_service")))
+
+    @property
+    def ref(self) -> str:
+        """How the runtime's CLI names it: its name, else its id."""
+        return self.name or self.id
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+@dataclass(frozen=True)
 class ServeProcess:
     """The running serve process. `environ` is complete (the probes need it): never print it
     whole (it may hold tokens); its repr leaves it out."""
@@ -110,6 +145,8 @@ class ServeProcess:
     """Why its parent would start it again by itself (a shell loop, supervisord), or ""."""
     notes: tuple[str, ...] = ()
     """What the resolver wants said about its choice (other candidates, look-alikes)."""
+    container: ServeContainer | None = None
+    """Where the server runs when it is a container's main process (None: a bare process)."""
 
     @property
     def target(self) -> str | None:
@@ -268,6 +305,13 @@ def resolution_notes(facts: Mapping[str, Any], match: str) -> tuple[str, ...]:
     for item in facts.get("other_ports") or []:
         notes.append(f"pid {item['pid']} serves port {item['port']}, not the configured "
                      f"{port['port'] if port else '?'}: not this host entry's server")
+    if first is not None and isinstance(first.get("container"), dict):
+        notes.append(f"pid {first['pid']} is the main process of the "
+                     f"{first['container'].get('runtime')} container "
+                     f"{first['container'].get('name')}: the paths on its command line are "
+                     "the container's, its log is the container's output")
+    elif first is None and facts.get("containers_problem"):
+        notes.append(str(facts["containers_problem"]))
     for orphan in facts.get("orphans") or []:
         members = ", ".join(f"{m['comm']} {m['pid']}" for m in orphan.get("tree") or [])
         notes.append(f"orphaned engine pid {orphan['pid']} ({orphan.get('comm')}"
@@ -325,6 +369,8 @@ def _serve_from_facts(facts: Mapping[str, Any], match: str) -> ServeProcess | No
         matched=bool(obj.get("matched", True)),
         supervisor=str(obj.get("supervisor") or ""),
         notes=resolution_notes(facts, match),
+        container=(ServeContainer.from_facts(obj["container"])
+                   if isinstance(obj.get("container"), dict) else None),
     )
 
 

@@ -2,8 +2,9 @@
 
 Entry points (run on the host as `PYTHON BUNDLE ENTRY [ARGS]`, see `__main__`): `agent` (the
 telemetry sampler), `follow` (the log follower), `discover` (which process is the server),
-`probe-code`, `probe-configs`, `probe-fields`, `probe-log` (the check chain's probes) and
-`restart` (the detached restart step and its queries). Shared parts: `procfs` (one reader of
+`probe-code`, `probe-configs`, `probe-fields`, `probe-log` (the check chain's probes),
+`container-log` (a containerised server's current run, `containers`) and `restart` (the
+detached restart step and its queries). Shared parts: `procfs` (one reader of
 /proc), `gpu` (one NVML / nvidia-smi reader), `argv` (one rule for matching a command line),
 `lifeline` (the long-lived helpers end when their stdin, the SSH channel, does) and `wire` (the
 one JSON framing both sides read).

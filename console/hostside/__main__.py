@@ -20,6 +20,7 @@ ENTRIES = {
     "probe-configs": "probes.configs_probe",
     "probe-fields": "probes.fields_probe",
     "probe-log": "probes.log_probe",
+    "container-log": "containers",
     "restart": "restart.main",
 }
 STREAMS = ("agent", "follow")

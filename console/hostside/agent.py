@@ -36,7 +36,15 @@ from .discover import choose_servers, holds, port_names, serve_log, server_entry
 from .gpu import open_gpu_source
 from .gpu.common import MIB
 from .lifeline import on_stdin_eof
-from .procfs import boot_time, cmdline, read_bytes, read_stat, readlink
+from .procfs import (
+    boot_time,
+    cmdline,
+    in_other_pid_namespace,
+    pid_namespace,
+    read_bytes,
+    read_stat,
+    readlink,
+)
 
 PROTOCOL = 1
 ARGV_CAP = 8192          # bytes of one process's command line sent per sample
@@ -119,6 +127,7 @@ class ServeTracker:
         self.uid = uid
         self.exclude = set(exclude)
         self.me = os.getpid()
+        self.own_namespace = pid_namespace()
         # The directory the bundle was installed in (sys.argv[0] is the bundle).
         self.helper_dir = os.path.dirname(os.path.abspath(sys.argv[0])) + os.sep
         self.known = {}
@@ -163,7 +172,10 @@ class ServeTracker:
             info = self.known.get(pid)
             if info is None:
                 try:
-                    own = os.stat(f"/proc/{pid}").st_uid == self.uid
+                    # A container's process (another pid namespace) is never a bare one of
+                    # this user: discovery's container kind finds it (`containers`).
+                    own = os.stat(f"/proc/{pid}").st_uid == self.uid and \
+                        not in_other_pid_namespace(pid, self.own_namespace)
                 except OSError:
                     continue
                 info = _Proc(own)

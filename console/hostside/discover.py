@@ -33,8 +33,19 @@ import pwd
 import stat
 from typing import Any, Callable
 
+from . import containers
 from .argv import matches
-from .procfs import boot_time, cmdline, environ, listen_inodes, read_bytes, read_stat, readlink
+from .procfs import (
+    boot_time,
+    cmdline,
+    environ,
+    in_other_pid_namespace,
+    listen_inodes,
+    pid_namespace,
+    read_bytes,
+    read_stat,
+    readlink,
+)
 from .vocabulary import argv_port
 from .wire import answer, read_params
 
@@ -211,10 +222,15 @@ def serve_log(pid: int) -> dict[str, Any] | None:
 
 
 class _Table:
-    """The one pass over /proc: this user's processes, their command lines and parentage."""
+    """The one pass over /proc: this user's processes, their command lines and parentage.
+    A process in another pid namespace is a container's (its paths are the container's): it
+    is never one of this user's bare processes; the container kind finds it."""
 
     def __init__(self) -> None:
         self.uid = os.getuid()
+        self.ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.btime = boot_time()
+        own_namespace = pid_namespace()
         self.procs: dict[int, tuple[str, int, int]] = {}
         self.owned: set[int] = set()
         for name in os.listdir("/proc"):
@@ -226,7 +242,8 @@ class _Table:
                 continue
             self.procs[pid] = (st.comm, st.ppid, st.start)
             try:
-                if os.stat(f"/proc/{pid}").st_uid == self.uid:
+                if os.stat(f"/proc/{pid}").st_uid == self.uid and \
+                        not in_other_pid_namespace(pid, own_namespace):
                     self.owned.add(pid)
             except OSError:
                 pass
@@ -271,6 +288,12 @@ class _Table:
 
     def comm(self, pid: int) -> str:
         return self.procs.get(pid, ("", 0, 0))[0]
+
+    def cmdline(self, pid: int) -> list[str]:
+        return self.argvs.get(pid) or cmdline(pid) or []
+
+    def start_time(self, pid: int) -> float | None:
+        return self.btime + self.start(pid) / float(self.ticks) if self.btime else None
 
     def start(self, pid: int) -> int:
         return self.procs.get(pid, ("", 0, 0))[2]
@@ -361,14 +384,24 @@ def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float
 
 
 def probe(params: dict[str, Any]) -> dict[str, Any]:
-    """The serve process of this user by the rule in the module's docstring (first in
-    `serves`, the other candidates after it), look-alikes, the port's holders and orphans."""
+    """Where the server runs, asked kind by kind, the first that finds one answering (each
+    kind answers in the same shape: `serves`, the server first): a bare process of this user
+    (a systemd unit's too: its unit matters only to a restart, `restart/main.py`), then a
+    container's main process (`containers`)."""
     words = [w for w in params.get("match", []) if w]
     port = params.get("port")
     port = port if isinstance(port, int) and 0 < port < 65536 else None
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    btime = boot_time()
     table = _Table()
+    facts = _processes(table, words, port)
+    if facts["serves"]:
+        return facts
+    return containers.find(facts, table, words, port, server_entry, argv_port)
+
+
+def _processes(table: _Table, words: list[str], port: int | None) -> dict[str, Any]:
+    """The serve process of this user by the rule in the module's docstring (first in
+    `serves`, the other candidates after it), look-alikes, the port's holders and orphans."""
+    ticks, btime = table.ticks, table.btime
     matched = {pid for pid, argv in table.argvs.items() if matches(argv, words)}
     tops = [pid for pid in table.entries
             if not any(a in table.entries for a in table.ancestors(pid))]

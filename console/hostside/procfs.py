@@ -65,6 +65,22 @@ def parse_stat(raw: bytes) -> Stat | None:
         return None
 
 
+def pid_namespace(pid: int | str = "self") -> str | None:
+    """The pid namespace `pid` runs in (`pid:[4026531836]`), or None when it cannot be told
+    (gone, or another user's: reading the link needs the right to trace the process)."""
+    try:
+        return os.readlink(f"{PROC}/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def in_other_pid_namespace(pid: int, own: str | None) -> bool:
+    """Whether `pid` runs in another pid namespace than this one (`own`: `pid_namespace()`):
+    a container's process, whose paths are the container's, never a bare server of this host."""
+    theirs = pid_namespace(pid)
+    return own is not None and theirs is not None and theirs != own
+
+
 def read_stat(pid: int) -> Stat | None:
     """The process `pid`'s stat now, or None when it is gone (or cannot be read)."""
     raw = read_bytes(f"{PROC}/{pid}/stat", 4096)

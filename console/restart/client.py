@@ -32,7 +32,7 @@ from console.restart.model import (
     Stage,
 )
 from console.restart.plan import RestartError, plan_restart
-from console.restart.startup import StartupTracker
+from console.restart.startup import RelaunchTracker
 from console.settings import HostConfig
 from console.telemetry.http import ServeUrl, http_get
 from console.transport.host import Host, HostError
@@ -120,7 +120,7 @@ class _Run:
         }
         self.plan_path = posixpath.join(private, f"plan-{self.id}.json")
         self.out_path = posixpath.join(private, f"restart-{self.id}.out")
-        self.tracker = StartupTracker()
+        self.tracker = RelaunchTracker()
         self.scripts = RemoteScripts(host)
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.host_t0: float | None = None

@@ -113,6 +113,14 @@ async def _resolve(host: Host, config: HostConfig, python: str,
                                "no vLLM server of this user: nothing was stopped")
         return found, python
     python = config.serve.python or serve.python or python
+    if serve.container is not None:
+        # Signalling its main process would end the container, and the relaunch would start
+        # the container's command line on the host. Restarting through the runtime is to come.
+        raise RestartError(f"{host.name}: the server is the main process of the "
+                           f"{serve.container.runtime} container {serve.container.ref}: the "
+                           "console cannot restart a container yet; nothing was stopped "
+                           f"(`{serve.container.runtime} restart {serve.container.ref}` on the "
+                           "host restarts it as it is)")
     if serve.supervisor:
         raise RestartError(f"{host.name}: the server pid {serve.pid} is supervised "
                            f"({serve.supervisor}): restarting belongs to it; a restart here "

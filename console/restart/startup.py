@@ -29,7 +29,7 @@ _CONTEXT = (ErrorKind.TRACEBACK, ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_
 
 
 @dataclass
-class StartupTracker:
+class RelaunchTracker:
     """Fed the log lines after the marker, in order; keeps what a restart reports."""
 
     t0: float = field(default_factory=time.monotonic)

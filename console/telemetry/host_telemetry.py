@@ -98,7 +98,8 @@ def serve_info(settings: ServeSettings, process: ServeProcess | None,
                      pid=process.pid if process is not None else None, argv=argv,
                      log=eff.log.value or None, url=eff.url.value or None,
                      target=eff.target.value or None, draft=eff.draft.value or None,
-                     speculative=speculative_of(argv), warnings=eff.warnings)
+                     speculative=speculative_of(argv), warnings=eff.warnings,
+                     container=process.container if process is not None else None)
 
 
 def serve_info_from_tree(settings: ServeSettings, tree: ServeTree) -> ServeInfo:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from console.hostclient.agent.client import AgentClient
 from console.hostclient.agent.samples import AgentHello, AgentSample
+from console.hostclient.container_log import read_container_log
 from console.hostclient.discovery import Resolution, configured_port, resolve_serve
 from console.hostclient.follower import LogFollower, NoticeKind
 from console.parsers.metrics import parse_metrics
@@ -121,6 +122,18 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     url = ServeUrl.parse(info.url or "")
 
     async def read_log() -> None:
+        if not info.log and info.container is not None:
+            try:
+                log = await read_container_log(host, info.container, scripts=scripts,
+                                               timeout=timeout)
+            except HostError as exc:
+                notes.append(str(exc))
+                return
+            run_log.feed_texts(log.lines)
+            if log.skipped:
+                notes.append(f"the container's log: {log.skipped} bytes between the "
+                             "start-up and the last lines were not read")
+            return
         if not info.log:
             return
         follower = LogFollower(host, info.log, start="run", backlog_bytes=backlog_bytes,

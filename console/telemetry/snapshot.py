@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
+from console.hostclient.discovery import ServeContainer
 from console.hostclient.follower import FollowState
 from console.parsers.engine import SpeculativeSettings
 from console.parsers.errors import ErrorKind
@@ -46,6 +47,17 @@ def iso_utc(epoch: float | None) -> str | None:
     if epoch is None:
         return None
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def container_json(container: ServeContainer | None) -> dict[str, Any] | None:
+    """`serve.container` of `status --json` (docs/design.md), or None for a bare process."""
+    if container is None:
+        return None
+    return {"runtime": container.runtime, "id": container.id, "name": container.name,
+            "image": container.image, "started_at": iso_utc(container.started_at),
+            "restart_policy": container.restart_policy,
+            "compose_project": container.compose_project,
+            "compose_service": container.compose_service}
 
 
 def _int_field(sources: tuple[Mapping[str, Any], ...], *keys: str) -> int | None:
@@ -94,6 +106,8 @@ class ServeInfo:
     warnings: tuple[str, ...] = ()
     """Where the configuration disagrees with what the process really uses (a stale `log`):
     `console.hostclient.discovery.effective_serve`'s warnings."""
+    container: ServeContainer | None = None
+    """The container whose main process the server is (None: a bare process)."""
 
     @property
     def cmdline(self) -> str | None:
@@ -221,12 +235,15 @@ class HostSnapshot:
                       "started_at": iso_utc(self.started_at),
                       "uptime_s": self.uptime_s(state), "log": self.serve.log,
                       "url": self.serve.url, "engine": engine_state.value,
-                      "engine_reason": engine_reason},
+                      "engine_reason": engine_reason,
+                      "container": container_json(self.serve.container)},
             "engine": engine,
             "spec_decode": self.spec_decode.to_json(),
             "throughput": self._throughput_json(),
             "errors": self._errors_json(),
-            "latency": self.serving.latency_json(),
+            "latency": {**self.serving.latency_json(),
+                        "at": iso_utc(self.serving.at) if self.serving.latency is not None
+                        else None},
             "requests": self.serving.requests or dict.fromkeys(
                 ("preemptions_total", "finished", "errors_total")),
         }
@@ -244,12 +261,13 @@ class HostSnapshot:
         load = self.load
         if load is None:
             return dict.fromkeys(("prompt_tps", "generation_tps", "running", "waiting",
-                                  "kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "source"))
+                                  "kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "source",
+                                  "at"))
         return {"prompt_tps": load.prompt_tps, "generation_tps": load.generation_tps,
                 "running": load.running, "waiting": load.waiting,
                 "kv_cache_usage_pct": load.kv_cache_usage_pct,
                 "prefix_cache_hit_rate_pct": load.prefix_cache_hit_pct,
-                "source": load.source or None}
+                "source": load.source or None, "at": iso_utc(load.at or None)}
 
     def _errors_json(self) -> list[dict[str, str]]:
         """Each error kind of the current run once, with its first line, secrets hidden."""

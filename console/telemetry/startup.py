@@ -7,8 +7,9 @@ The log says where it is ("loading weights 2m10s"); when no progress line comes 
 the serve tree vanishing makes it "exited".
 
 Which lines start a run and which end its start-up is one rule (`RunMark`, `starts_run`,
-`current_run_start`, `ends_startup`), used by the telemetry (`RunLog`) and by the chain's
-runtime-activation link alike, so that the status bar and `check` never tell two stories.
+`current_run_start`, `ends_startup`), used by the telemetry (`run_log.RunLog`) and by the
+chain's runtime-activation link (`checks.links.current_run.CurrentRun`) alike, so that the
+status bar and `check` never tell two stories.
 """
 
 from __future__ import annotations

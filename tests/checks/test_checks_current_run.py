@@ -15,7 +15,7 @@ import pytest
 
 from checks import Status, run_chain
 from checks.configs import ConfigRead
-from checks.links import runtime_activation
+from checks.links import current_run, runtime_activation
 from checks.models import Evidence
 from checks.profile import load_profile
 from checks.trace import format_trace_line
@@ -187,7 +187,7 @@ def test_the_chain_and_the_status_agree_on_the_current_run_of_real_logs(
     log = tmp_path / "serve.log"
     log.write_text("\n".join([*served, *current]) + "\n")
     facts = log_probe.probe(runtime_activation.payload(RUNTIME, str(log), None))
-    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    run = current_run.read_run(facts["lines"], RUNTIME)
     assert run.version == version
     data = log.read_bytes()  # the run begins at the last logo record's `version` row
     version_row = data.rfind(f"version {version}".encode())

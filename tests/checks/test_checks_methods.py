@@ -15,7 +15,7 @@ import pytest
 
 from checks import Status, run_chain
 from checks.configs import ConfigRead
-from checks.links import config_correct, method_configs, runtime_activation
+from checks.links import config_correct, current_run, method_configs, runtime_activation
 from checks.models import Evidence
 from checks.profile import expected_acceptance, load_profile, method_family, shipped_profiles
 from checks.select import choose, infer_method
@@ -213,7 +213,7 @@ def _runtime(kind: str, lines: list[str], *, method: str, cfg: dict[str, Any] | 
     profile = load_profile(kind)
     numbered = [[i * 100, line] for i, line in enumerate(lines)]
     tail_lines = [[100_000 + i, line] for i, line in enumerate(tail)]
-    log = runtime_activation.read_run(numbered, profile.links.runtime_activation, tail_lines)
+    log = current_run.read_run(numbered, profile.links.runtime_activation, tail_lines)
     from console.transport.remote_scripts import ScriptRun
 
     run = ScriptRun(command="log_probe", exit=0, data={

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from checks.links import fields_extracted, runtime_activation
+from checks.links import current_run, fields_extracted, runtime_activation
 from checks.profile import load_profile
 from console.hostside.probes import configs_probe, fields_probe, log_probe
 from tests.checks.test_checks_crafted import (
@@ -59,7 +59,7 @@ def test_the_current_run_comes_back_and_the_link_reads_only_it(tmp_path: Path) -
     data = log.read_bytes()
     assert facts["last_mark"] == data.rfind(b"(EngineCore_DP0 pid=4242) INFO 05-14 10:00:01")
     assert facts["ready_at"] == data.rfind(b"(APIServer pid=4241) INFO:     Application")
-    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    run = current_run.read_run(facts["lines"], RUNTIME)
     assert run.start_offset == data.rfind(b"(APIServer pid=4241) INFO 05-14 10:00:00")
     assert run.engine_draft == "/m/new"
     assert run.aux == (2, 17, 32, 47, 62)
@@ -117,7 +117,7 @@ def test_a_restart_marker_after_the_last_engine_start_begins_the_run(tmp_path: P
                       [marker, "ModuleNotFoundError: No module named 'torch'"]])
     facts = log_probe.probe(_params(log))
     assert _from_last_mark(facts) == [marker, "ModuleNotFoundError: No module named 'torch'"]
-    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    run = current_run.read_run(facts["lines"], RUNTIME)
     assert run.marker == marker
     assert run.engine_line is None
     assert not run.ready  # the old run's ready line is not this run's
@@ -150,7 +150,7 @@ def test_a_start_up_that_dies_before_its_engine_line_is_the_current_run(tmp_path
     log = tmp_path / "serve.log"
     _write_runs(log, [engine_lines("/m/t", "/m/old", aux=(1, 2, 3, 4, 5)), CONFIG_ERROR_RUN])
     facts = log_probe.probe(_params(log))
-    run = runtime_activation.read_run(facts["lines"], RUNTIME)
+    run = current_run.read_run(facts["lines"], RUNTIME)
     assert run.start_offset == log.read_bytes().find(b"(APIServer pid=4300)")
     assert run.version == "0.32.0"
     assert (run.engine_line, run.aux, run.ready) == (None, None, False)
@@ -172,7 +172,7 @@ def test_a_run_announced_by_the_logo_banner(tmp_path: Path) -> None:
     run = [tag + row for row in LOGO] + ["ValueError: the logo's run failed"]
     _write_runs(log, [engine_lines("/m/t", "/m/old"), run])
     facts = log_probe.probe(_params(log))
-    read = runtime_activation.read_run(facts["lines"], RUNTIME)
+    read = current_run.read_run(facts["lines"], RUNTIME)
     # The run begins at the logo's `version` row (the row above it is drawing only).
     assert read.start_offset == log.read_bytes().find((tag + LOGO[1]).encode())
     assert read.version == "0.33.0"

@@ -34,9 +34,9 @@ from console.hostside.restart.stop import send, verified_tree
 from console.parsers import StartupPhase, parse_line, parse_startup
 from console.restart import Outcome, RestartPlan, RestartResult, restart
 from console.restart.plan import server_address
-from console.restart.startup import StartupTracker
+from console.restart.startup import RelaunchTracker
 from console.settings import HostConfig
-from console.telemetry.startup import StartupTracker as TelemetryStartup
+from console.telemetry.startup import StartupTracker
 from console.transport.local_host import LocalHost
 from console.transport.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
 
@@ -129,7 +129,7 @@ LOG = [
 
 
 def test_startup_tracker_orders_phases_with_vllm_own_durations() -> None:
-    tracker = StartupTracker(t0=0.0)
+    tracker = RelaunchTracker(t0=0.0)
     for i, line in enumerate(LOG):
         tracker.feed(line, now=float(i))
     assert tracker.marker_seen
@@ -166,7 +166,7 @@ REAL_DRAFTER_LOG = [
 def test_the_drafters_weights_are_part_of_loading_the_drafter() -> None:
     """The drafter's tqdm bar and weights line come after `Loading drafter model`: they are
     that phase, not a second `loading-weights` (shown as '0% Completed | 0/1 ...')."""
-    tracker = StartupTracker(t0=0.0)
+    tracker = RelaunchTracker(t0=0.0)
     for i, line in enumerate(REAL_DRAFTER_LOG):
         tracker.feed(line, now=float(i))
     phases = tracker.phases(end=10.0)
@@ -180,8 +180,8 @@ def test_the_drafters_weights_are_part_of_loading_the_drafter() -> None:
 def test_the_restart_report_and_the_status_bar_count_the_same_phases() -> None:
     """One rule counts phases for both views: the same log gives the restart report's phases
     and the telemetry's start-up steps alike (phase, first line's detail, vLLM's duration)."""
-    restart = StartupTracker(t0=0.0)
-    telemetry = TelemetryStartup()
+    restart = RelaunchTracker(t0=0.0)
+    telemetry = StartupTracker()
     for i, raw in enumerate(REAL_DRAFTER_LOG):
         restart.feed(raw, now=float(i))
         event = parse_startup(parse_line(raw).message)
@@ -197,7 +197,7 @@ def test_the_restart_report_and_the_status_bar_count_the_same_phases() -> None:
 
 
 def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:
-    tracker = StartupTracker()
+    tracker = RelaunchTracker()
     for line in [
         "(EngineCore_DP0 pid=7) ERROR 05-14 10:02:05 [core.py:9] EngineCore failed to start.",
         "(EngineCore_DP0 pid=7) Traceback (most recent call last):",
@@ -217,7 +217,7 @@ def test_error_lines_keep_the_root_cause_and_leave_frames_to_the_log() -> None:
 
 
 def test_without_error_lines_the_tail_of_the_log_is_the_evidence() -> None:
-    tracker = StartupTracker()
+    tracker = RelaunchTracker()
     for i in range(40):
         tracker.feed(f"line {i}")
     assert tracker.error_lines()[-1] == "line 39"
@@ -972,9 +972,8 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     host's restart lock, and the next `restart` was refused ("another restart is running on
     this host"). The step still relaunches (a stopped server is never left down), stops
     waiting, and lets go of the lock: the next restart goes through."""
-    import signal
-
     from console.sim import materialise, start_background, stop, wait_ready
+    from tests.fault_support import ctrl_c_once_launched
     from tests.sshd import free_port
 
     tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=12)
@@ -984,17 +983,8 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     proc = start_background(tree)
     try:
         assert wait_ready(tree, proc, 40)
-        first = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=env)
-        assert first.stdout is not None
-        for line in first.stdout:
-            if " launched " in line:
-                break
-        else:
-            raise AssertionError(f"never launched: {first.communicate()}")
-        first.send_signal(signal.SIGINT)  # what Ctrl+C in the terminal sends
-        _out, err = first.communicate(timeout=30)
-        assert first.returncode == 130, err
+        code, err = ctrl_c_once_launched(words, env)
+        assert code == 130, err
         assert "Traceback" not in err
         second = subprocess.run(words, capture_output=True, text=True, env=env, timeout=120)
         assert "another restart is running" not in second.stdout + second.stderr

@@ -30,6 +30,7 @@ import os
 import stat
 from typing import Any
 
+from .. import containers
 from ..wire import answer, read_params
 
 CHUNK = 8 * 1024 * 1024
@@ -178,7 +179,33 @@ def scan(fh: Any, offset: int, size: int, params: dict[str, Any],
 
 
 def probe(params: dict[str, Any]) -> dict[str, Any]:
-    """All the facts runtime-activation needs."""
+    """All the facts runtime-activation needs, from the log file or, for a server in a
+    container (`container`: {"runtime", "ref", "since"}), from the container's output."""
+    container = params.get("container")
+    if isinstance(container, dict):
+        return _container_probe(params, container)
+    return _file_probe(params)
+
+
+def _container_probe(params: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """The current run of the container's output (`docker logs` since its start), put in a
+    temporary file and read like a log file."""
+    runtime, ref = str(container.get("runtime") or "docker"), str(container.get("ref") or "")
+    since = container.get("since")
+    label = f"{runtime} logs {ref}"
+    path, why = containers.export_log(ref, since if isinstance(since, (int, float)) else None,
+                                      runtime)
+    if path is None:
+        return {"log": {"path": label, "state": "unreadable", "error": why}}
+    try:
+        out = _file_probe({**params, "path": path, "pid": None})
+    finally:
+        os.unlink(path)
+    out["log"]["path"] = label
+    return out
+
+
+def _file_probe(params: dict[str, Any]) -> dict[str, Any]:
     fh, state = open_log(params["path"], params.get("pid"))
     out: dict[str, Any] = {"log": state}
     if fh is None:

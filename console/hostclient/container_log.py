@@ -1,0 +1,55 @@
+"""The serve log of a server that runs in a container: the container's output, `docker logs`.
+
+vLLM in a container writes to the container's stdout and stderr, which the runtime keeps; there
+is no file on the host to follow. `read_container_log` reads the current run once (for
+`status`), through the host side's `container-log` entry (`console.hostside.containers`): `docker
+logs --timestamps --since` the container's start, so a `docker restart`'s earlier runs are left
+out, the two streams put back in one order by their stamps (the same merge the check's log probe
+reads), and only its start-up and its recent end brought back when it is long. Following it live
+is the log follower's job (a later step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.hostclient.discovery import ServeContainer
+from console.transport.host import Host, HostError
+from console.transport.remote_scripts import RemoteScripts, run_json
+
+HEAD_BYTES = 1 << 20
+"""The run's first bytes brought back: its start-up (the engine's config, the drafter)."""
+TAIL_BYTES = 3 << 20
+"""And its last: the recent throughput and spec-decode lines."""
+
+
+@dataclass(frozen=True)
+class ContainerLog:
+    """The current run's lines; `skipped` bytes between the start-up and the end."""
+
+    lines: list[str]
+    skipped: int = 0
+
+
+def describe(container: ServeContainer) -> str:
+    """Where the log comes from, for people: `docker logs NAME` (the container's output)."""
+    return f"{container.runtime} logs {container.ref} (the container's output)"
+
+
+async def read_container_log(host: Host, container: ServeContainer, *,
+                             scripts: RemoteScripts | None = None,
+                             timeout: float = 60.0) -> ContainerLog:
+    """The current run of the container's output. Raises HostError (one line) when the
+    runtime will not give it."""
+    payload = {"runtime": container.runtime, "ref": container.ref,
+               "since": container.started_at, "head_bytes": HEAD_BYTES,
+               "tail_bytes": TAIL_BYTES}
+    run = await run_json(host, scripts or RemoteScripts(host), "container-log", "python3",
+                         payload, timeout=timeout)
+    if run.data is None or run.data.get("error"):
+        why = run.error if run.data is None else str(run.data["error"])
+        raise HostError(f"{host.name}: cannot read {describe(container)}: {why}")
+    lines = str(run.data.get("head") or "").splitlines() + \
+        str(run.data.get("tail") or "").splitlines()
+    skipped = run.data.get("skipped")
+    return ContainerLog(lines, skipped if isinstance(skipped, int) else 0)

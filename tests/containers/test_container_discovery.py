@@ -1,0 +1,241 @@
+"""A real `vllm serve` as PID 1 of a real container (the tests' own Docker daemon), found with
+nothing but the login in the hosts file: discovery, `status --json`'s `serve.container` and the
+serve log from `docker logs`, and one line (not a traceback) for a user who cannot reach the
+Docker socket.
+
+The module's tests share one server (ready in ~40-60 s). The models are at /models inside the
+container, a path this host does not have. Each hosts-file entry holds the login and the
+server's `url` alone: other `vllm serve` processes of the same users may run on a machine
+that runs tests side by side, and the port says which server is this entry's (without it,
+the oldest matching bare process of the login user would be, by the one rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.hostclient.discovery import resolve_serve
+from console.settings import ServeSettings
+from console.transport.local_host import LocalHost
+from tests.docker import MODELS, ContainerServer, Dockerd
+from tests.hostside.bundle import entry_argv
+from tests.real_vllm.support import cli
+from tests.sshd import Sshd
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.timeout(600)]
+
+CONTAINER_KEYS = {"runtime", "id", "name", "image", "started_at", "restart_policy",
+                  "compose_project", "compose_service"}
+
+
+@pytest.fixture
+def docker_host(dockerd: Dockerd, monkeypatch: pytest.MonkeyPatch) -> str:
+    """DOCKER_HOST names the tests' daemon, as a user's environment would name theirs."""
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    return dockerd.host
+
+
+def local_entry(path: Path, server: ContainerServer) -> Path:
+    """`box`: this machine (`local = true`) and the server's URL, nothing else."""
+    path.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\nurl = "{server.url}"\n')
+    return path
+
+
+def test_the_models_path_is_the_containers_alone(container_server: ContainerServer) -> None:
+    assert not os.path.exists(MODELS)  # else a host path of the same name could pass for it
+
+
+def test_discovery_finds_the_server_in_its_container(container_server: ContainerServer,
+                                                     docker_host: str) -> None:
+    """Run as root, the container's PID 1 is visible in the host's /proc too: it is the
+    container's server (its pid namespace says so), never taken for a bare process."""
+    inspected = container_server.inspect()
+
+    async def resolve() -> object:
+        host = LocalHost()
+        try:
+            return await resolve_serve(host, ServeSettings(url=container_server.url))
+        finally:
+            await host.close()
+
+    resolution = asyncio.run(resolve())
+    process = resolution.process  # type: ignore[attr-defined]
+    assert process is not None, resolution
+    assert process.container is not None, "found as a bare process, not as the container's"
+    assert process.container.runtime == "docker"
+    assert process.container.name == container_server.name
+    assert process.container.id == inspected["Id"]
+    assert process.pid == inspected["State"]["Pid"]  # type: ignore[index]
+    assert process.target == f"{MODELS}/target"
+    assert process.draft == f"{MODELS}/dflash-incident"
+    assert process.url == container_server.url
+    assert process.log is None  # no file: the log is the container's output
+    assert any(child.comm.startswith("VLLM::") for child in process.children)
+
+
+def test_status_json_shows_the_container_and_reads_its_log(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("status", "box", "--config", str(hosts), "--json")
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    serve = status["serve"]
+    inspected = container_server.inspect()
+    assert serve["running"] is True
+    assert serve["pid"] == inspected["State"]["Pid"]  # type: ignore[index]
+    assert f"{MODELS}/target" in serve["cmdline"]
+    assert serve["health"] == "healthy"
+    assert serve["state"] == "ready"
+    container = serve["container"]
+    assert set(container) == CONTAINER_KEYS
+    assert container["runtime"] == "docker"
+    assert container["name"] == container_server.name
+    assert container["id"] == inspected["Id"]
+    assert container["image"] == "vllm-console-test/empty:1"
+    assert container["started_at"] == \
+        str(inspected["State"]["StartedAt"])[:19] + "Z"  # type: ignore[index]
+    assert container["restart_policy"] == "no"
+    assert container["compose_project"] is None
+    assert container["compose_service"] is None
+    # What only the container's log says: its output was read (`docker logs`).
+    assert status["engine"]["version"] == "0.32.0"
+    assert status["engine"]["max_model_len"] == 512
+    assert status["engine"]["speculative_config"]["model"] == f"{MODELS}/dflash-incident"
+    text = cli("status", "box", "--config", str(hosts))
+    assert text.returncode == 0, text.stderr
+    assert f"where   docker container {container_server.name}" in text.stdout
+    assert f"log     docker logs {container_server.name}" in text.stdout
+
+
+def test_a_user_without_access_to_the_socket_gets_one_line(
+        container_server: ContainerServer, dockerd: Dockerd) -> None:
+    """`nobody` may not open the daemon's socket: discovery finds no server and says why and
+    how to grant access, in one line."""
+    done = subprocess.run(
+        entry_argv("/usr/bin/python3", "discover"), input=json.dumps({"match": ["vllm", "serve"],
+                                                                     "port": None}),
+        capture_output=True, text=True, timeout=60, user="nobody", group="nogroup",
+        extra_groups=[], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                              "DOCKER_HOST": dockerd.host}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    facts = json.loads(done.stdout.split("\n", 1)[1])
+    assert facts["serves"] == []
+    problem = facts["containers_problem"]
+    assert "\n" not in problem
+    assert "nobody has no access to the docker socket" in problem
+    assert "usermod -aG docker nobody" in problem
+
+
+def test_check_reads_the_current_run_from_the_containers_output(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """runtime-activation judges the container's own log (`docker logs`, since its start),
+    never "no serve log"."""
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("check", "box", "--config", str(hosts), "--json")
+    assert done.stdout.strip(), done.stderr
+    report = json.loads(done.stdout)
+    activation = {link["id"]: link for link in report["links"]}["runtime-activation"]
+    assert activation["status"] != "error", activation
+    # The aux-layer line real vLLM logged in the container (its 4-layer target: (2, 4)).
+    assert "aux layers (2, 4)" in activation["summary"]
+    scan = next(e for e in activation["evidence"] if e["probe"] == "log-scan")
+    assert scan["excerpt"].startswith(f"log: docker logs {container_server.name}")
+    assert "engine start: (EngineCore pid=" in scan["excerpt"]
+    where = next(e for e in activation["evidence"] if e["probe"] == "discovery")
+    assert f"log: docker logs {container_server.name} (the container's output)" in \
+        where["excerpt"]
+
+
+
+def test_check_never_reads_the_containers_paths_on_the_host(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """The draft, the target and the interpreter on the server's command line are the
+    container's: until probes run inside it, the links say so instead of reading the host
+    path of the same name."""
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    report = json.loads(cli("check", "box", "--config", str(hosts), "--json").stdout)
+    links = {link["id"]: link for link in report["links"]}
+    inside = f"docker container {container_server.name}"
+    assert links["config-correct"]["status"] == "error"
+    assert f"draft {MODELS}/dflash-incident is a path inside the {inside}" in \
+        links["config-correct"]["summary"]
+    for link in ("code-present", "fields-extracted"):
+        assert links[link]["status"] == "error"
+        assert f"the serving interpreter is inside the {inside}" in links[link]["summary"]
+
+
+def test_restart_refuses_a_container_and_stops_nothing(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    before = container_server.inspect()["State"]
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("restart", "box", "--config", str(hosts), "--yes")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert f"container {container_server.name}: the console cannot restart a container " \
+           "yet; nothing was stopped" in done.stderr
+    after = container_server.inspect()["State"]
+    assert after["Running"] is True  # type: ignore[index]
+    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
+    assert after["Pid"] == before["Pid"]  # type: ignore[index]
+
+
+@pytest.fixture
+def login_with_docker_access(dockerd: Dockerd, sshd: Sshd) -> Iterator[str]:
+    """The SSH login user may use the tests' daemon, as a member of the group that owns its
+    socket (what `usermod -aG docker` grants), and its docker CLI names that daemon by a
+    context (what `docker context use` leaves in ~/.docker): nothing set in the environment."""
+    entry = pwd.getpwnam(sshd.user)
+    as_user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": [],
+               "env": {"HOME": entry.pw_dir, "PATH": os.environ.get("PATH", "/usr/bin")},
+               "capture_output": True, "timeout": 30, "check": True}
+    socket_gid = dockerd.socket.stat().st_gid
+    config_dir = Path(entry.pw_dir) / ".docker"
+    had_config = config_dir.exists()
+    os.chown(dockerd.socket, 0, entry.pw_gid)
+    context = f"vc-tests-{os.getpid()}"
+    try:
+        subprocess.run(["docker", "context", "create", context, "--docker",
+                        f"host={dockerd.host}"], **as_user)  # type: ignore[call-overload]
+        subprocess.run(["docker", "context", "use", context], **as_user)  # type: ignore[call-overload]
+        yield sshd.user
+    finally:
+        for argv in (["docker", "context", "use", "default"],
+                     ["docker", "context", "rm", "-f", context]):
+            subprocess.run(argv, **{**as_user, "check": False})  # type: ignore[call-overload]
+        os.chown(dockerd.socket, 0, socket_gid)
+        if not had_config:
+            shutil.rmtree(config_dir, ignore_errors=True)
+
+
+def test_status_over_ssh_as_a_user_in_the_docker_group(
+        container_server: ContainerServer, sshd: Sshd, login_with_docker_access: str,
+        tmp_path: Path) -> None:
+    """The usual set-up: a non-root login with access to the socket, over the real sshd. It
+    cannot read the root-owned server's /proc details (environment, descriptors): what it
+    knows comes from `docker inspect` and `docker logs`."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.gpu]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
+                     f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
+                     f'[hosts.gpu.serve]\nurl = "{container_server.url}"\n')
+    env_without = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    done = subprocess.run([sys.executable, "-m", "console", "status", "gpu", "--config",
+                           str(hosts), "--json"], capture_output=True, text=True, timeout=120,
+                          env=env_without, check=False)
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["serve"]
+    assert serve["running"] is True
+    assert serve["pid"] == container_server.inspect()["State"]["Pid"]  # type: ignore[index]
+    assert serve["container"]["name"] == container_server.name
+    assert serve["state"] == "ready"  # the log read through `docker logs` over the link
+    assert json.loads(done.stdout)["engine"]["version"] == "0.32.0"
