@@ -101,6 +101,10 @@ def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (
     the host entry's: the port to verify comes from the configured URL, else the new command
     line; a command line the entry's `match` no longer finds is refused (the console could not
     find the server it starts, nor restart it again)."""
+    if plan.container is not None and (env or argv):
+        raise RestartError(f"{plan.host}: the server runs in the {plan.container[0]} container "
+                           f"{plan.container[1]}: an edited launch recreates the container, "
+                           "which the console does not do yet; nothing was stopped")
     if plan.mode == "unit" and (env or argv):
         raise RestartError(f"{plan.host}: {plan.unit} is a systemd unit: its command and "
                            "environment are the unit's to change")

@@ -27,7 +27,7 @@ import pytest
 from console.hostclient.discovery import resolve_serve
 from console.settings import ServeSettings
 from console.transport.local_host import LocalHost
-from tests.docker import MODELS, ContainerServer, Dockerd
+from tests.docker import IMAGE, MODELS, ContainerServer, Dockerd, host_mounts
 from tests.hostside.bundle import entry_argv
 from tests.real_vllm.fixture import RealVllm
 from tests.real_vllm.support import cli
@@ -219,21 +219,6 @@ def test_the_draft_diff_reads_the_containers_config_and_never_writes_the_host(
     assert f"inside the docker container {container_server.name}" in refused
 
 
-def test_restart_refuses_a_container_and_stops_nothing(
-        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
-    before = container_server.inspect()["State"]
-    hosts = local_entry(tmp_path / "hosts.toml", container_server)
-    done = cli("restart", "box", "--config", str(hosts), "--yes")
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    assert f"container {container_server.name}: the console cannot restart a container " \
-           "yet; nothing was stopped" in done.stderr
-    after = container_server.inspect()["State"]
-    assert after["Running"] is True  # type: ignore[index]
-    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
-    assert after["Pid"] == before["Pid"]  # type: ignore[index]
-
-
 @pytest.fixture
 def login_with_docker_access(dockerd: Dockerd, sshd: Sshd) -> Iterator[str]:
     """The SSH login user may use the tests' daemon, as a member of the group that owns its
@@ -284,3 +269,53 @@ def test_status_over_ssh_as_a_user_in_the_docker_group(
     assert serve["state"] == "ready"  # the log read through `docker logs` over the link
     assert json.loads(done.stdout)["engine"]["version"] == "0.32.0"
 
+
+# The restarts come last: they start the module's server again.
+
+def test_a_traced_restart_of_a_container_is_refused_and_stops_nothing(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    before = container_server.inspect()["State"]
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("restart", "box", "--config", str(hosts), "--yes", "--trace")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"container {container_server.name}" in done.stderr
+    assert "recreates the container" in done.stderr
+    assert "nothing was stopped" in done.stderr
+    after = container_server.inspect()["State"]
+    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
+    assert after["Pid"] == before["Pid"]  # type: ignore[index]
+
+
+def test_restart_restarts_the_container_in_place_and_no_other(
+        container_server: ContainerServer, dockerd: Dockerd, real_vllm: RealVllm,
+        docker_host: str, tmp_path: Path) -> None:
+    """`restart` with no change is `docker restart NAME`: the same container (id, name) runs
+    a new server, ready once it owns the port and answers; another container is untouched.
+    Under `--restart unless-stopped` the plan says what the daemon will and will not do."""
+    other = "vllm-console-bystander"
+    dockerd.docker("run", "-d", "--name", other, "--network", "host", *host_mounts(real_vllm),
+                   IMAGE, "/usr/bin/sleep", "600")
+    dockerd.docker("update", "--restart", "unless-stopped", container_server.name)
+    try:
+        bystander = dockerd.docker("inspect", "-f", "{{.State.StartedAt}} {{.State.Pid}}",
+                                   other).stdout
+        before = container_server.inspect()
+        hosts = local_entry(tmp_path / "hosts.toml", container_server)
+        done = cli("restart", "box", "--config", str(hosts), "--yes")
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out
+        assert f"docker restart {container_server.name}" in out
+        assert "restart policy unless-stopped" in out
+        after = container_server.inspect()
+        assert after["Id"] == before["Id"]
+        assert after["State"]["StartedAt"] != before["State"]["StartedAt"]  # type: ignore[index]
+        new_pid = after["State"]["Pid"]  # type: ignore[index]
+        assert new_pid != before["State"]["Pid"]  # type: ignore[index]
+        assert f"pid {new_pid}" in out  # the new server, as the host saw it start
+        assert container_server.health() == 200
+        assert dockerd.docker("inspect", "-f", "{{.State.StartedAt}} {{.State.Pid}}",
+                              other).stdout == bystander
+    finally:
+        dockerd.docker("update", "--restart", "no", container_server.name, check=False)
+        dockerd.docker("rm", "-f", other, check=False)
