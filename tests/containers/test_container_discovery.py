@@ -319,3 +319,31 @@ def test_restart_restarts_the_container_in_place_and_no_other(
     finally:
         dockerd.docker("update", "--restart", "no", container_server.name, check=False)
         dockerd.docker("rm", "-f", other, check=False)
+
+
+def test_a_container_whose_mount_source_is_gone_is_not_stopped(
+        dockerd: Dockerd, real_vllm: RealVllm, docker_host: str, tmp_path: Path) -> None:
+    """`docker restart` of a container whose bind-mount source was deleted would leave it
+    stopped: the step's check refuses first, and the container keeps running."""
+    from console.hostside.restart import container as step
+
+    source = tmp_path / "weights"
+    source.mkdir()
+    name = "vllm-console-mount-gone"
+    dockerd.docker("run", "-d", "--name", name, "--network", "host", *host_mounts(real_vllm),
+                   "-v", f"{source}:/weights:ro", IMAGE, "/usr/bin/sleep", "600")
+    try:
+        info = json.loads(dockerd.docker("inspect", name).stdout)[0]
+        source.rmdir()
+        plan = {"container": {"runtime": "docker", "ref": name, "id": info["Id"]},
+                "pid": info["State"]["Pid"], "port": None}
+        with pytest.raises(step.ContainerFailed, match=f"nothing was stopped: {source}"):
+            step.preflight(plan)
+        plan["pid"] = 1
+        with pytest.raises(step.ContainerFailed, match="not the planned pid 1"):
+            step.preflight(plan)
+        after = json.loads(dockerd.docker("inspect", name).stdout)[0]["State"]
+        assert after["Running"] is True
+        assert after["StartedAt"] == info["State"]["StartedAt"]
+    finally:
+        dockerd.docker("rm", "-f", name, check=False)

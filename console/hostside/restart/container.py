@@ -17,7 +17,14 @@ import subprocess
 from typing import Any, Callable
 
 from ..containers import inspect
-from ..procfs import descendants, port_holders, read_proc, same_process
+from ..procfs import (
+    descendants,
+    listen_inodes,
+    listening,
+    port_holders,
+    read_proc,
+    same_process,
+)
 from .launch import wait_ready
 from .status import StatusFile
 
@@ -61,6 +68,17 @@ def owner(port: int, pid: int) -> str:
     return f"port {port} is held by {who}, not by the container's server pid {pid}"
 
 
+def published(info: dict[str, Any], port: int) -> bool:
+    """Whether `port` on the host is this container's published binding: then the runtime
+    (its proxy or NAT rule), not the server's tree, holds it, for this container alone."""
+    host = info.get("HostConfig") or {}
+    if host.get("NetworkMode") == "host":
+        return False
+    return any(str((b or {}).get("HostPort") or "") == str(port)
+               for bindings in (host.get("PortBindings") or {}).values()
+               for b in bindings or [])
+
+
 def preflight(plan: dict[str, Any]) -> dict[str, Any]:
     """Everything that would make the restart unsound, before anything is stopped."""
     box = plan["container"]
@@ -77,7 +95,16 @@ def preflight(plan: dict[str, Any]) -> dict[str, Any]:
                                   "at " + str(mount.get("Destination")) + ", is gone: it "
                                   "would not start again")
     port = int(plan.get("port") or 0)
-    other = owner(port, pid) if port and port_holders(port) else ""
+    if port and published(info, port):
+        plan["published"] = True
+        return info
+    if port and listen_inodes(port) and not port_holders(port):
+        # Ready means the new server owns the port: a user who cannot see who holds it
+        # could never prove that, and would wait out the whole start-up for nothing.
+        raise ContainerFailed(f"nothing was stopped: this user cannot see which process "
+                              f"holds port {port} (the container's processes are another "
+                              "user's), so the restarted server could not be verified")
+    other = owner(port, pid) if port and listening(port) else ""
     if other:
         raise ContainerFailed(f"nothing was stopped: {other}")
     return info
@@ -132,8 +159,11 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
         return same_process(pid, start) is not None
 
     port = int(plan.get("port") or 0)
+    def ours() -> str:
+        return "" if plan.get("published") else owner(port, pid)
+
     outcome, message, code = wait_ready(None, alive, None, plan.get("url") or "",
-                                        float(t["startup"]), lambda: owner(port, pid),
+                                        float(t["startup"]), ours,
                                         api_key=api_key, left=left)
     if outcome == "ready":
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
