@@ -118,6 +118,25 @@ def test_status_json_shows_the_container_and_reads_its_log(
     assert f"log     docker logs {container_server.name}" in text.stdout
 
 
+def test_serve_container_pins_the_container_over_any_bare_server(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """`--container NAME` (serve.container): that container's server, with no URL in the
+    hosts file, even where bare `vllm serve` processes of the login user run (the tests of
+    other tiers may run some here); a pinned container that does not exist is one note."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.box]\nlocal = true\n")
+    done = cli("status", "box", "--config", str(hosts), "--json", "--container",
+               container_server.name, "--runtime", "docker")
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["serve"]
+    assert serve["container"]["name"] == container_server.name
+    assert serve["pid"] == container_server.inspect()["State"]["Pid"]  # type: ignore[index]
+    missing = cli("status", "box", "--config", str(hosts), "--container", "no-such-box")
+    assert missing.returncode == 0, missing.stderr
+    assert "the container no-such-box (serve.container) does not exist" in missing.stdout
+    assert "Traceback" not in missing.stdout + missing.stderr
+
+
 def test_a_user_without_access_to_the_socket_gets_one_line(
         container_server: ContainerServer, dockerd: Dockerd) -> None:
     """`nobody` may not open the daemon's socket: discovery finds no server and says why and
