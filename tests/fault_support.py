@@ -145,3 +145,22 @@ def helpers_on_host(root: Path, user: str) -> list[int]:
     VLLM_CONSOLE_ARGS (their command lines are only `PYTHON BUNDLE ENTRY`)."""
     return sorted(set(pids_with_env("VLLM_CONSOLE_ARGS=", user))
                   & set(pids_with_env(str(root), user)))
+
+
+def ctrl_c_once_launched(words: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """`vllm-console restart ...` (words: the whole command line) interrupted as Ctrl+C in its
+    terminal would, once it says the new server was launched: (exit status, stderr)."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if " launched " in line:
+            break
+    else:
+        raise AssertionError(f"never launched: {proc.communicate()}")
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    return proc.returncode, err

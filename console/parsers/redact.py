@@ -22,10 +22,14 @@ _FLAG = re.compile(r"--?([A-Za-z][\w\-]*)(=.*)?", re.DOTALL)
 
 
 def is_secret_key(key: object) -> bool:
-    """True when a mapping key or command-line flag name looks like it holds a secret."""
+    """True when a mapping key or command-line flag name looks like it holds a secret. A bare
+    `key` is a name for something else (the fleet's row `key`, a cache key), not a secret:
+    `api_key`, `X-Api-Key` and `--api-key` are."""
     if not isinstance(key, str):
         return False
     words = _WORD.findall(key[-200:])
+    if len(words) == 1 and words[0].lower() in ("key", "keys"):
+        return False
     return bool(words) and words[-1].lower() in _SECRET_WORDS
 
 

@@ -32,11 +32,16 @@ from console.sources.prometheus import (
 ABSENT = "absent"
 IDLE = "idle: no drafts in the last minute"
 NO_DCGM = "no dcgm-exporter series"
+NO_REQUESTS = "idle: no requests in the last minute"
 WINDOW = "1m"
 
 FIGURES = ("mean_acceptance_length", "draft_acceptance_rate_pct", "generation_tps", "running",
            "waiting", "kv_cache_usage_pct", "gpu_util_pct", "gpu_mem_used_mib",
-           "gpu_mem_total_mib")
+           "gpu_mem_total_mib", "ttft_p99_s", "e2e_p99_s")
+# Latency percentiles: Prometheus's histogram_quantile over the rate of the bucket series in
+# the window (so the recent requests, not those since start-up), summed over engines by bucket.
+LATENCY = {"ttft_p99": "vllm:time_to_first_token_seconds_bucket",
+           "e2e_p99": "vllm:e2e_request_latency_seconds_bucket"}
 
 
 def queries(selector: str, label: str) -> dict[str, str]:
@@ -55,6 +60,10 @@ def queries(selector: str, label: str) -> dict[str, str]:
         "drafts": rate("vllm:spec_decode_num_drafts_total", engine),
         "draft_tokens": rate("vllm:spec_decode_num_draft_tokens_total", engine),
         "generation_tps": rate("vllm:generation_tokens_total", label),
+        # Per data-parallel engine: a hung replica hides in the sums.
+        "engine_gen": rate("vllm:generation_tokens_total", engine),
+        "engine_running": f"sum by ({engine}) ({sel('vllm:num_requests_running')})",
+        "engine_waiting": f"sum by ({engine}) ({sel('vllm:num_requests_waiting')})",
         "running": f"sum by ({label}) ({sel('vllm:num_requests_running')})",
         "waiting": f"sum by ({label}) ({sel('vllm:num_requests_waiting')})",
         "kv_cache_usage": f"avg by ({label}) ({sel('vllm:kv_cache_usage_perc')}) or "
@@ -63,6 +72,8 @@ def queries(selector: str, label: str) -> dict[str, str]:
         "gpu_util": f"avg by ({label}) (DCGM_FI_DEV_GPU_UTIL)",
         "gpu_used": f"sum by ({label}) (DCGM_FI_DEV_FB_USED)",
         "gpu_free": f"sum by ({label}) (DCGM_FI_DEV_FB_FREE)",
+        **{name: f"histogram_quantile(0.99, sum by ({label}, le) "
+                 f"(rate({sel(buckets)}[{WINDOW}])))" for name, buckets in LATENCY.items()},
     }
 
 
@@ -85,11 +96,49 @@ class FleetServer:
     gpu_util_pct: float | None = None
     gpu_mem_used_mib: float | None = None
     gpu_mem_total_mib: float | None = None
+    per_engine_generation_tps: Mapping[str, float] = field(default_factory=dict)
+    """Generation tokens/s per data-parallel engine (`engine` label)."""
+    per_engine_requests: Mapping[str, float] = field(default_factory=dict)
+    """Requests running plus waiting per engine."""
+    ttft_p99_s: float | None = None
+    """Time to first token, 99th percentile over the window (histogram_quantile)."""
+    e2e_p99_s: float | None = None
+    """End-to-end request latency, 99th percentile over the window."""
     expected_acceptance: Acceptance | None = None
     """The range the fleet's profile expects (`fleet --json` shows its high end)."""
     missing: Mapping[str, str] = field(default_factory=dict)
     host: str | None = None
     """The hosts-file entry this server maps to (by the host label), if any."""
+
+    @property
+    def stalled_engines(self) -> tuple[str, ...]:
+        """The engines holding requests that generated no token in the window."""
+        return tuple(e for e, busy in sorted(self.per_engine_requests.items())
+                     if busy > 0 and self.per_engine_generation_tps.get(e) == 0)
+
+    @property
+    def imbalanced(self) -> bool | None:
+        """Two or more engines with requests, the slowest under half the fastest's rate."""
+        rates = [self.per_engine_generation_tps[e] for e, busy in
+                 self.per_engine_requests.items() if busy > 0
+                 and e in self.per_engine_generation_tps]
+        if len(rates) < 2:
+            return None
+        return min(rates) < 0.5 * max(rates)
+
+    @property
+    def engine(self) -> str | None:
+        """`stalled` (requests running or waiting, no token generated in the window: vLLM's
+        /health keeps answering 200 when its engine hangs), `idle` (no request now), `ok`
+        (requests, and tokens flowing), None when the figures to tell are missing (no
+        waiting series counts as none waiting)."""
+        if self.running is None or self.generation_tps is None:
+            return None
+        if self.running + (self.waiting or 0.0) == 0:
+            return "idle"
+        if self.stalled_engines:  # one hung replica, though the sum still moves
+            return "stalled"
+        return "ok" if self.generation_tps > 0 else "stalled"
 
     @property
     def low_acceptance(self) -> bool | None:
@@ -106,6 +155,11 @@ class FleetServer:
             "expected_acceptance": (self.expected_acceptance.high
                                     if self.expected_acceptance is not None else None),
             "low_acceptance": self.low_acceptance,
+            "engine": self.engine,
+            "stalled_engines": list(self.stalled_engines),
+            "imbalanced": self.imbalanced,
+            "per_engine_generation_tps": {k: _round(v) for k, v in
+                                          sorted(self.per_engine_generation_tps.items())},
             "missing": dict(sorted(self.missing.items())),
         }
 
@@ -199,9 +253,11 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             if name in errors:
                 missing[figure] = f"error: {errors[name]}"
                 return None
-            found = [s.value for s in by.get(name, {}).get(key, []) if not math.isnan(s.value)]
+            series = by.get(name, {}).get(key, [])
+            found = [s.value for s in series if not math.isnan(s.value)]
             if not found:
-                missing[figure] = ABSENT
+                # A quantile of an empty window is NaN: no requests, not no series.
+                missing[figure] = NO_REQUESTS if series and name in LATENCY else ABSENT
                 return None
             return found[0]
 
@@ -234,12 +290,31 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             gpu_util_pct=gpu_one("gpu_util", "gpu_util_pct"),
             gpu_mem_used_mib=used,
             gpu_mem_total_mib=None if used is None or free is None else used + free,
+            per_engine_generation_tps=_per_engine(by, "engine_gen", key),
+            per_engine_requests=_busy(by, key),
+            ttft_p99_s=one("ttft_p99", figure="ttft_p99_s"),
+            e2e_p99_s=one("e2e_p99", figure="e2e_p99_s"),
             expected_acceptance=expected, missing=missing))
         if not up_series:
             missing.setdefault("up", ABSENT)
         if not models:
             missing.setdefault("model", ABSENT)
     return tuple(rows)
+
+
+def _per_engine(by: dict[str, dict[str, list[Series]]], name: str, key: str
+                ) -> dict[str, float]:
+    """One figure per `engine` label of this server (NaN left out)."""
+    return {s.labels.get("engine", ""): s.value for s in by.get(name, {}).get(key, [])
+            if not math.isnan(s.value)}
+
+
+def _busy(by: dict[str, dict[str, list[Series]]], key: str) -> dict[str, float]:
+    """Requests running plus waiting per engine (an engine without a waiting series: its
+    running ones)."""
+    running = _per_engine(by, "engine_running", key)
+    waiting = _per_engine(by, "engine_waiting", key)
+    return {e: r + waiting.get(e, 0.0) for e, r in running.items()}
 
 
 def _acceptance(by: dict[str, dict[str, list[Series]]], errors: dict[str, str], key: str,

@@ -241,7 +241,9 @@ class HostSnapshot:
             "spec_decode": self.spec_decode.to_json(),
             "throughput": self._throughput_json(),
             "errors": self._errors_json(),
-            "latency": self.serving.latency_json(),
+            "latency": {**self.serving.latency_json(),
+                        "at": iso_utc(self.serving.at) if self.serving.latency is not None
+                        else None},
             "requests": self.serving.requests or dict.fromkeys(
                 ("preemptions_total", "finished", "errors_total")),
         }
@@ -259,12 +261,13 @@ class HostSnapshot:
         load = self.load
         if load is None:
             return dict.fromkeys(("prompt_tps", "generation_tps", "running", "waiting",
-                                  "kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "source"))
+                                  "kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "source",
+                                  "at"))
         return {"prompt_tps": load.prompt_tps, "generation_tps": load.generation_tps,
                 "running": load.running, "waiting": load.waiting,
                 "kv_cache_usage_pct": load.kv_cache_usage_pct,
                 "prefix_cache_hit_rate_pct": load.prefix_cache_hit_pct,
-                "source": load.source or None}
+                "source": load.source or None, "at": iso_utc(load.at or None)}
 
     def _errors_json(self) -> list[dict[str, str]]:
         """Each error kind of the current run once, with its first line, secrets hidden."""

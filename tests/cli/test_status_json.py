@@ -59,10 +59,11 @@ def test_a_fatal_line_is_failed_while_the_process_lingers() -> None:
 
 def test_load_from_metrics_alone_says_so_and_leaves_rates_null() -> None:
     snap = HostSnapshot("h", load=ServerLoad(running=3, waiting=1, kv_cache_usage_pct=12.5,
-                                             source="metrics"))
+                                             source="metrics", at=STARTED))
     assert snap.status_json()["throughput"] == {
         "prompt_tps": None, "generation_tps": None, "running": 3, "waiting": 1,
-        "kv_cache_usage_pct": 12.5, "prefix_cache_hit_rate_pct": None, "source": "metrics"}
+        "kv_cache_usage_pct": 12.5, "prefix_cache_hit_rate_pct": None, "source": "metrics",
+        "at": iso_utc(STARTED)}  # every figure says whence and how old
 
 
 def test_errors_each_kind_once_with_its_first_line_and_no_secret() -> None:
@@ -93,7 +94,7 @@ def test_a_ready_server_that_stopped_answering_is_not_ready() -> None:
 def test_the_serving_keys_are_there_and_null_without_metrics() -> None:
     data = HostSnapshot("h").status_json()
     assert data["latency"] == {"ttft_s": None, "itl_s": None, "e2e_s": None, "queue_s": None,
-                               "window_s": None, "source": None}
+                               "window_s": None, "source": None, "at": None}
     assert data["requests"] == {"preemptions_total": None, "finished": None,
                                 "errors_total": None}
     assert data["serve"]["engine"] == "unknown"

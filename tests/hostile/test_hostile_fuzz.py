@@ -273,7 +273,11 @@ def test_a_discovery_answer_of_the_wrong_shape_is_a_discovery_error(facts: dict[
     # is left as it is (output passes this rule again at the door).
     ('{"api_key": "sk-1", "hf_token": "<redacted>", "n": 2}',
      '{"api_key": "<redacted>", "hf_token": "<redacted>", "n": 2}'),
+    ('{"key": "127.0.0.1:8000", "X-Api-Key": "k1"}',
+     '{"key": "127.0.0.1:8000", "X-Api-Key": "<redacted>"}'),
 ])
 def test_redact_text_reaches_nested_pairs_and_keeps_quotes(line: str, shown: str) -> None:
+    """(Output passes the rule at the door: `fleet --json`'s row `key` is a name, not a
+    secret, and stays.)"""
     assert redact_text(line) == shown
     assert redact_text(shown) == shown

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.fault_support import ctrl_c_once_launched
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
 from tests.real_vllm.support import cli, hosts_file, server
 from tests.sshd import Sshd
@@ -82,17 +81,8 @@ def test_ctrl_c_during_a_real_restart_leaves_no_lock(keyed: Keyed) -> None:
     words = [sys.executable, "-m", "console", "restart", "keyed", "--config", str(keyed.hosts),
              "--yes"]
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    first = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env)
-    assert first.stdout is not None
-    for line in first.stdout:
-        if " launched " in line:
-            break
-    else:
-        raise AssertionError(f"never launched: {first.communicate()}")
-    first.send_signal(signal.SIGINT)
-    _out, err = first.communicate(timeout=60)
-    assert first.returncode == 130, err
+    code, err = ctrl_c_once_launched(words, env)
+    assert code == 130, err
     done = cli("restart", "keyed", "--config", str(keyed.hosts), "--yes", timeout=400)
     assert "another restart is running" not in done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr

@@ -972,9 +972,8 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     host's restart lock, and the next `restart` was refused ("another restart is running on
     this host"). The step still relaunches (a stopped server is never left down), stops
     waiting, and lets go of the lock: the next restart goes through."""
-    import signal
-
     from console.sim import materialise, start_background, stop, wait_ready
+    from tests.fault_support import ctrl_c_once_launched
     from tests.sshd import free_port
 
     tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=12)
@@ -984,17 +983,8 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     proc = start_background(tree)
     try:
         assert wait_ready(tree, proc, 40)
-        first = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, env=env)
-        assert first.stdout is not None
-        for line in first.stdout:
-            if " launched " in line:
-                break
-        else:
-            raise AssertionError(f"never launched: {first.communicate()}")
-        first.send_signal(signal.SIGINT)  # what Ctrl+C in the terminal sends
-        _out, err = first.communicate(timeout=30)
-        assert first.returncode == 130, err
+        code, err = ctrl_c_once_launched(words, env)
+        assert code == 130, err
         assert "Traceback" not in err
         second = subprocess.run(words, capture_output=True, text=True, env=env, timeout=120)
         assert "another restart is running" not in second.stdout + second.stderr

@@ -102,6 +102,20 @@ async def test_export_is_private_and_redacted(tree: SimTree, tmp_path: Path) -> 
     assert data["log_window"][1] == "INFO plain"
 
 
+async def test_the_expected_acceptance_is_the_configured_profiles(tree: SimTree) -> None:
+    """The spec pane's expected figure ignored the hosts file's `checks.profile` (it took the
+    running method's) while `check` judged with the configured one (issue 25): one rule."""
+    from console.settings import ChecksSettings
+
+    configured = session_on(tree, checks=ChecksSettings(profile="eagle3"))
+    expected = configured.expected_acceptance()
+    assert expected is not None
+    assert (expected.low, expected.high) == (2.0, 4.0)
+    by_method = session_on(tree).expected_acceptance()
+    assert by_method is not None
+    assert by_method.high == 6.4
+
+
 async def test_two_exports_within_a_second_are_two_files(tree: SimTree, tmp_path: Path) -> None:
     """`x` twice in a second failed the second time ("File exists"): the name was stamped to
     the second and opened exclusively. Each export is its own file, nothing overwritten."""

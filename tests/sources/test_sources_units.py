@@ -117,3 +117,31 @@ def test_enter_on_a_mapped_row_builds_the_ssh_console_of_that_entry(tmp_path) ->
     url = _session(OpenTarget(OpenKind.URL, "gpu1", "http://10.0.0.5:8000"), hosts, args)
     assert isinstance(url, UrlSession)
     assert url.name == "gpu1"
+
+
+@pytest.mark.parametrize(("running", "waiting", "tps", "engine"), [
+    (4, 0, 0.0, "stalled"),  # requests in flight, no token in the window: a hung engine
+    (0, 3, 0.0, "stalled"),
+    (2, 1, 35.0, "ok"),
+    (0, 0, 0.0, "idle"),
+    (0, 0, 12.0, "idle"),  # the window's last tokens, the requests done by now
+    (None, 0, 0.0, None),
+])
+def test_the_prometheus_fleet_tells_a_hung_engine_from_an_idle_one(
+        running: float | None, waiting: float, tps: float, engine: str | None) -> None:
+    from console.sources.fleet_query import FleetServer
+
+    server = FleetServer(key="10.0.0.5:8000", running=running, waiting=waiting,
+                         generation_tps=tps)
+    assert server.engine == engine
+    assert server.to_json()["engine"] == engine
+
+
+def test_the_fleet_asks_prometheus_for_windowed_latency_quantiles() -> None:
+    from console.sources.fleet_query import queries
+
+    asked = queries('{job="vllm"}', "instance")
+    assert asked["ttft_p99"] == (
+        'histogram_quantile(0.99, sum by (instance, le) '
+        '(rate(vllm:time_to_first_token_seconds_bucket{job="vllm"}[1m])))')
+    assert "e2e_request_latency_seconds_bucket" in asked["e2e_p99"]

@@ -193,10 +193,37 @@ def test_bad_url_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path
     assert proc.stderr.count("\n") == 1
 
 
-def test_url_only_entry_refuses_ssh_commands_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["check", "restart"])
+def test_url_only_entry_refuses_ssh_commands_in_one_line(tmp_path: Path, command: str) -> None:
     config = tmp_path / "hosts.toml"
     config.write_text('[hosts.gpu-a]\nurl = "http://127.0.0.1:9"\napi_key_env = "X"\n')
-    proc = run_cli("status", "gpu-a", "--config", str(config))
-    assert proc.returncode == 2
+    extra = ["--yes"] if command == "restart" else []
+    proc = run_cli(command, "gpu-a", "--config", str(config), *extra)
+    assert proc.returncode == {"check": 3, "restart": 2}[command]
     assert "has only a `url`: this needs SSH" in proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+def test_status_of_a_url_only_entry_prints_what_the_url_tells(server: str,
+                                                               tmp_path: Path) -> None:
+    """`status` refused a URL-only entry ("needs SSH") though the URL tells health, the model,
+    the speculative figures, the load, latency and the engine's progress (issue 27): it prints
+    those, the SSH-only parts null (JSON) or named (text), and never the key."""
+    config = tmp_path / "hosts.toml"
+    key = tmp_path / "key"
+    key.write_text(KEY + "\n")
+    config.write_text(f'[hosts.web]\nurl = "{server}"\napi_key_file = "{key}"\n')
+    proc = run_cli("status", "web", "--config", str(config), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["serve"]["health"] == "healthy"
+    assert data["serve"]["engine"] in ("ok", "idle")
+    assert data["serve"]["pid"] is None
+    assert data["spec_decode"]["mean_acceptance_length"] is not None
+    assert data["throughput"]["source"] == "metrics"
+    assert data["gpus"] == []
+    text = run_cli("status", "web", "--config", str(config))
+    assert text.returncode == 0, text.stderr
+    assert "needs SSH" in text.stdout
+    assert "acceptance" in text.stdout
+    assert KEY not in proc.stdout + text.stdout + proc.stderr + text.stderr

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 from console.cli.commands.common import emit
 from console.hostclient.container_log import describe as describe_container_log
 from console.output.display import safe_text
+from console.settings import HostEntry, load_hosts_file
 from console.telemetry.oneshot import collect_status
 from console.telemetry.snapshot import HostSnapshot
 from console.telemetry.startup import format_duration
@@ -27,8 +29,8 @@ def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
     return "?" if value is None else f"{value:{fmt}}{unit}"
 
 
-def render(snap: HostSnapshot) -> str:
-    """The human form: a few aligned lines."""
+def render(snap: HostSnapshot, *, url_only: bool = False) -> str:
+    """The human form: a few aligned lines (`url_only`: what a URL alone tells)."""
     data = snap.status_json()
     lines = [f"{snap.host}  (GPU figures: {data['gpu_source']})"]
     for gpu in snap.sample.gpus if snap.sample is not None else ():
@@ -39,7 +41,10 @@ def render(snap: HostSnapshot) -> str:
     if data["gpu_source"] == "none":
         lines.append(f"  no GPU telemetry: {safe_text(snap.agent.detail or '?', 300)}")
     serve = data["serve"]
-    if serve["running"]:
+    if url_only:
+        lines.append(f"serve   {serve['health']} at {safe_text(snap.serve.url or '?', 300)} "
+                     "(URL only: the process, its log and the engine config need SSH)")
+    elif serve["running"]:
         lines.append(f"serve   running, pid {serve['pid']}, {serve['health']}"
                      + (f" at {safe_text(snap.serve.url, 300)}" if snap.serve.url else ""))
         lines.append(f"        {safe_text(serve['cmdline'] or '', 400)}")
@@ -50,8 +55,9 @@ def render(snap: HostSnapshot) -> str:
         lines.append(f"start   {safe_text(snap.startup.text, 300)}")
     engine = data["engine"]
     spec = engine["speculative_config"]
+    model = engine["model"] or ", ".join(snap.readiness.models) or "?"
     lines.append(f"engine  vLLM {safe_text(str(engine['version'] or '?'), 100)}, "
-                 f"model {safe_text(str(engine['model'] or '?'), 400)}")
+                 f"model {safe_text(str(model), 400)}")
     if spec:
         lines.append(f"        speculative: {safe_text(str(spec['method'] or '?'), 100)} "
                      f"{safe_text(str(spec['model'] or '?'), 400)}, "
@@ -128,7 +134,38 @@ def _latency(latency: dict[str, Any]) -> str:
     return f"{'; '.join(parts)} ({window})" if parts else f"no request finished ({window})"
 
 
+# A URL-only entry's status: two rounds this far apart, so that rates and the latency window
+# have an interval to speak of (a single scrape gives totals since start-up only).
+URL_ROUNDS_S = 2.0
+
+
+def _url_only(args: argparse.Namespace) -> HostEntry | None:
+    """The hosts-file entry HOST names when it has a `url` and no `ssh` (nor `local`)."""
+    path = Path(args.config).expanduser() if getattr(args, "config", None) else None
+    entry = load_hosts_file(path, required=path is not None).hosts.get(args.host)
+    if entry is None or not entry.url or entry.ssh or entry.local or getattr(args, "local",
+                                                                             False):
+        return None
+    return entry
+
+
+async def _collect_url(name: str, entry: HostEntry) -> HostSnapshot:
+    """What the URL alone tells (the console's URL-only source): health, model, version,
+    every /metrics figure; the rest is said to need SSH."""
+    from console.sources.url import url_session
+
+    session = url_session(name, entry.url, entry)
+    telemetry = session.url_telemetry
+    if await telemetry.poll():
+        await asyncio.sleep(URL_ROUNDS_S)
+        await telemetry.poll()
+    return session.snapshot
+
+
 async def _collect(args: argparse.Namespace) -> HostSnapshot:
+    entry = _url_only(args)
+    if entry is not None:
+        return await _collect_url(args.host, entry)
     config = host_config_from_args(args)
     host = make_host(config)
     try:
@@ -141,5 +178,5 @@ def run(args: argparse.Namespace) -> int:
     """Print one snapshot; 0 (`cli.main` says why, with 2, when it could not run)."""
     snap = asyncio.run(_collect(args))
     emit(json.dumps(snap.status_json(), indent=2) if getattr(args, "json", False) else
-         render(snap))
+         render(snap, url_only=_url_only(args) is not None))
     return 0

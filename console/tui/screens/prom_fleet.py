@@ -21,7 +21,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
 from console.output.display import safe_text
-from console.sources.fleet_query import ABSENT, IDLE, NO_DCGM, FleetReport, FleetServer
+from console.sources.fleet_query import (
+    ABSENT,
+    IDLE,
+    NO_DCGM,
+    NO_REQUESTS,
+    FleetReport,
+    FleetServer,
+)
 from widgets.status import STATUS_CLASSES, status_style
 
 
@@ -35,7 +42,7 @@ class Column:
 
 def _reason(server: FleetServer, figure: str) -> str:
     why = server.missing.get(figure, ABSENT)
-    if why == IDLE:
+    if why in (IDLE, NO_REQUESTS):
         return "idle"
     if why == NO_DCGM:
         return "no dcgm"
@@ -54,9 +61,14 @@ def _health(server: FleetServer) -> str:
 
 
 def _flag(server: FleetServer) -> str:
+    flags = []
     if server.low_acceptance and server.expected_acceptance is not None:
-        return f"LOW (expect ~{server.expected_acceptance.high:g})"
-    return ""
+        flags.append(f"LOW (expect ~{server.expected_acceptance.high:g})")
+    if server.stalled_engines:
+        flags.append(f"ENGINE {','.join(server.stalled_engines)} STUCK")
+    elif server.imbalanced:
+        flags.append("DP IMBALANCE")
+    return " ".join(flags)
 
 
 def _gpu_mem(server: FleetServer) -> str:
@@ -89,7 +101,11 @@ COLUMNS = (
     Column("kv", "KV", _num("kv_cache_usage_pct", ".0f", "%"), lambda s: s.kv_cache_usage_pct),
     Column("gpu", "GPU util", _num("gpu_util_pct", ".0f", "%"), lambda s: s.gpu_util_pct),
     Column("mem", "GPU mem", _gpu_mem, lambda s: s.gpu_mem_used_mib),
-    Column("flag", "flag", _flag, lambda s: 1 if s.low_acceptance else 0),
+    Column("flag", "flag", _flag, lambda s: int(bool(s.low_acceptance)) + 2 * len(
+        s.stalled_engines) + int(bool(s.imbalanced))),
+    Column("ttft", "TTFT p99", _num("ttft_p99_s", ".2f", "s"), lambda s: s.ttft_p99_s),
+    Column("engine", "engine", lambda s: s.engine or "?",
+           lambda s: {"stalled": 0, "ok": 1, "idle": 2}.get(s.engine or "")),
 )
 
 
@@ -227,7 +243,7 @@ class PromFleetScreen(Screen[None]):
 
     def _styled(self, column: str, text: str) -> Text:
         text = safe_text(text, 200)  # label values are the scraped servers' words: inert
-        if text in ("DOWN", "error") or text.startswith("LOW"):
+        if text in ("DOWN", "error", "stalled") or text.startswith(("LOW", "ENGINE", "DP ")):
             return Text(text, style=status_style(self, "fail") + Style(bold=True))
         if text in ("absent", "idle", "no dcgm", ""):
             return Text(text, style=status_style(self, "unknown"))
