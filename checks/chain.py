@@ -5,7 +5,8 @@
 Discovery runs first (one script: the serving interpreter, log, target and draft come from the
 running process when not configured). Then every probe runs at once, each one script on the
 host — code (serving interpreter), configs and log (python3), fields (serving interpreter,
-after the configs say where the draft's config.json is) — and each link is judged as soon as
+after the configs say where the draft's config.json is), and for a server in a container all
+but the log inside it with its interpreter (`docker exec`) — and each link is judged as soon as
 its facts are in (`on_link` sees them in the order they finish). Nothing here raises for a
 host that misbehaves: each link says `error` with the reason.
 """
@@ -36,7 +37,7 @@ from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
 from console.hostclient.discovery import (
-    EffectiveServe,
+    Resolved,
     ServeArgs,
     configured_port,
     effective_serve,
@@ -50,7 +51,14 @@ from console.telemetry.logclock import LogClock
 from console.telemetry.oneshot import look_at_serving
 from console.telemetry.serving import engine_verdict
 from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts, ScriptRun, run_json, shown_command
+from console.transport.remote_scripts import (
+    Inside,
+    RemoteScripts,
+    ScriptRun,
+    python_inside,
+    run_json,
+    shown_command,
+)
 
 CODE_TIMEOUT = 120.0
 FIELDS_TIMEOUT = 120.0
@@ -61,17 +69,20 @@ PY_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE")
 
 
 async def _run(ctx: ChainContext, name: str, interpreter: str, payload: dict[str, Any],
-               timeout: float) -> ScriptRun:
+               timeout: float, *, on_host: bool = False) -> ScriptRun:
+    """Run a probe with the serving interpreter, inside the server's container when it has
+    one (`on_host`: a probe that reads what the host keeps, the container's log)."""
+    inside = None if on_host else ctx.inside
     env = None
     proc = ctx.serve.process
-    if proc is not None and interpreter != "python3":
+    if proc is not None and interpreter != "python3" and inside is None:
         env = {k: v for k, v in proc.environ.items() if k in PY_ENV} or None
         # `python -m ...` puts its working directory first on sys.path: a checkout there
         # shadows the installed vLLM for the server, so it must for the probe too.
         if proc.argv[1:2] == ("-m",) and proc.cwd:
             payload = {**payload, "path_first": proc.cwd}
     return await run_json(ctx.host, ctx.scripts, name, interpreter, payload,
-                                 timeout=timeout, env=env)
+                          timeout=timeout, env=env, inside=inside)
 
 
 class _Probes:
@@ -112,12 +123,14 @@ class _Probes:
 
         async def make() -> dict[str, ConfigRead]:
             models = {"draft": serve.draft.value, "target": serve.target.value}
-            inside = _container_paths(serve)
-            found = await read_configs(self.ctx.host, self.ctx.scripts,
-                                       {k: v for k, v in models.items() if k not in inside},
-                                       dict(proc.environ) if proc else {},
-                                       proc.cwd if proc else None)
-            return {**found, **inside}
+            if self.ctx.no_python:  # a container with no interpreter cannot read its files
+                return {k: ConfigRead(k, v, problem=f"cannot read the {k} config inside the "
+                                                    f"container: {self.ctx.no_python}")
+                        for k, v in models.items()}
+            return await read_configs(self.ctx.host, self.ctx.scripts, models,
+                                      dict(proc.environ) if proc else {},
+                                      proc.cwd if proc else None, inside=self.ctx.inside,
+                                      python=serve.python.value)
         return await self._task("configs", make)  # type: ignore[no-any-return]
 
     async def code(self) -> ScriptRun | None:
@@ -166,7 +179,8 @@ class _Probes:
             if container is not None:  # its output, since its start (`docker logs`)
                 params["container"] = {"runtime": container.runtime, "ref": container.ref,
                                        "since": container.started_at}
-            return await _run(self.ctx, "probe-log", "python3", params, LOG_TIMEOUT)
+            return await _run(self.ctx, "probe-log", "python3", params, LOG_TIMEOUT,
+                              on_host=True)
         return await self._task("log", make)  # type: ignore[no-any-return]
 
 
@@ -188,29 +202,19 @@ async def _look_at_engine(ctx: ChainContext, stall_s: float) -> EngineLook | Non
                       f"{'s' if look.scrapes > 1 else ''}, about a second apart)", excerpt)
 
 
-def _interpreter_inside(serve: EffectiveServe) -> str:
-    """Why a containerised server has no interpreter to probe with ("" for a bare one)."""
-    proc = serve.process
+async def _inside(ctx: ChainContext) -> ChainContext:
+    """For a server in a container: the probes run inside it, with the container's own
+    interpreter (configured, else the one its entry point names), never on the host."""
+    proc = ctx.serve.process
     if proc is None or proc.container is None:
-        return ""
-    return (f"the serving interpreter is inside the {proc.container.runtime} container "
-            f"{proc.container.ref}: the console does not run probes inside a container yet")
-
-
-def _container_paths(serve: EffectiveServe) -> dict[str, ConfigRead]:
-    """The models named by a containerised server's command line are paths inside its
-    container: never read at the host path of the same name (a configured path is the user's
-    word for where the file is, and is read as it stands)."""
-    proc = serve.process
-    if proc is None or proc.container is None:
-        return {}
-    return {name: ConfigRead(name, setting.value, problem=(
-                f"{name} {setting.value} is a path inside the {proc.container.runtime} "
-                f"container {proc.container.ref}: the console does not read files inside a "
-                f"container yet (set serve.{name} to where the host sees it, e.g. a mounted "
-                "volume's source)"))
-            for name, setting in (("draft", serve.draft), ("target", serve.target))
-            if setting.value and setting.source != "configured"}
+        return ctx
+    inside = Inside(proc.container.runtime, proc.container.ref)
+    if ctx.serve.python.value:
+        return replace(ctx, inside=inside)
+    python, why = await python_inside(ctx.host, inside, proc.argv[0] if proc.argv else "")
+    serve = replace(ctx.serve, python=Resolved(python, f"inside {inside.words}")) \
+        if python else ctx.serve
+    return replace(ctx, inside=inside, serve=serve, no_python=why)
 
 
 def _reference(ctx: ChainContext, draft: ConfigRead) -> Reference | None:
@@ -258,7 +262,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
     if link_id == "code-present":
         return code_present.evaluate(links.code_present, serve.python.value,
                                      await probes.code(), settings_evidence(ctx, "python"),
-                                     host=host, no_python=_interpreter_inside(serve))
+                                     host=host, no_python=ctx.no_python)
     if link_id == "fields-extracted":
         configs = await probes.configs()
         if links.fields_extracted.probe == "speculative-config":
@@ -269,7 +273,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         return fields_extracted.evaluate(links.fields_extracted, serve.python.value,
                                          configs[which], await probes.fields(),
                                          settings_evidence(ctx, "python", which), host=host,
-                                         kind=kind, no_python=_interpreter_inside(serve))
+                                         kind=kind, no_python=ctx.no_python)
     if link_id == "config-correct":
         configs = await probes.configs()
         draft, target = configs["draft"], configs["target"]
@@ -367,6 +371,7 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
                        scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
                        match=settings.match, discovery_command=command)
+    ctx = await _inside(ctx)
     args, _where = _launch(ctx, last)
     if args is not None:
         ctx = replace(ctx, asked=args.speculative, max_model_len=args.max_model_len)

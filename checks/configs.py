@@ -14,7 +14,7 @@ from typing import Any
 
 from checks.models import Evidence
 from console.transport.host import Host
-from console.transport.remote_scripts import RemoteScripts, ScriptRun, run_json
+from console.transport.remote_scripts import Inside, RemoteScripts, ScriptRun, run_json
 
 HF_ENV = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HOME")
 
@@ -95,8 +95,11 @@ def parse_read(name: str, info: Mapping[str, Any], run: ScriptRun, host: str) ->
 
 
 async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, str],
-                       env: Mapping[str, str], cwd: str | None) -> dict[str, ConfigRead]:
-    """Read every named model's config.json in one script run (python3 on the host)."""
+                       env: Mapping[str, str], cwd: str | None, *,
+                       inside: Inside | None = None, python: str = "python3"
+                       ) -> dict[str, ConfigRead]:
+    """Read every named model's config.json in one script run: python3 on the host, or inside
+    the server's container with its interpreter (`python`), at the container's paths."""
     wanted = {k: v for k, v in models.items() if v}
     out = {k: ConfigRead(k, "", problem=f"no {k}: not configured and no running serve "
                                          f"process names one (pass --{k})")
@@ -105,8 +108,8 @@ async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, 
         return out
     hf_env = {k: v for k, v in env.items() if k in HF_ENV}
     items = {k: {"model": v, "env": hf_env, "cwd": cwd} for k, v in wanted.items()}
-    run = await run_json(host, scripts, "probe-configs", "python3", {"items": items},
-                         timeout=30)
+    run = await run_json(host, scripts, "probe-configs", python if inside else "python3",
+                         {"items": items}, timeout=30, inside=inside)
     for name, model in wanted.items():
         if run.data is None or not isinstance(run.data.get(name), Mapping):
             out[name] = ConfigRead(name, model, problem=f"cannot read the {name} config: "

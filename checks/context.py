@@ -13,7 +13,7 @@ from checks.references import Reference
 from console.hostclient.container_log import describe as describe_container_log
 from console.hostclient.discovery import EffectiveServe, Resolved
 from console.transport.host import Host
-from console.transport.remote_scripts import RemoteScripts
+from console.transport.remote_scripts import Inside, RemoteScripts
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,10 @@ class ChainContext:
     asked: Mapping[str, Any] = field(default_factory=dict)
     """The speculative config the launch asked for (command line, else `non-default args`)."""
     max_model_len: int | None = None
+    inside: Inside | None = None
+    """The server's container: every probe but the log's runs inside it (`docker exec`)."""
+    no_python: str = ""
+    """Why the container has no interpreter to probe with ("" when it has one)."""
 
 
 def log_label(ctx: ChainContext) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from checks import draftconfig as dc
 from console.transport.host import Host, HostError
+from console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # the pane shows a DraftDiff from the first frame; the chain's links,
     # profiles and references (pydantic models read from TOML) load when a diff is made
@@ -58,19 +59,38 @@ class DraftDiff:
     reference_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
     changes: tuple[Change, ...] = ()
     """What applying the reference (`a`) writes, in the draft's format."""
+    inside: str = ""
+    """Where `path` is when not on the host (`the docker container NAME`)."""
 
     @property
     def wrong(self) -> tuple[FieldRow, ...]:
         return tuple(r for r in self.rows if not r.ok)
 
 
-async def _read_json(host: Host, path: str) -> tuple[dict[str, Any] | None, str]:
+async def _read_inside(host: Host, inside: Inside, path: str) -> bytes:
+    """A file at the container's path (`docker exec NAME cat`), never the host's namesake."""
+    result = await host.run([inside.runtime, "exec", inside.ref, "cat", "--", path],
+                            timeout=30)
+    if not result.ok:
+        why = result.error_text.strip().splitlines()[-1:] or [f"exit {result.exit_status}"]
+        if "No such file" in why[0]:
+            raise FileNotFoundError(path)
+        if "Permission denied" in why[0]:
+            raise PermissionError(path)
+        raise HostError(f"{path} inside {inside.words}: {why[0][:300]}")
+    return result.stdout
+
+
+async def _read_json(host: Host, path: str, inside: Inside | None = None
+                     ) -> tuple[dict[str, Any] | None, str]:
+    where = f" (inside {inside.words})" if inside else ""
     try:
-        raw = await host.read_file(path, max_bytes=MAX_CONFIG_BYTES + 1)
+        raw = await _read_inside(host, inside, path) if inside else \
+            await host.read_file(path, max_bytes=MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        return None, f"{path}: no such file"
+        return None, f"{path}: no such file{where}"
     except PermissionError:
-        return None, f"{path}: permission denied"
+        return None, f"{path}: permission denied{where}"
     except HostError as exc:
         return None, str(exc)
     if len(raw) > MAX_CONFIG_BYTES:
@@ -213,9 +233,9 @@ def json_diff(draft: Mapping[str, Any], reference: Mapping[str, Any] | None) -> 
 
 
 async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_dir: str = "",
-                          reference: str = "") -> DraftDiff:
-    """Read the draft (and target) config on the host and compare. Never raises for bad
-    input: the DraftDiff carries the error."""
+                          reference: str = "", inside: Inside | None = None) -> DraftDiff:
+    """Read the draft (and target) config on the host, or inside the server's container at
+    its paths, and compare. Never raises for bad input: the DraftDiff carries the error."""
     from checks.links.config_correct import Finding, check_invariants
     from checks.profile import ProfileError
 
@@ -223,12 +243,12 @@ async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_d
         return DraftDiff(error="no draft model known: is vllm serve running with a "
                                "--speculative-config? (or pass --draft)")
     path = config_path(draft_dir)
-    draft, problem = await _read_json(host, path)
+    draft, problem = await _read_json(host, path, inside)
     if draft is None:
         return DraftDiff(path=path, error=problem)
     target = None
     if target_dir:
-        target, _ = await _read_json(host, config_path(target_dir))
+        target, _ = await _read_json(host, config_path(target_dir), inside)
     try:
         ref = pick_reference(profile, draft_dir, draft, reference)
     except ProfileError as exc:
@@ -238,7 +258,8 @@ async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_d
         findings = tuple(check_invariants(draft, target, spec))
     except (TypeError, ValueError, RecursionError) as exc:
         findings = (Finding("fail", "config", f"cannot check the invariants: {exc}"),)
-    return DraftDiff(path=path, reference=ref.name if ref else None,
+    return DraftDiff(path=path, inside=inside.words if inside else "",
+                     reference=ref.name if ref else None,
                      reference_source=ref.source if ref else "",
                      rows=compare(draft, ref.config if ref else None, spec.compare),
                      findings=findings, full_diff=json_diff(draft, ref.config if ref else None),
@@ -260,6 +281,9 @@ async def apply_reference(host: Host, diff: DraftDiff, fields: tuple[str, ...],
         raise HostError(diff.error or "no draft config to change")
     if not diff.reference_config:
         raise HostError("no reference for this drafter: nothing to apply (pass --reference)")
+    if diff.inside:  # the host path of the same name is another file, or none
+        raise HostError(f"{diff.path} is inside {diff.inside}: the console does not write "
+                        "files inside a container yet; edit it through its mount")
     original = await host.read_file(diff.path, max_bytes=MAX_CONFIG_BYTES)
     try:
         if json.loads(original.decode("utf-8")) != diff.draft:

@@ -71,9 +71,32 @@ class ServeSettings(_Overridable):
     `--url` with no HOST: the console on this URL alone, no SSH)."""
     unit: str = _override("UNIT")
     """A systemd unit: restart through systemctl instead of relaunching the process."""
+    container: str = _override("NAME|ID")
+    """The container whose main process is the server (pins it: no bare process is looked for)."""
+    runtime: str = _override("docker|podman", "docker")
+    """The container runtime's CLI on the host: docker, or podman (its Docker-compatible CLI)."""
     stall_s: float = Field(default=30.0, gt=0, allow_inf_nan=False,
                            json_schema_extra={"cli_metavar": "SECONDS"})
     """Requests running or waiting and no token generated for this long is a stalled engine."""
+
+
+    @field_validator("runtime")
+    @classmethod
+    def _a_known_runtime(cls, value: str) -> str:
+        # The value names a program the host runs: only these two.
+        if value not in RUNTIMES:
+            raise ValueError(f"must be one of {', '.join(RUNTIMES)}")
+        return value
+
+    @field_validator("container")
+    @classmethod
+    def _a_container_name(cls, value: str) -> str:
+        if value and (value.startswith("-") or any(c.isspace() for c in value)):
+            raise ValueError("must be a container's name or id")
+        return value
+
+
+RUNTIMES = ("docker", "podman")
 
 
 class GpuSettings(_Overridable):

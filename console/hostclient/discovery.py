@@ -410,7 +410,8 @@ async def resolve_serve(host: Host, settings: ServeSettings, *,
     """The serve process on `host` by the one rule (`console.hostside.discover`), and what else
     was found. Raises DiscoveryError when discovery itself cannot run."""
     scripts = scripts or RemoteScripts(host)
-    payload = {"match": settings.match.split(), "port": configured_port(settings.url)}
+    payload = {"match": settings.match.split(), "port": configured_port(settings.url),
+               "container": settings.container, "runtime": settings.runtime}
     run = await run_json(host, scripts, "discover", python, payload, timeout=30)
     if run.data is None:
         raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")

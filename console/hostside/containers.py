@@ -32,6 +32,8 @@ from .argv import matches
 from .wire import answer, read_params
 
 RUNTIME = "docker"
+RUNTIMES = ("docker", "podman")
+"""The CLIs the console runs (`serve.runtime`): nothing else is ever executed by name."""
 TIMEOUT_S = 20
 _INITS = ("docker-init", "tini", "dumb-init", "catatonit")
 _FIGHTING_POLICIES = ("always", "unless-stopped")
@@ -196,6 +198,26 @@ def restart_note(container: dict[str, Any]) -> str:
     return ""
 
 
+def pinned_one(ref: str, server_entry: Callable[[list[str]], bool], runtime: str = RUNTIME
+               ) -> list[tuple[dict[str, Any], list[str], bool]]:
+    """`serve.container`: that container (by name or id), when it runs a vLLM server as its
+    main process; else ContainersUnavailable saying why, in one line."""
+    running = running_ids(runtime)  # raises the socket's one line first
+    found = inspect([ref], runtime) if running else []
+    info = found[0] if found else None
+    if info is None or not (info.get("State") or {}).get("Running") or \
+            str(info.get("Id") or "") not in running:
+        state = "is not running" if info is not None or not running else "does not exist"
+        raise ContainersUnavailable(f"the container {ref} (serve.container) {state} "
+                                    f"({runtime} ps)")
+    argv = server_argv(main_argv(info), server_entry)
+    if argv is None:
+        raise ContainersUnavailable(f"the container {ref} (serve.container) does not run a "
+                                    "vLLM server as its main process: "
+                                    f"{' '.join(main_argv(info))[:200]}")
+    return [(info, argv, True)]
+
+
 def candidates(words: list[str], port: int | None,
                server_entry: Callable[[list[str]], bool],
                argv_port: Callable[[list[str]], int],
@@ -259,11 +281,13 @@ def serve_facts(table: Any, info: dict[str, Any], argv: list[str], matched: bool
 
 def find(facts: dict[str, Any], table: Any, words: list[str], port: int | None,
          server_entry: Callable[[list[str]], bool], argv_port: Callable[[list[str]], int],
-         runtime: str = RUNTIME) -> dict[str, Any]:
-    """Discovery's `facts` with the container's server in `serves` when one qualifies; when
-    the CLI cannot look, with `containers_problem` (the one line) instead."""
+         runtime: str = RUNTIME, pinned: str = "") -> dict[str, Any]:
+    """Discovery's `facts` with the container's server in `serves` when one qualifies (the
+    `pinned` one alone, when set); when the CLI cannot look, or the pinned container is no
+    server, with `containers_problem` (the one line) instead."""
     try:
-        found = candidates(words, port, server_entry, argv_port, runtime)
+        found = pinned_one(pinned, server_entry, runtime) if pinned else \
+            candidates(words, port, server_entry, argv_port, runtime)
     except ContainersUnavailable as exc:
         return {**facts, "containers_problem": str(exc)}
     if not found:

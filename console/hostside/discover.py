@@ -391,11 +391,17 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     words = [w for w in params.get("match", []) if w]
     port = params.get("port")
     port = port if isinstance(port, int) and 0 < port < 65536 else None
+    runtime = params.get("runtime") or containers.RUNTIME
+    pinned = str(params.get("container") or "")
     table = _Table()
     facts = _processes(table, words, port)
-    if facts["serves"]:
+    if pinned:  # serve.container: that container's server, whatever runs bare
+        facts = {**facts, "serves": [], "others": []}
+    elif facts["serves"]:
         return facts
-    return containers.find(facts, table, words, port, server_entry, argv_port)
+    return containers.find(facts, table, words, port, server_entry, argv_port,
+                           runtime=runtime if runtime in containers.RUNTIMES else
+                           containers.RUNTIME, pinned=pinned)
 
 
 def _processes(table: _Table, words: list[str], port: int | None) -> dict[str, Any]:

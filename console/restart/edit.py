@@ -95,12 +95,23 @@ def keep_secrets(new: tuple[str, ...], old: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def recreation_refused(plan: RestartPlan) -> str:
+    """Why a container's launch cannot be edited (yet): the edit needs it recreated."""
+    runtime, ref = (plan.container or ("docker", "?"))[:2]
+    return (f"the server runs in the {runtime} container {ref}: an edited launch recreates "
+            "the container, which the console does not do yet; nothing was stopped")
+
+
 def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (),
               url: str = "", match: str = "vllm serve") -> RestartPlan:
     """The plan with the person's changes (none: the plan as it is). `url` and `match` are
     the host entry's: the port to verify comes from the configured URL, else the new command
     line; a command line the entry's `match` no longer finds is refused (the console could not
     find the server it starts, nor restart it again)."""
+    if plan.container is not None:  # `docker restart` runs the container as it is
+        if env or argv:
+            raise RestartError(f"{plan.host}: {recreation_refused(plan)}")
+        return plan
     if plan.mode == "unit" and (env or argv):
         raise RestartError(f"{plan.host}: {plan.unit} is a systemd unit: its command and "
                            "environment are the unit's to change")

@@ -140,7 +140,8 @@ class RestartPlan(_Frozen):
     host: str
     """The host's name."""
     mode: str
-    """`process` (stop the tree, relaunch the command) or `unit` (systemctl)."""
+    """`process` (stop the tree, relaunch the command), `unit` (systemctl) or `container`
+    (`docker restart`: the server is the container's main process)."""
     command: str
     """The exact command line that will run (shell-quoted), or `systemctl restart UNIT`."""
     argv: tuple[str, ...] = ()
@@ -191,6 +192,8 @@ class RestartPlan(_Frozen):
     """Paths the relaunch needs (model, draft): checked before anything is stopped."""
     last_argv: tuple[str, ...] = ()
     """The last run's command line, when the person edited it (`console.restart.edit`)."""
+    container: tuple[str, str, str, str] | None = None
+    """In `container` mode: (runtime, name or id, id, restart policy)."""
     env_edits: tuple[tuple[str, str | None, str | None], ...] = ()
     """The person's environment changes: (name, the last run's value, the relaunch's), None
     for unset."""
@@ -198,6 +201,14 @@ class RestartPlan(_Frozen):
     def describe(self) -> str:
         """Several lines for the confirm dialog: what stops, what starts, where it logs."""
         lines = []
+        if self.mode == "container":
+            names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
+            lines.append(f"{self.command}: the container stops ({names}: SIGTERM, then "
+                         "SIGKILL) and starts again as it is (same image, command, mounts)")
+            lines.append(f"ready: its new server owns port {self.port} and answers"
+                         if self.port else "ready: its new server answers")
+            lines.extend(f"note: {n}" for n in self.notes)
+            return "\n".join(lines)
         if self.mode == "unit":
             lines.append(f"systemctl{' --user' if self.user_unit else ''} stop/start "
                          f"{self.unit}")

@@ -113,14 +113,8 @@ async def _resolve(host: Host, config: HostConfig, python: str,
                                "no vLLM server of this user: nothing was stopped")
         return found, python
     python = config.serve.python or serve.python or python
-    if serve.container is not None:
-        # Signalling its main process would end the container, and the relaunch would start
-        # the container's command line on the host. Restarting through the runtime is to come.
-        raise RestartError(f"{host.name}: the server is the main process of the "
-                           f"{serve.container.runtime} container {serve.container.ref}: the "
-                           "console cannot restart a container yet; nothing was stopped "
-                           f"(`{serve.container.runtime} restart {serve.container.ref}` on the "
-                           "host restarts it as it is)")
+    if serve.container is not None:  # the runtime restarts it: see _container_plan
+        return found, python
     if serve.supervisor:
         raise RestartError(f"{host.name}: the server pid {serve.pid} is supervised "
                            f"({serve.supervisor}): restarting belongs to it; a restart here "
@@ -211,6 +205,8 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     private = posixpath.dirname(bundle)
     found, python = await _resolve(host, config, config.serve.python or "python3", scripts)
     serve = found.process
+    if serve is not None and serve.container is not None:
+        return _container_plan(host, config, found, trace=trace, bundle=bundle)
     pid = serve.pid if serve is not None else None
     notes = list(found.notes)
     key = last_key(host.name)
@@ -304,6 +300,49 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
         notes=tuple(notes), original_env=original, launch_env=new_env, python=python,
         bundle=bundle, hook_dir=hook_dir, last_key=key,
         inputs=relaunch_inputs(argv) if not unit else ())
+
+
+POLICY_NOTES = {
+    "always": "the daemon starts it again whenever it stops",
+    "unless-stopped": "the daemon starts it again whenever it stops, unless it was stopped "
+                      "by hand",
+}
+
+
+def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace: bool,
+                    bundle: str) -> RestartPlan:
+    """A server that is a container's main process restarts with its container, in place
+    (`docker restart`): signalling the process would end the container, and relaunching its
+    command line would start it on the host. A change (the trace hook, an edited launch)
+    needs the container recreated, which is not done yet."""
+    serve = found.process
+    assert serve is not None
+    assert serve.container is not None
+    box = serve.container
+    where = f"the {box.runtime} container {box.ref}"
+    if trace:
+        raise RestartError(f"{host.name}: the server runs in {where}: a traced restart "
+                           "recreates the container with the trace hook mounted, which the "
+                           "console does not do yet; nothing was stopped (restart without "
+                           "--trace restarts it as it is)")
+    notes = list(found.notes)
+    policy = box.restart_policy or "no"
+    if policy in POLICY_NOTES:
+        notes.append(f"restart policy {policy}: {POLICY_NOTES[policy]}; `{box.runtime} "
+                     "restart` is still what restarts it now (the daemon does not fight it). "
+                     "If the new server exits and the daemon starts it again, that restart "
+                     "is the daemon's: this one is reported as failed, never as done")
+    url, port = server_address(config.serve.url, list(serve.argv))
+    name = (serve.argv[0].rsplit("/", 1)[-1] if serve.argv else "") or "server"
+    members = ((serve.pid, serve.start_ticks, name),
+               *((c.pid, 0, c.comm) for c in serve.children))
+    env = dict(serve.environ)
+    return RestartPlan(
+        host=host.name, mode="container", command=f"{box.runtime} restart {box.ref}",
+        argv=tuple(serve.argv), pid=serve.pid, start_ticks=serve.start_ticks,
+        user=serve.user, members=members, url=url, port=port, notes=tuple(notes),
+        original_env=env, launch_env=env, python="python3", bundle=bundle,
+        container=(box.runtime, box.ref, box.id, policy), last_key=last_key(host.name))
 
 
 def relaunch_inputs(argv: Sequence[str]) -> tuple[str, ...]:

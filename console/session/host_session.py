@@ -37,6 +37,7 @@ from console.telemetry.events import TelemetryEvent
 from console.telemetry.host_telemetry import HostTelemetry
 from console.telemetry.snapshot import HostSnapshot
 from console.transport.host import Host, HostError
+from console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # loaded with the chain
     from checks.links.runtime_activation import EngineLook
@@ -164,8 +165,11 @@ class HostSession:
     async def load_diff(self) -> DraftDiff:
         self.require(Capability.DRAFT_DIFF)
         draft, target = self._serve_paths()
+        container = self.snapshot.serve.container
+        # The server's paths are its container's: read there, never at the host's namesake.
+        inside = Inside(container.runtime, container.ref) if container is not None else None
         self.last_diff = await load_draft_diff(self.host, self.profile(), draft, target,
-                                               self.config.checks.reference)
+                                               self.config.checks.reference, inside=inside)
         return self.last_diff
 
     async def apply_reference(self) -> str:

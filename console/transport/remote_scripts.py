@@ -7,6 +7,8 @@ nothing the console puts there is readable by other users, and nothing is re-upl
 
 Every entry point runs as `PYTHON BUNDLE ENTRY`: `run_json` for one-shot answers (discovery,
 the probes, restart's queries), `python_line` for the long-lived streams (agent, follower).
+Inside a container (`Inside`), `run_json` runs the entry with the container's interpreter
+through `docker exec -i`, the bundle streamed in ahead of the parameters (`BOOT_INSIDE`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,49 @@ PACKAGE = "vllm_console_host"
 run under it and import vLLM beside it)."""
 _ROOT_MAIN = f"import sys\nfrom {PACKAGE}.__main__ import main\nsys.exit(main())\n".encode()
 SHOWN_PAYLOAD_MAX = 1500
+
+BOOT_INSIDE = (
+    "import io,sys,zipfile,importlib.abc,importlib.util\n"
+    "n=int(sys.stdin.buffer.readline());z=zipfile.ZipFile(io.BytesIO(sys.stdin.buffer.read(n)))\n"
+    "def f(b):\n"
+    " for n,p in ((b+'/__init__.py',True),(b+'.py',False)):\n"
+    "  if n in z.NameToInfo:return n,p\n"
+    "class B(importlib.abc.MetaPathFinder,importlib.abc.Loader):\n"
+    " def find_spec(s,name,path=None,target=None):\n"
+    "  h=f(name.replace('.','/'))\n"
+    "  return importlib.util.spec_from_loader(name,s,is_package=h[1]) if h else None\n"
+    " def create_module(s,spec):return None\n"
+    " def exec_module(s,m):\n"
+    "  n=f(m.__name__.replace('.','/'))[0]\n"
+    "  exec(compile(z.read(n),'<bundle>/'+n,'exec'),m.__dict__)\n"
+    "sys.meta_path.insert(0,B())\n"
+    f"from {PACKAGE}.__main__ import main\n"
+    "sys.exit(main())\n")
+"""Runs the bundle inside a container, from stdin: its size on one line, the zipapp, then the
+entry's parameters. Streamed rather than copied in (`docker cp`): nothing is written inside
+the container (a read-only root file system, or no writable /tmp, still works), nothing is
+left behind there, and the host's installed bundle is the one that runs; imported from memory
+because zipimport reads only files."""
+
+# The container's own interpreter: the one its server's entry point names (its `#!` line, or
+# `env NAME` on PATH), else python3; found by the container's `sh`.
+_PYTHON_INSIDE = (
+    'e=$1; case "${e##*/}" in python*) command -v "$e"; exit;; esac; '
+    's=$(command -v "$e") && IFS= read -r l < "$s" && case "$l" in "#!"*python*) '
+    'set -- ${l#??}; if [ "${1##*/}" = env ]; then shift; command -v "$1"; else echo "$1"; fi; '
+    'exit;; esac; command -v python3')
+
+
+@dataclass(frozen=True)
+class Inside:
+    """A container the entry runs inside (`docker exec`), by its runtime's CLI on the host."""
+
+    runtime: str
+    ref: str
+
+    @property
+    def words(self) -> str:
+        return f"the {self.runtime} container {self.ref}"
 
 
 def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
@@ -155,7 +200,10 @@ def parse_answer(stdout: str) -> dict[str, Any] | None:
 def shown_command(interpreter: str, bundle: str, entry: str, args: Sequence[str] = (),
                   payload: Mapping[str, Any] | None = None) -> str:
     """The command as a person would re-run it (payload shown inline, cut when huge)."""
-    line = quote_argv([interpreter, bundle, entry, *args])
+    return _shown_with(payload, quote_argv([interpreter, bundle, entry, *args]))
+
+
+def _shown_with(payload: Mapping[str, Any] | None, line: str) -> str:
     if payload is None:
         return line
     body = json.dumps(payload, separators=(",", ":"))
@@ -169,32 +217,65 @@ def _last_line(text: str) -> str:
     return lines[-1][:500] if lines else ""
 
 
+def inside_line(inside: Inside, bundle: str, interpreter: str, entry: str,
+                args: Sequence[str] = ()) -> str:
+    """The shell line that runs `entry` inside the container: the host's bundle, then this
+    line's own stdin (the parameters), into `docker exec -i`."""
+    exec_argv = [inside.runtime, "exec", "-i", inside.ref, interpreter, "-c", BOOT_INSIDE,
+                 entry, *args]
+    return (f"{{ wc -c < {shlex.quote(bundle)} && cat {shlex.quote(bundle)} && cat; }} | "
+            f"{quote_argv(exec_argv)}")
+
+
+async def python_inside(host: Host, inside: Inside, entry_point: str,
+                        timeout: float = 30.0) -> tuple[str, str]:
+    """The container's own interpreter for a server started by `entry_point` (its path in
+    the container), and "" or why there is none (one line)."""
+    argv = [inside.runtime, "exec", inside.ref, "sh", "-c", _PYTHON_INSIDE, "sh", entry_point]
+    try:
+        result = await host.run(argv, timeout=timeout)
+    except HostError as exc:
+        return "", f"cannot look inside {inside.words} on {host.name}: {_reason(exc)}"
+    found = _last_line(result.text)
+    if result.ok and found.startswith("/"):
+        return found, ""
+    why = _last_line(result.error_text) or "no python3 there"
+    return "", f"no interpreter found inside {inside.words} for {entry_point}: {why}"
+
+
 async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: str,
                    payload: Mapping[str, Any] | None = None, *, args: Sequence[str] = (),
-                   timeout: float = 60.0, env: Mapping[str, str] | None = None) -> ScriptRun:
+                   timeout: float = 60.0, env: Mapping[str, str] | None = None,
+                   inside: Inside | None = None) -> ScriptRun:
     """Run `entry` of the bundle with `interpreter` (installing the bundle first if need be) and
-    read its JSON answer. Whatever goes wrong (the interpreter missing or too old, the link
-    dropping, a timeout, a crash, output that is no JSON) comes back as `ScriptRun.error` in
-    one line, never as an exception."""
+    read its JSON answer; with `inside`, the interpreter is the container's and the entry
+    runs there (`env` is then the container's own). Whatever goes wrong (the interpreter
+    missing or too old, the link dropping, a timeout, a crash, output that is no JSON) comes
+    back as `ScriptRun.error` in one line, never as an exception."""
     try:
         bundle = await scripts.bundle()
     except HostError as exc:
         return ScriptRun(f"{interpreter} {entry}", None, link_failed=True,
                          error=f"{entry} did not run on {host.name}: {_reason(exc)}")
+    line: Sequence[str] | str = [interpreter, bundle, entry, *args]
     command = shown_command(interpreter, bundle, entry, args, payload)
+    where = f"on {host.name}"
+    if inside is not None:
+        line = inside_line(inside, bundle, interpreter, entry, args)
+        command = _shown_with(payload, line)
+        where, env = f"inside {inside.words} on {host.name}", None
     try:
-        result = await host.run([interpreter, bundle, entry, *args],
-                                input=json.dumps(payload or {}).encode(), timeout=timeout,
-                                env=env)
+        result = await host.run(line, input=json.dumps(payload or {}).encode(),
+                                timeout=timeout, env=env)
     except HostError as exc:
         return ScriptRun(command, None, link_failed=True,
-                         error=f"{entry} did not run on {host.name}: {_reason(exc)}")
+                         error=f"{entry} did not run {where}: {_reason(exc)}")
     stderr = result.error_text
     if result.exit_status == 127:
-        return ScriptRun(command, 127, error=f"{interpreter}: not found on {host.name}",
+        return ScriptRun(command, 127, error=f"{interpreter}: not found {where}",
                          stderr=stderr)
     if result.exit_status == 126:
-        return ScriptRun(command, 126, error=f"{interpreter}: not executable on {host.name}",
+        return ScriptRun(command, 126, error=f"{interpreter}: not executable {where}",
                          stderr=stderr)
     data = parse_answer(result.text)
     if result.exit_status == TOO_OLD_EXIT and data is not None and data.get("too_old"):

@@ -49,12 +49,30 @@ def test_each_option_lands_in_the_setting_it_overrides(tmp_path: Path) -> None:
     hosts.write_text('[hosts.gpu1]\nssh = "u@h"\n[hosts.gpu1.serve]\nlog = "/from/file"\n')
     for command in HOST_COMMANDS:
         for name, *_ in overrides():
-            value: object = 7.5 if override_type(name) is float else f"/cli/{name}"
+            value: object = 7.5 if override_type(name) is float else \
+                "podman" if name == "runtime" else f"/cli/{name}"
             config = config_from([command, "gpu1", "--config", str(hosts),
                                   f"--{name.replace('_', '-')}", str(value)])
             sections = (config.serve, config.gpu, config.checks)
             assert [getattr(s, name) for s in sections if hasattr(s, name)] == [value]
     assert config_from(["status", "gpu1", "--config", str(hosts)]).serve.log == "/from/file"
+
+
+def test_a_container_runtime_is_docker_or_podman_and_nothing_else(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve.runtime` names the program the host runs: any other word is refused, in one
+    line, on the command line and in the hosts file alike."""
+    assert config_from(["status", "h", "--runtime", "podman"]).serve.runtime == "podman"
+    assert config_from(["status", "h"]).serve.runtime == "docker"
+    assert main(["status", "h", "--runtime", "sh -c id"]) == 2
+    err = capsys.readouterr().err
+    assert "runtime" in err
+    assert "must be one of docker, podman" in err
+    assert "Traceback" not in err
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[hosts.gpu1]\nssh = "u@h"\n[hosts.gpu1.serve]\ncontainer = "-v"\n')
+    assert main(["status", "gpu1", "--config", str(hosts)]) == 2
+    assert "must be a container's name or id" in capsys.readouterr().err
 
 
 def test_the_host_options_land_in_the_host_config(tmp_path: Path) -> None:

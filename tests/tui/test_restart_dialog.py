@@ -122,3 +122,40 @@ async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edite
             assert environ(pid)["VLLM_USE_V2_MODEL_RUNNER"] == "1"
     finally:
         stop(tree, timeout=5)
+
+
+async def test_a_containers_restart_dialog_says_docker_restart_and_refuses_an_edit() -> None:
+    """`r` on a containerised server: the dialog says `docker restart NAME` and what it does,
+    offers no edit, and `e` says in one line why (an edit recreates the container)."""
+    from textual.app import App
+
+    from console.restart import RestartPlan
+    from console.restart.edit import edit_plan, parse_argv, parse_env
+
+    plan = RestartPlan(host="box", mode="container", command="docker restart vllm-box",
+                       pid=4242, members=((4242, 1, "vllm"),), port=8000,
+                       url="http://127.0.0.1:8000",
+                       container=("docker", "vllm-box", "abc123", "always"),
+                       notes=("restart policy always: the daemon starts it again whenever "
+                              "it stops",))
+
+    def editor(plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
+        # As the session's: the dialog's fields parsed, then console.restart.edit.
+        return edit_plan(plan, env=parse_env(env), argv=parse_argv(argv) if argv else ())
+
+    dialog = RestartScreen("Restart vllm serve on box", plan, editor)
+    app: App[None] = App()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(dialog)
+        await pilot.pause(0.2)
+        text = body(app)  # type: ignore[arg-type]
+        assert "docker restart vllm-box: the container stops" in text
+        assert "ready: its new server owns port 8000 and answers" in text
+        assert "note: restart policy always" in text
+        assert not dialog.query("#edit")
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        assert "an edited launch recreates the container" in dialog.error
+        await pilot.click("#confirm")
+        await pilot.pause(0.1)
+        assert app.screen is dialog  # never confirmed with the refusal showing

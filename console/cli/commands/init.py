@@ -34,6 +34,8 @@ TEMPLATE = """\
 # match = "vllm serve"              # how to find the serve process (never another user's)
 # url = "http://127.0.0.1:8000"     # /health, /metrics, /v1/models (through the SSH link)
 # unit = ""                         # a systemd unit: restart through systemctl instead
+# container = ""                    # pin the container whose main process is the server
+# runtime = "docker"                # or "podman" (its Docker-compatible CLI)
 # stall_s = 30                      # requests in flight, no token this long: engine stalled
 #
 # [hosts.gpu1.gpu]

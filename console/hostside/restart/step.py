@@ -34,6 +34,8 @@ from ..procfs import (
     user_name,
 )
 from ..vocabulary import RESTART_MARKER
+from . import container as container_restart
+from .container import ContainerFailed
 from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
 from .status import StatusFile, take_lock, write_private
 from .stop import StopFailed, describe, stop_tree, verified_tree
@@ -388,6 +390,12 @@ def run(plan_path: str) -> int:
     _sweep(os.path.dirname(paths["status"]))
     t = plan["timeouts"]
     try:
+        if plan.get("mode") == "container":
+            with bounded("container restart", container_restart.wait_s(plan)):
+                container_restart.run(plan, status,
+                                      lambda: os.path.exists(paths["status"] + ".left"),
+                                      api_key_of(plan.get("argv") or [], plan.get("env") or {}))
+            return 0
         with bounded("check", 60):
             _regular_log(plan, status)
             _preflight(plan)
@@ -397,7 +405,7 @@ def run(plan_path: str) -> int:
         with bounded("relaunch", float(t["startup"]) + 300):
             _relaunch(plan, status, paths)
         return 0
-    except (StepFailed, StopFailed) as exc:
+    except (StepFailed, StopFailed, ContainerFailed) as exc:
         status.write("failed", str(exc), final=True, outcome="error", ok=False)
         return 1
     except Exception as exc:  # a bug here must still end the status file with a reason
