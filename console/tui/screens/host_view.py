@@ -50,6 +50,11 @@ if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
 COMPACT_BELOW = (120, 40)
 """Columns, rows: below either, the compact layout."""
 TALL_FROM = 60
+SERVING_FULL_FROM = 46
+"""Rows from which the serving strip has its three lines (below: one, as in the compact
+layout, so the log keeps its rows at 120x40)."""
+SERVING_TRENDS_FROM = 50
+"""Rows from which the serving strip adds a line of trends (sparklines)."""
 """Rows from which checklist summaries wrap over several lines instead of being cut."""
 PANES = {"1": ("gpus", "GPUs"), "2": ("spec", "speculative decoding"),
          "3": ("checklist", "checklist"), "4": ("config-tabs", "draft diff / engine config"),
@@ -172,12 +177,16 @@ class HostView(Screen[None]):
         width, height = self.size
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         tall = not compact and height >= TALL_FROM
+        short = not compact and height < SERVING_FULL_FROM
+        roomy = not compact and height >= SERVING_TRENDS_FROM
         self.set_class(compact, "-compact")
         self.set_class(tall, "-tall")
+        self.set_class(short, "-short")
+        self.set_class(roomy, "-roomy")
         self._show_staleness()  # the pane subtitles: the compact hint or the data's age
         self.spec.compact = compact
         self.header.compact = compact
-        self.serving.compact = compact
+        self.serving.rows = 1 if compact or short else 4 if roomy else 3
         self.checklist.detail_lines = 0 if compact else 3 if tall else 1
 
     @property
