@@ -1,5 +1,7 @@
-"""What one host's screen shows: header, GPUs, spec decode, checklist, draft diff / engine
-config, log (`HostView`; `HostScreen` in `host.py` adds the host's actions).
+"""What one host's screen shows: header, serving strip, GPUs, spec decode, checklist, draft
+diff / engine config, log (`HostView`; `HostScreen` in `host.py` adds the host's actions). On a
+session that reaches the server alone (URL only), the panes that need the host give their room
+to the strip and the spec pane, and one line says they need SSH.
 
 The view owns its host's state: the app routes every telemetry event of the host to
 `show(snapshot, event)`, mounted or not (a host behind the fleet table keeps its history), and
