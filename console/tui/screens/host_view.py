@@ -224,6 +224,9 @@ class HostView(Screen[None]):
             self._serve_text = f"serve: {event.status.text}"
         elif isinstance(event, ev.ReadinessChanged) and self._serve_summary is not None:
             self._serve_text = self._serve_summary()  # URL-only: what this view is
+        if isinstance(event, ev.LoadSampled | ev.ServingChanged | ev.SpecDecodeUpdated):
+            # The server's own figures: what a URL-only screen shows, aged like the rest.
+            self._last_data_at = time.monotonic()
         if isinstance(event, _SERVING_EVENTS):
             self._serving_figures.take(snap)
             self._serving = self._serving_figures.view()
