@@ -263,15 +263,18 @@ class UrlTelemetry(HostTelemetry):
             at=now, source="metrics"))
 
     def summary(self) -> str:
-        """The header's line: what this view is, the engine's version and the model."""
+        """The header's line: what this view is, the model and the engine's version."""
         parts = [f"URL only: {self.source.base}"]
-        if self.version:
-            parts.append(f"vLLM {self.version}")
         models = self._snapshot.readiness.models
         if models:
-            parts.append(", ".join(models))
+            # A model served from a path is named by its last part: the header has room
+            # for a name, not a directory (what needs SSH is said on its own line).
+            parts.append(", ".join(m.rstrip("/").rsplit("/", 1)[-1] if m.startswith("/")
+                                   else m for m in models))
+        if self.version:
+            parts.append(f"vLLM {self.version}")
         # The server's words (model ids, version) are data: controls made inert.
-        return safe_text(" · ".join(parts), 300) + " · GPU, log, checks, restart need SSH"
+        return safe_text(" · ".join(parts), 300)
 
 
 class UrlSession(HostSession):

@@ -82,7 +82,8 @@ async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> N
     summary = session.url_telemetry.summary()
     assert f"URL only: {server}" in summary
     assert "vLLM " in summary
-    assert "need SSH" in summary
+    model = snap.readiness.models[0]
+    assert model.rstrip("/").rsplit("/", 1)[-1] in summary  # a path: its last part
     # `status --json`-shaped picture: what needs the host is null, not invented.
     status = snap.status_json()
     assert status["gpus"] == []
@@ -258,7 +259,7 @@ async def test_an_outage_dims_the_url_screen_and_says_how_old(tmp_path: Path,
     metrics badge loses its green."""
     from console.telemetry.host_telemetry import TelemetryOptions
     from console.tui.app import ConsoleApp
-    from tests.app_support import wait_until
+    from tests.app_support import screen_text, wait_until
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     tree = materialise("healthy", tmp_path / "h", port=free_port(), startup_s=0.5,
@@ -277,6 +278,10 @@ async def test_an_outage_dims_the_url_screen_and_says_how_old(tmp_path: Path,
             screen = app.screen_for("gpu-a")
             assert screen is not None
             assert not screen.header.stale
+            # At 160 columns the header names the model (a path: its last part).
+            model = session.snapshot.readiness.models[0].rsplit("/", 1)[-1]
+            await wait_until(pilot, lambda: model in screen_text(app).splitlines()[0], 10,
+                             "the model in the header")
             stop(proc, timeout=5)
             await wait_until(pilot, lambda: screen.header.stale, 15, "the outage")
             assert screen.serving.view.running is not None  # the figures stay, marked old
