@@ -69,9 +69,15 @@ def describe_duration(seconds: float) -> str:
     return f"{seconds // 60} min" if seconds < 7200 else f"{seconds // 3600} h"
 
 
+def age_step(seconds: float) -> int:
+    """An age as the strip shows it: in 5 s steps below a minute, then whole minutes, so a
+    screen left alone is not redrawn every second for its ages (`ServingView` holds these)."""
+    seconds = max(0, int(seconds))
+    return seconds // 5 * 5 if seconds < 60 else seconds // 60 * 60
+
+
 def describe_age(seconds: int | None) -> str:
-    """Ages move in 5 s steps (a figure 12 s old reads `10 s ago`): a screen left alone is
-    not redrawn every second for them."""
+    """`<5 s ago`, `10 s ago`, `2 min ago` (of an `age_step`)."""
     if seconds is None:
         return "none yet"
     if seconds < 5:

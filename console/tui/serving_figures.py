@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from widgets.serving_strip import ServingView
+from widgets.serving_strip import ServingView, age_step
 
 if TYPE_CHECKING:
     from console.telemetry.snapshot import HostSnapshot
@@ -70,11 +70,11 @@ class ServingFigures:
         serving, load = snap.serving, snap.load
 
         def age(at: float | None) -> int | None:
-            return None if not at or not self._host_now else max(0, int(now - at))
+            return None if not at or not self._host_now else age_step(now - at)
 
         since: int | None = None
         if engine == "stalled" and serving.stalled_since is not None:
-            since = age(serving.stalled_since)
+            since = max(0, int(now - serving.stalled_since))
         elif engine == "dead" and self._dead_since is not None:
             since = int(time.monotonic() - self._dead_since)
         view = ServingView(engine=engine, engine_reason=reason, engine_for_s=since,

@@ -101,3 +101,11 @@ async def test_a_sample_after_ones_that_changed_nothing_is_shown() -> None:
             await pilot.pause(0.3)
             gpu1 = next(line for line in screen_text(app).splitlines() if "GPU1" in line)
             assert f"{watts:.0f}W" in gpu1, gpu1
+
+
+async def test_the_serving_strip_left_alone_draws_nothing_while_its_ages_hold() -> None:
+    """Its ages move in 5 s steps: the seconds between draw no frame."""
+    async with settled() as (app, pilot, frames):
+        await pilot.pause(2.5)
+        assert "[log · <5 s ago]" in screen_text(app)
+        assert frames.count == 0

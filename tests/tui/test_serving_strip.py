@@ -148,3 +148,12 @@ async def test_at_80x24_the_strip_is_one_line(stalled: Served) -> None:
         assert "p99 TTFT " in strip
         assert " e2e " in strip
         assert "engine stalled" in lines[0]  # the header too, without the reason
+
+
+def test_ages_move_in_steps_so_an_idle_screen_is_not_redrawn_each_second() -> None:
+    from widgets.serving_strip import age_step, describe_age
+
+    assert [age_step(s) for s in (0, 4.9, 5, 12, 59, 61, 185)] == [0, 0, 5, 10, 55, 60, 180]
+    assert [describe_age(age_step(s)) for s in (3, 12, 185)] == ["<5 s ago", "10 s ago",
+                                                                 "3 min ago"]
+    assert describe_age(None) == "none yet"
