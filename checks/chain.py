@@ -37,6 +37,7 @@ from checks.profile import Profile, ProfileError, load_profile, method_family
 from checks.references import Reference, choose_reference
 from checks.rootcause import broken_link, root_cause
 from console.hostclient.discovery import (
+    ChildProcess,
     Resolved,
     ServeArgs,
     configured_port,
@@ -49,7 +50,7 @@ from console.settings import ServeSettings
 from console.telemetry.http import ServeUrl, http_get
 from console.telemetry.logclock import LogClock
 from console.telemetry.oneshot import look_at_serving
-from console.telemetry.serving import engine_verdict
+from console.telemetry.serving import ServingStatus, engine_verdict
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import (
     Inside,
@@ -186,20 +187,39 @@ class _Probes:
 
 async def _look_at_engine(ctx: ChainContext, stall_s: float) -> EngineLook | None:
     """`/health`, then `/metrics` until a token comes or `stall_s` passes (a busy engine is
-    seen making progress within a second or two; a hung one takes `stall_s` to prove)."""
+    seen making progress within a second or two; a hung one takes `stall_s` to prove). A
+    server that answers `/health` with an error (so past start-up, and unwell) with no
+    EngineCore process left below it is `dead`. None: the server does not answer `/health`
+    (starting, or gone: the log tells which)."""
     url = ServeUrl.parse(ctx.serve.url.value or "")
     if url is None:
         return None
     health = await http_get(ctx.host, url, "/health")
+    proc = ctx.serve.process
+    engines = None if proc is None else [c for c in proc.children if _is_engine_core(c)]
+    tree = "" if proc is None else f"; below pid {proc.pid}: " + (
+        ", ".join(f"{c.pid} {c.comm}" for c in engines[:4]) if engines else "no EngineCore")
+    answered = f"/health: {health.status or health.error}"
+    if engines == [] and health.status is not None and not health.ok:
+        # 200 with no EngineCore is an engine inside the API server (vLLM's V0): not dead.
+        state, reason = engine_verdict(ServingStatus(), api_alive=True, engine_dead_line=None,
+                                       engine_procs=0, started=True)
+        return EngineLook(state.value, reason, f"GET {url.base}/health, and the serve "
+                          "process's tree (/proc)", answered + tree)
     if not health.ok:
         return None
     look = await look_at_serving(ctx.host, url, stall_s=stall_s, clock=LogClock(), settle_s=0.0)
-    status = look.status
-    state, reason = engine_verdict(status, api_alive=True if ctx.serve.process else None,
+    state, reason = engine_verdict(look.status, api_alive=True if proc else None,
                                    engine_dead_line=None, engine_procs=None, started=True)
-    excerpt = f"/health: 200 (vLLM answers it while its engine hangs); stall time {stall_s:g} s"
+    excerpt = f"{answered} (vLLM answers it while its engine hangs); stall time " \
+              f"{stall_s:g} s{tree}"
     return EngineLook(state.value, reason, f"GET {look.url}/metrics ({look.scrapes} scrape"
                       f"{'s' if look.scrapes > 1 else ''}, about a second apart)", excerpt)
+
+
+def _is_engine_core(child: ChildProcess) -> bool:
+    """vLLM renames its engine process `VLLM::EngineCore` (cut to 15 bytes in comm)."""
+    return "EngineCor" in child.comm or "EngineCore" in child.cmdline
 
 
 async def _inside(ctx: ChainContext) -> ChainContext:

@@ -1,8 +1,9 @@
 """The serving strip: is the server serving, and how fast. Requests running and waiting,
 prompt and generation tokens/s, KV-cache use, prefix-cache hits, TTFT/ITL/e2e/queue p50 and
 p99 over the recent window, preemptions and outcomes, and the engine's state, each group of
-figures with its source (the log's stat line or `/metrics`) and its age. Three lines in the
-wide layout; one in the compact one. A missing figure is `?`, never zero."""
+figures with its source (the log's stat line or `/metrics`) and its age. One line in the compact
+layout and on short terminals, three in the wide one, and from 50 rows a fourth with the
+figures' recent trend (sparklines). A missing figure is `?`, never zero."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from widgets.gpu_pane import sparkline
 from widgets.status import STATUS_CLASSES, status_style
 
 ENGINE_STATUS = {"ok": "ok", "idle": "unknown", "stalled": "fail", "dead": "fail",
@@ -45,6 +47,8 @@ class ServingView:
     window_s: float | None = None
     requests: Mapping[str, Any] | None = None
     serving_age_s: int | None = None
+    trends: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """(what, recent values, oldest first): generation tok/s, running, TTFT p99."""
 
     @property
     def alarm(self) -> bool:
@@ -104,7 +108,8 @@ class ServingStrip(Widget):
     COMPONENT_CLASSES = STATUS_CLASSES
 
     view: reactive[ServingView] = reactive(ServingView)
-    compact: reactive[bool] = reactive(False)
+    rows: reactive[int] = reactive(3)
+    """1: the one-line form (compact layout, short terminals); 3; 4: with the trends."""
 
     def _engine(self, view: ServingView) -> Text:
         colour = status_style(self, ENGINE_STATUS.get(view.engine, "unknown"))
@@ -115,7 +120,27 @@ class ServingStrip(Widget):
 
     def render(self) -> Text | Group:
         view = self.view
-        return self._one_line(view) if self.compact else Group(*self._lines(view))
+        if self.rows < 3:
+            return self._one_line(view)
+        lines = self._lines(view)
+        if self.rows >= 4:
+            lines.append(self._trends(view))
+        return Group(*lines)
+
+    def _trends(self, view: ServingView) -> Text:
+        """Each trend scaled to its own highest value (a sparkline says the shape)."""
+        text = Text("trend ", style="bold")
+        width = max(8, min(40, (self.size.width - 60) // max(1, len(view.trends))))
+        if not view.trends:
+            text.append("(builds up with each figure)", style=Style(dim=True))
+        for i, (name, values) in enumerate(view.trends):
+            top = max(values, default=0.0)
+            shown = sparkline([100 * v / top if top > 0 else 0.0 for v in values], width)
+            text.append(("   " if i else "") + f"{name} ")
+            text.append(shown or "·", style=status_style(self, "accent"))
+            if values:
+                text.append(f" {values[-1]:.3g}", style=Style(dim=True))
+        return text
 
     def _lines(self, view: ServingView) -> list[Text]:
         dim = Style(dim=True)

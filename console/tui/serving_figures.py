@@ -4,6 +4,7 @@ between events (the view asks again on its 1 s tick; an unchanged view draws not
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,10 @@ from widgets.serving_strip import ServingView
 
 if TYPE_CHECKING:
     from console.telemetry.snapshot import HostSnapshot
+
+
+TRENDS = ("generation tok/s", "running", "TTFT p99 s")
+TREND_POINTS = 60
 
 
 class ServingFigures:
@@ -23,6 +28,10 @@ class ServingFigures:
         self._taken_at = 0.0
         self._dead_since: float | None = None
         self._engine: tuple[str, str] = ("unknown", "no /metrics scrape yet")
+        # The trends: one point per new figure (a scrape, a stat line), newest last.
+        self._trends: dict[str, deque[float]] = {name: deque(maxlen=TREND_POINTS)
+                                                 for name in TRENDS}
+        self._seen: dict[str, float] = {}
 
     def take(self, snap: HostSnapshot) -> None:
         """A newer snapshot (after an event that may change the serving picture)."""
@@ -31,12 +40,26 @@ class ServingFigures:
                  snap.sample.ts if snap.sample is not None else None]
         self._host_now = max([t for t in times if t], default=0.0)
         self._taken_at = time.monotonic()
+        self._add_points(snap)
         state, reason = snap.engine_state()
         self._engine = (state.value, reason)
         if state.value != "dead":
             self._dead_since = None
         elif self._dead_since is None:
             self._dead_since = self._taken_at
+
+    def _add_points(self, snap: HostSnapshot) -> None:
+        load, serving = snap.load, snap.serving
+        ttft = (serving.latency or {}).get("ttft_s")
+        points = {
+            "generation tok/s": (load.at if load else None,
+                                 load.generation_tps if load else None),
+            "running": (load.at if load else None, load.running if load else None),
+            "TTFT p99 s": (serving.at, ttft.get("p99") if ttft else None)}
+        for name, (at, value) in points.items():
+            if at and value is not None and self._seen.get(name) != at:
+                self._seen[name] = at
+                self._trends[name].append(float(value))
 
     def view(self) -> ServingView:
         snap = self._snap
@@ -58,7 +81,9 @@ class ServingFigures:
                            latency=serving.latency, window_s=serving.window_s,
                            requests=serving.requests,
                            serving_age_s=age(serving.at) if serving.latency is not None
-                           or serving.requests is not None else None)
+                           or serving.requests is not None else None,
+                           trends=tuple((name, tuple(points))
+                                        for name, points in self._trends.items() if points))
         if load is None:
             return view
         return replace(view, running=load.running, waiting=load.waiting,

@@ -5,6 +5,8 @@ real engine)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from checks import Status, run_chain
 from console.cli.commands.demo import demo_config
 from console.sim import SimTree, health
 from console.transport.local_host import LocalHost
+from tests.sim.test_sim_serve import engine_pids
 from tests.sim.test_sim_serving import serve, started  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.sim_servers
@@ -49,3 +52,22 @@ async def test_a_working_engine_leaves_runtime_activation_to_the_log(
     link = report.link("runtime-activation")
     assert link.status is Status.UNKNOWN, link.summary  # silence about SWA, as before
     assert link.details["engine"] in ("ok", "idle")  # between the sim's bursts: idle
+
+
+async def test_an_engine_killed_under_a_living_api_server_is_dead(
+        started: list, tmp_path: Path) -> None:  # noqa: F811
+    tree = serve(started, tmp_path, "healthy")
+    server = started[-1][1].pid
+    [engine] = engine_pids(server)
+    os.kill(engine, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while health(tree) == 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    report = await run_chain(LocalHost(), settings(tree), host_label="sim")
+    link = report.link("runtime-activation")
+    assert link.status is Status.FAIL, link.summary
+    assert link.details["engine"] == "dead", link.details
+    assert "no EngineCore process" in link.details["engine_reason"]
+    [evidence] = [e for e in link.evidence if e.probe == "serving"]
+    assert "/health: 503" in evidence.excerpt
+    assert f"below pid {server}: no EngineCore" in evidence.excerpt

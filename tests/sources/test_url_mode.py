@@ -248,3 +248,40 @@ def test_status_of_a_url_only_entry_prints_what_the_url_tells(server: str,
     assert "needs SSH" in text.stdout
     assert "acceptance" in text.stdout
     assert KEY not in proc.stdout + text.stdout + proc.stderr + text.stderr
+
+
+async def test_an_outage_dims_the_url_screen_and_says_how_old(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """The SSH screen dims its panes when the link drops; the URL screen does the same when
+    the server stops answering: the figures stay, marked stale with their age, and the
+    metrics badge loses its green."""
+    from console.telemetry.host_telemetry import TelemetryOptions
+    from console.tui.app import ConsoleApp
+    from tests.app_support import wait_until
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    tree = materialise("healthy", tmp_path / "h", port=free_port(), startup_s=0.5,
+                       metrics_interval_s=0.3)
+    proc = start_sim(tree, "127.0.0.1")
+    try:
+        wait_http(f"{tree.url}/health")
+        session = url_session("gpu-a", tree.url, HostEntry(url=tree.url))
+        session.telemetry.options = TelemetryOptions(metrics_interval_s=0.5,
+                                                     health_interval_s=0.5)
+        app = ConsoleApp([session])
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_until(pilot, lambda: app.screen_for("gpu-a") is not None
+                             and app.screen_for("gpu-a").serving.view.engine == "ok", 30,
+                             "the serving figures")
+            screen = app.screen_for("gpu-a")
+            assert screen is not None
+            assert not screen.header.stale
+            stop(proc, timeout=5)
+            await wait_until(pilot, lambda: screen.header.stale, 15, "the outage")
+            assert screen.serving.view.running is not None  # the figures stay, marked old
+            assert screen.serving.border_subtitle.startswith("stale · last sample ")
+            assert screen.spec.border_subtitle.startswith("stale · last sample ")
+    finally:
+        stop(proc, timeout=5)
+        stop(tree, timeout=5)

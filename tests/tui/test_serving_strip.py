@@ -53,10 +53,10 @@ def stalled(tmp_path: Path, state_home: Path) -> Iterator[Served]:
     stop(served.tree, timeout=5)
 
 
-def strip_lines(app: ConsoleApp) -> list[str]:
+def strip_lines(app: ConsoleApp, rows: int = 3) -> list[str]:
     lines = screen_text(app).splitlines()
     start = next(i for i, line in enumerate(lines) if "Serving" in line)
-    return lines[start + 1:start + 4]
+    return lines[start + 1:start + 1 + rows]
 
 
 async def test_a_serving_host_shows_its_figures_with_source_and_age(healthy: Served) -> None:
@@ -86,6 +86,25 @@ async def test_a_serving_host_shows_its_figures_with_source_and_age(healthy: Ser
         assert "finished stop " in requests
         header = screen_text(healthy.app).splitlines()[0]
         assert "engine " not in header  # a serving engine is no news
+        # From 50 rows, a line of trends: each figure's recent values as a sparkline.
+        await wait_until(pilot, lambda: len(dict(healthy.screen().serving.view.trends)
+                                            .get("generation tok/s", ())) >= 3, 20, "points")
+        trend = strip_lines(healthy.app, 4)[3]
+        assert "trend generation tok/s " in trend
+        assert "running " in trend
+        assert "TTFT p99 s " in trend
+        assert sum(trend.count(c) for c in "▁▂▃▄▅▆▇█") >= 3
+
+
+async def test_a_short_terminal_keeps_the_strip_to_one_line(healthy: Served) -> None:
+    async with healthy.app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: healthy.screen().serving.view.engine == "ok", 30,
+                         "the engine serving")
+        [line, border] = strip_lines(healthy.app, 2)
+        assert "engine ok · " in line
+        assert "run/wait" in line
+        assert border.startswith("╰")
+        assert "Serve log" in screen_text(healthy.app)
 
 
 async def test_a_hung_engine_turns_the_header_red_with_how_long_and_why(

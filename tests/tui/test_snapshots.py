@@ -14,8 +14,8 @@ SIZE = (160, 50)
 def test_main_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     """You should see: the header (gpu1, connected), the serving strip (engine ok in green, 6
     running, KV 5.4%, prompt and generation tokens/s from the log; TTFT 210/800 ms, ITL, e2e,
-    queue p50/p99 over the last 58 s from metrics; preemptions 0 and finished by reason), two
-    GPUs (GPU0 busy, 125.7 GiB held by
+    queue p50/p99 over the last 58 s from metrics; preemptions 0 and finished by reason; a
+    trend line, one point each), two GPUs (GPU0 busy, 125.7 GiB held by
     VLLM::EngineCore_DP0), acceptance length 1.17 in the fail colour against ~6.4 expected with
     per-position rates, the checklist with runtime activation `unknown` in amber ("not proven:
     press R for a traced restart") and config correct `fail` in red (ROOT CAUSE), the draft

@@ -1,5 +1,7 @@
-"""What one host's screen shows: header, GPUs, spec decode, checklist, draft diff / engine
-config, log (`HostView`; `HostScreen` in `host.py` adds the host's actions).
+"""What one host's screen shows: header, serving strip, GPUs, spec decode, checklist, draft
+diff / engine config, log (`HostView`; `HostScreen` in `host.py` adds the host's actions). On a
+session that reaches the server alone (URL only), the panes that need the host give their room
+to the strip and the spec pane, and one line says they need SSH.
 
 The view owns its host's state: the app routes every telemetry event of the host to
 `show(snapshot, event)`, mounted or not (a host behind the fleet table keeps its history), and
@@ -50,6 +52,11 @@ if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
 COMPACT_BELOW = (120, 40)
 """Columns, rows: below either, the compact layout."""
 TALL_FROM = 60
+SERVING_FULL_FROM = 46
+"""Rows from which the serving strip has its three lines (below: one, as in the compact
+layout, so the log keeps its rows at 120x40)."""
+SERVING_TRENDS_FROM = 50
+"""Rows from which the serving strip adds a line of trends (sparklines)."""
 """Rows from which checklist summaries wrap over several lines instead of being cut."""
 PANES = {"1": ("gpus", "GPUs"), "2": ("spec", "speculative decoding"),
          "3": ("checklist", "checklist"), "4": ("config-tabs", "draft diff / engine config"),
@@ -172,12 +179,16 @@ class HostView(Screen[None]):
         width, height = self.size
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         tall = not compact and height >= TALL_FROM
+        short = not compact and height < SERVING_FULL_FROM
+        roomy = not compact and height >= SERVING_TRENDS_FROM
         self.set_class(compact, "-compact")
         self.set_class(tall, "-tall")
+        self.set_class(short, "-short")
+        self.set_class(roomy, "-roomy")
         self._show_staleness()  # the pane subtitles: the compact hint or the data's age
         self.spec.compact = compact
         self.header.compact = compact
-        self.serving.compact = compact
+        self.serving.rows = 1 if compact or short else 4 if roomy else 3
         self.checklist.detail_lines = 0 if compact else 3 if tall else 1
 
     @property
@@ -213,6 +224,9 @@ class HostView(Screen[None]):
             self._serve_text = f"serve: {event.status.text}"
         elif isinstance(event, ev.ReadinessChanged) and self._serve_summary is not None:
             self._serve_text = self._serve_summary()  # URL-only: what this view is
+        if isinstance(event, ev.LoadSampled | ev.ServingChanged | ev.SpecDecodeUpdated):
+            # The server's own figures: what a URL-only screen shows, aged like the rest.
+            self._last_data_at = time.monotonic()
         if isinstance(event, _SERVING_EVENTS):
             self._serving_figures.take(snap)
             self._serving = self._serving_figures.view()
