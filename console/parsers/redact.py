@@ -22,38 +22,41 @@ _FLAG = re.compile(r"--?([A-Za-z][\w\-]*)(=.*)?", re.DOTALL)
 
 
 def is_secret_key(key: object) -> bool:
-    """True when a mapping key or command-line flag name looks like it holds a secret. A bare
-    `key` is a name for something else (the fleet's row `key`, a cache key), not a secret:
-    `api_key`, `X-Api-Key` and `--api-key` are."""
+    """True when a mapping key or command-line flag name looks like it holds a secret."""
     if not isinstance(key, str):
         return False
     words = _WORD.findall(key[-200:])
-    if len(words) == 1 and words[0].lower() in ("key", "keys"):
-        return False
     return bool(words) and words[-1].lower() in _SECRET_WORDS
 
 
-def redact(obj: Any) -> Any:
+def redact(obj: Any, keep: frozenset[str] = frozenset(), *, texts: bool = False) -> Any:
     """Return a copy of `obj` with secret values replaced by `"<redacted>"`, at any depth.
 
     Mapping values under a secret-looking key are replaced (None stays None: "no secret" is
-    worth seeing). In lists of strings, `--api-key VALUE` and `--api-key=VALUE` are redacted too.
+    worth seeing), but for the names in `keep` (a document's own fields that only look like
+    secrets, e.g. `fleet --json`'s row `key`). In lists of strings, `--api-key VALUE` and
+    `--api-key=VALUE` are redacted too; with `texts`, every string as free text
+    (`redact_text`: a command line, a log line held in a field).
     """
-    return _redact(obj, 0)
+    return _redact(obj, 0, keep, texts)
 
 
-def _redact(obj: Any, depth: int) -> Any:
+def _redact(obj: Any, depth: int, keep: frozenset[str] = frozenset(),
+            texts: bool = False) -> Any:
     if depth > 100:
         return REDACTED  # too deep to inspect: hide it rather than risk showing a secret
     if isinstance(obj, dict):
         return {
-            k: (REDACTED if v is not None and is_secret_key(k) else _redact(v, depth + 1))
+            k: (REDACTED if v is not None and k not in keep and is_secret_key(k)
+                else _redact(v, depth + 1, keep, texts))
             for k, v in obj.items()
         }
     if isinstance(obj, list | tuple):
         items = _redact_argv(list(obj)) if all(isinstance(v, str) for v in obj) else obj
-        out = [_redact(v, depth + 1) for v in items]
+        out = [_redact(v, depth + 1, keep, texts) for v in items]
         return tuple(out) if isinstance(obj, tuple) else out
+    if texts and isinstance(obj, str):
+        return redact_text(obj, max(len(obj), 1))
     return obj
 
 

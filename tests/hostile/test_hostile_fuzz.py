@@ -273,11 +273,26 @@ def test_a_discovery_answer_of_the_wrong_shape_is_a_discovery_error(facts: dict[
     # is left as it is (output passes this rule again at the door).
     ('{"api_key": "sk-1", "hf_token": "<redacted>", "n": 2}',
      '{"api_key": "<redacted>", "hf_token": "<redacted>", "n": 2}'),
-    ('{"key": "127.0.0.1:8000", "X-Api-Key": "k1"}',
-     '{"key": "127.0.0.1:8000", "X-Api-Key": "<redacted>"}'),
 ])
 def test_redact_text_reaches_nested_pairs_and_keeps_quotes(line: str, shown: str) -> None:
-    """(Output passes the rule at the door: `fleet --json`'s row `key` is a name, not a
-    secret, and stays.)"""
     assert redact_text(line) == shown
     assert redact_text(shown) == shown
+
+
+def test_a_json_document_leaves_the_door_valid_with_its_names_and_no_secret(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--json` output passes the door as a structure: `fleet --json`'s row `key` (a host
+    label, only named like a secret) stays, a secret field and a command line in a string
+    are redacted, and the document is still JSON."""
+    import json
+
+    from console.cli.commands.common import emit_json
+
+    emit_json({"servers": [{"key": "10.0.0.5:8000", "api_key": "sk-door-1",
+                            "cmdline": "vllm serve m --api-key sk-door-2 --port 8000"}]})
+    out = capsys.readouterr().out
+    row = json.loads(out)["servers"][0]
+    assert row["key"] == "10.0.0.5:8000"
+    assert row["api_key"] == REDACTED
+    assert row["cmdline"] == "vllm serve m --api-key <redacted> --port 8000"
+    assert "sk-door" not in out

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,23 @@ def server(fixture: RealVllm, sshd: Sshd, name: str, speculative_config: str,
     return RealServer(fixture=fixture, directory=sshd.user_dir(f"real-{name}"),
                       port=free_port(), speculative_config=speculative_config,
                       user=sshd.user, **kwargs)
+
+
+@contextmanager
+def served(fixture: RealVllm, sshd: Sshd, folder: Path, name: str, speculative_config: str,
+           **kwargs: Any) -> Iterator[tuple[RealServer, Path]]:
+    """One started, ready server named `name` and a hosts file (in `folder`) whose entry
+    `name` reaches it through the real sshd; the whole tree stopped at the end."""
+    if sshd.proc is None:
+        sshd.start()
+    srv = server(fixture, sshd, name, speculative_config, **kwargs)
+    hosts = hosts_file(folder / "hosts.toml", sshd, {name: srv})
+    try:
+        srv.start()
+        srv.wait_ready()
+        yield srv, hosts
+    finally:
+        srv.stop()
 
 
 def hosts_file(path: Path, sshd: Sshd, entries: dict[str, RealServer],

@@ -20,7 +20,7 @@ import pytest
 
 from tests.fault_support import ctrl_c_once_launched
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
-from tests.real_vllm.support import cli, hosts_file, server
+from tests.real_vllm.support import cli, served
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(900)]
@@ -37,17 +37,9 @@ class Keyed:
 @pytest.fixture(scope="module")
 def keyed(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[Keyed]:
-    if sshd.proc is None:
-        sshd.start()
-    srv = server(real_vllm, sshd, "api-key", ngram_spec(2), extra_args=("--api-key", KEY))
-    hosts = hosts_file(tmp_path_factory.mktemp("real-api-key") / "hosts.toml", sshd,
-                       {"keyed": srv})
-    try:
-        srv.start()
-        srv.wait_ready()
+    with served(real_vllm, sshd, tmp_path_factory.mktemp("real-api-key"), "keyed",
+                ngram_spec(2), extra_args=("--api-key", KEY)) as (srv, hosts):
         yield Keyed(srv, hosts)
-    finally:
-        srv.stop()
 
 
 def test_a_keyed_server_restarts_and_is_ready_without_showing_its_key(keyed: Keyed) -> None:

@@ -27,7 +27,7 @@ import pytest
 from console.parsers.metrics import parse_metrics
 from console.parsers.serving import Histogram, histogram_delta, percentiles
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
-from tests.real_vllm.support import cli_json, hosts_file, scrape, server
+from tests.real_vllm.support import cli_json, scrape, served
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -117,17 +117,9 @@ class Traffic:
 @pytest.fixture(scope="module")
 def serving(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Serving]:
-    if sshd.proc is None:
-        sshd.start()
-    srv = server(real_vllm, sshd, "serving", ngram_spec(4))
-    hosts = hosts_file(tmp_path_factory.mktemp("real-serving") / "hosts.toml", sshd,
-                       {"serving": srv})
-    try:
-        srv.start()
-        srv.wait_ready()
+    with served(real_vllm, sshd, tmp_path_factory.mktemp("real-serving"), "serving",
+                ngram_spec(4)) as (srv, hosts):
         yield Serving(srv, hosts)
-    finally:
-        srv.stop()
 
 
 def engine_core(srv: RealServer) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from typing import TextIO
@@ -29,7 +28,7 @@ from checks import (
 )
 from checks.models import EXIT_UNKNOWN
 from console.cli.commands.common import EXPECTED as COMMON_EXPECTED
-from console.cli.commands.common import emit
+from console.cli.commands.common import emit, emit_json
 from console.output.display import safe_text
 from console.transport.connect import host_config_from_args, make_host
 
@@ -93,6 +92,8 @@ async def _check(args: argparse.Namespace) -> ChainReport:
 def run(args: argparse.Namespace) -> int:
     """Run the chain and print the result; the exit status per docs/design.md."""
     report = asyncio.run(_check(args))
-    emit(json.dumps(report.to_json(), indent=2) if getattr(args, "json", False) else
-         render(report, colour=_use_colour(sys.stdout)))
+    if getattr(args, "json", False):
+        emit_json(report.to_json())
+    else:
+        emit(render(report, colour=_use_colour(sys.stdout)))
     return report.exit_code

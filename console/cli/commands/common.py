@@ -8,18 +8,19 @@ are); anything else is a bug of ours, shown on one line that asks for a report.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import TextIO
 
 from console.output.messages import failure_line, one_line, reason
-from console.parsers.redact import redact_text
+from console.parsers.redact import redact, redact_text
 from console.settings import ConfigError
 from console.transport.host import HostError
 
 EXIT_COULD_NOT_RUN = 2
-__all__ = ["EXPECTED", "EXIT_COULD_NOT_RUN", "CommandError", "emit", "failure_line", "one_line",
-           "reason"]
+__all__ = ["EXPECTED", "EXIT_COULD_NOT_RUN", "CommandError", "emit", "emit_json", "failure_line",
+           "one_line", "reason"]
 
 
 class CommandError(Exception):
@@ -30,14 +31,27 @@ class CommandError(Exception):
 EXPECTED: tuple[type[BaseException], ...] = (CommandError, ConfigError, HostError, OSError)
 
 
+# Fields of the JSON documents (docs/json.md) whose names only look like secrets: `fleet
+# --json`'s row `key` is the host label's value (`10.0.0.5:8000`).
+NOT_SECRETS = frozenset({"key"})
+
+
+def emit_json(document: object) -> None:
+    """Print a JSON document (`--json`), secrets redacted as a structure (a secret-looking
+    field's value, and every string as free text), so that it stays valid JSON."""
+    _write(json.dumps(redact(document, NOT_SECRETS, texts=True), indent=2), sys.stdout)
+
+
 def emit(text: str, stream: TextIO | None = None) -> None:
     """Print `text`, secrets redacted; a reader that left (`status | head -1`) is not an
     error: the rest of the output goes nowhere and the command finishes with its own exit
     status."""
-    out = stream or sys.stdout
-    # The door every command's output passes: secret values are redacted here, whoever wrote
-    # the text (a plan, a host's answer, a look-alike's command line, JSON).
-    text = redact_text(text, max(len(text), 1))
+    # The door every command's output passes (this, or `emit_json`): secret values are
+    # redacted here, whoever wrote the text (a plan, a host's answer, a look-alike's argv).
+    _write(redact_text(text, max(len(text), 1)), stream or sys.stdout)
+
+
+def _write(text: str, out: TextIO) -> None:
     try:
         print(text, file=out, flush=True)
     except BrokenPipeError:

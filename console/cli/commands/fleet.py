@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.cli.commands.common import EXPECTED, CommandError, emit, one_line
+from console.cli.commands.common import EXPECTED, CommandError, emit, emit_json, one_line
 from console.cli.commands.tui import check_theme
 from console.settings import ConfigError, FleetSettings, HostsFile, load_hosts_file
 
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                                          profile=fleet.profile))
         mapped = hosts_by_label(hosts, [s.key for s in report.servers])
         report = report.with_hosts(mapped)
-        emit(json.dumps(report.to_json(), indent=2))
+        emit_json(report.to_json())
         if report.error:
             emit(f"vllm-console: {one_line(report.error)}", sys.stderr)
             return 2

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
-from console.cli.commands.common import emit
+from console.cli.commands.common import emit, emit_json
 from console.hostclient.container_log import describe as describe_container_log
 from console.output.display import safe_text
 from console.settings import HostEntry, load_hosts_file
@@ -177,6 +176,8 @@ async def _collect(args: argparse.Namespace) -> HostSnapshot:
 def run(args: argparse.Namespace) -> int:
     """Print one snapshot; 0 (`cli.main` says why, with 2, when it could not run)."""
     snap = asyncio.run(_collect(args))
-    emit(json.dumps(snap.status_json(), indent=2) if getattr(args, "json", False) else
-         render(snap, url_only=_url_only(args) is not None))
+    if getattr(args, "json", False):
+        emit_json(snap.status_json())
+    else:
+        emit(render(snap, url_only=_url_only(args) is not None))
     return 0
