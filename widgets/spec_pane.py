@@ -83,7 +83,11 @@ class SpecPane(Widget):
             return Text("speculative decoding not configured for this run", style="italic")
         conf = state.configured
         head = Text()
-        if conf is not None:
+        if conf is not None and conf.method is None and conf.model is None:
+            # Only the counters said it (URL only): they carry no method and no drafter.
+            head.append(f"{conf.num_spec_tokens or '?'} speculative tokens", style="bold")
+            head.append(" · method and drafter: not in /metrics", style="dim")
+        elif conf is not None:
             head.append(f"{conf.method or '?'} · {conf.num_spec_tokens or '?'} speculative "
                         "tokens · ", style="bold")
             model = (conf.model or "").rstrip("/").rsplit("/", 1)[-1]

@@ -185,6 +185,9 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path,
         text = screen_text(app)
         assert "engine ok" in text
         assert "[metrics · " in text
+        # The counters give the number of speculative tokens, not the method or the drafter.
+        assert "15 speculative tokens · method and drafter: not in /metrics" in text
+        assert "? · " not in text
         # What needs SSH is one line, not three panes.
         for title in ("─ GPUs", "─ Checklist", "Draft config diff", "─ Serve log"):
             assert title not in text
