@@ -153,8 +153,12 @@ def ctrl_c_once_launched(words: list[str], env: dict[str, str]) -> tuple[int, st
     import signal
     import subprocess
 
+    # As from a terminal: SIGINT at its default in the child, whatever this process inherited
+    # (a shell's background job, as CI may run the suite, has SIGINT ignored, and an ignored
+    # signal stays ignored across exec: Ctrl+C would never reach the console).
     proc = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     for line in proc.stdout:
         if " launched " in line:

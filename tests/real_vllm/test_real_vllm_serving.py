@@ -209,8 +209,10 @@ def test_a_stopped_engine_is_stalled_within_the_stall_time_and_recovers(
 
 
 def test_status_reads_the_recent_window_and_outcomes_of_real_traffic(serving: Serving) -> None:
-    # n-gram speculation on this text is fast: requests one after another keep it busy.
-    traffic = Traffic(serving.server, until=threading.Event()).start(3, max_tokens=400)
+    # n-gram speculation on this text is fast: requests one after another keep it busy, six
+    # at a time so that the engine is never between requests when status looks (three let it
+    # be, once, on a loaded machine).
+    traffic = Traffic(serving.server, until=threading.Event()).start(6, max_tokens=400)
     traffic.generating()
     try:
         data = status(serving)
