@@ -162,6 +162,12 @@ def descendants(roots: list[ProcInfo], kids: dict[int, list[ProcInfo]] | None = 
     return out
 
 
+def tree_pids(pid: int) -> set[int]:
+    """`pid` and its live descendants' pids (just `pid` when it is gone)."""
+    root = read_proc(pid)
+    return {pid} | ({d.pid for d in descendants([root])} if root is not None else set())
+
+
 def cmdline(pid: int, *, errors: str = "replace", limit: int = 1 << 20) -> list[str] | None:
     """The process's command line (at most `limit` bytes of it), or None when it cannot be
     read. NUL padding at the end (a process that renamed itself) is no argument. `errors`:

@@ -18,12 +18,12 @@ from typing import Any, Callable
 
 from ..containers import inspect
 from ..procfs import (
-    descendants,
     listen_inodes,
     listening,
     port_holders,
     read_proc,
     same_process,
+    tree_pids,
 )
 from .launch import wait_ready
 from .status import StatusFile
@@ -50,18 +50,13 @@ def _main_pid(info: dict[str, Any]) -> int:
     return int(state.get("Pid") or 0) if state.get("Running") else 0
 
 
-def _tree(pid: int) -> set[int]:
-    root = read_proc(pid)
-    return {pid} | ({p.pid for p in descendants([root])} if root is not None else set())
-
-
 def owner(port: int, pid: int) -> str:
     """"" when the tree of the container's main process `pid` holds the listening socket on
     `port` (or no port is known), else who does."""
     if not port:
         return ""
     holders = port_holders(port)
-    if any(h.pid in _tree(pid) for h in holders):
+    if any(h.pid in tree_pids(pid) for h in holders):
         return ""
     who = ", ".join(f"pid {h.pid} ({h.comm})" for h in holders) or \
         "nobody this user can see"

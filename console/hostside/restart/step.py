@@ -25,12 +25,12 @@ from typing import Any
 from ..gpu import gpu_holders
 from ..procfs import (
     ProcInfo,
-    descendants,
     listen_inodes,
     listening,
     port_holders,
     read_proc,
     same_process,
+    tree_pids,
     user_name,
 )
 from ..vocabulary import RESTART_MARKER
@@ -98,8 +98,7 @@ def answered_by(port: int, pid: int) -> str:
     holders = port_holders(port)
     if not holders and listen_inodes(port):
         return f"port {port} is held by a process this user cannot see"
-    root = read_proc(pid)
-    tree = {pid} | ({d.pid for d in descendants([root])} if root is not None else set())
+    tree = tree_pids(pid)
     if any(h.pid in tree for h in holders):
         return ""
     who = ", ".join(f"pid {h.pid} ({h.comm})" for h in holders) or "nobody"
