@@ -114,11 +114,14 @@ class ServingWatch:
     window_s: float = WINDOW_S
     _engines: dict[str, _EngineProgress] = field(default_factory=dict)
     _history: deque[tuple[float, ServingScrape]] = field(default_factory=deque)
+    _last: tuple[float, float] | None = None
+    """The previous scrape's time and generation counter (all engines)."""
 
     def reset(self) -> None:
         """Another server: nothing of the old one's counters carries over."""
         self._engines.clear()
         self._history.clear()
+        self._last = None
 
     def progressed_since(self, at: float) -> bool:
         """Some engine generated a token after `at` (as the scrapes since then saw it)."""
@@ -134,6 +137,8 @@ class ServingWatch:
             self._engines.setdefault(engine, _EngineProgress()).feed(series, at)
         merged = scrape.merged
         state, reason, since = self._progress(merged, at)
+        if merged.generation_tokens is not None:
+            self._last = (at, merged.generation_tokens)
         latency, window = self._latency(scrape, at)
         return ServingStatus(state, reason, since, latency, window, _requests(merged), at)
 
@@ -144,6 +149,14 @@ class ServingWatch:
         running, waiting = int(merged.running or 0), int(merged.waiting or 0)
         load = f"{running} running, {waiting} waiting"
         if running + waiting == 0:
+            # The gauge is read at one instant: clients that send one request after another
+            # leave it at 0 between two of them. Tokens generated since the last scrape say
+            # the engine is serving all the same.
+            if self._last is not None and merged.generation_tokens > self._last[1]:
+                return EngineState.OK, (
+                    f"{load} at this scrape, {merged.generation_tokens - self._last[1]:.0f} "
+                    f"tokens generated in the last {at - self._last[0]:.0f} s "
+                    "(between requests)"), None
             return EngineState.IDLE, "no request running or waiting", None
         quiet = {name: p.quiet_since() for name, p in self._engines.items()}
         stalled = {name: since for name, since in quiet.items()
@@ -182,12 +195,17 @@ Scrape = Callable[[], Awaitable[tuple[ServingScrape | None, float, str]]]
 
 
 async def watch_serving(watch: ServingWatch, first: ServingScrape | None, at: float,
-                        scrape: Scrape, *, settle_s: float = 2.0, step_s: float = 1.0
-                        ) -> ServingStatus:
+                        scrape: Scrape, *, settle_s: float = 2.0, step_s: float = 1.0,
+                        idle_recheck_s: float = 0.5) -> ServingStatus:
     """A one-shot look (`status`): requests in flight are watched until a token comes (and at
-    least `settle_s`, the latency window) or `stall_s` passes without one (stalled). Idle, or
-    nothing to read: one scrape is the answer."""
+    least `settle_s`, the latency window) or `stall_s` passes without one (stalled). Idle is
+    what a second scrape, `idle_recheck_s` later, agrees with (the first can fall between two
+    requests); nothing to read: one scrape is the answer."""
     status = watch.feed(first, at)
+    if status.progress is EngineState.IDLE:
+        await asyncio.sleep(idle_recheck_s)
+        found, now, why = await scrape()
+        status = watch.feed(found, now, why)
     deadline = at + watch.stall_s + 5 * step_s
     while status.progress is EngineState.OK:
         await asyncio.sleep(step_s)

