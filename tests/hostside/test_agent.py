@@ -93,6 +93,35 @@ def test_nvml_through_pynvml_when_importable(tmp_path: Path) -> None:
     assert [(p.pid, p.gpu, p.used_mib) for p in parsed.gpu_procs] == [(4242, 0, 512.0)]
 
 
+# nvidia-ml-py as it answers on a real H200 (driver 580.159.04, measured with 20 GiB held):
+# the first memory call counts the driver's reservation (615 MiB) as used, the v2 call that
+# nvidia-smi reads does not (nvidia-smi: 21363 MiB used; NVML v1: 21977.9 MiB).
+REAL_H200_PYNVML = FAKE_PYNVML.replace(
+    "def nvmlDeviceGetMemoryInfo(h): return NS(total=143771 * MIB, used=(h + 1) * 1024 * MIB, "
+    "free=0)", """
+nvmlMemory_v2 = 0x02000028
+RESERVED = 615 * MIB
+def nvmlDeviceGetMemoryInfo(h, version=None):
+    used = 21363 * MIB
+    if version is None:
+        return NS(total=143771 * MIB, used=used + RESERVED, free=0)
+    assert version == nvmlMemory_v2
+    return NS(version=version, total=143771 * MIB, reserved=RESERVED, used=used, free=0)
+""")
+
+
+@pytest.mark.parametrize("has_v2", [True, False])
+def test_nvml_memory_used_is_what_nvidia_smi_says(tmp_path: Path, has_v2: bool) -> None:
+    fake = REAL_H200_PYNVML
+    if not has_v2:  # an nvidia-ml-py older than the v2 call: the first call's figure
+        fake = fake.replace("nvmlMemory_v2 = 0x02000028", "")
+    (tmp_path / "pynvml.py").write_text(fake)
+    sample = agent_lines("--once", env={"PYTHONPATH": str(tmp_path)})[1]
+    gpu = AgentSample.from_json(sample, time.time()).gpus[0]
+    assert gpu.mem_total_mib == 143771.0
+    assert gpu.mem_used_mib == (21363.0 if has_v2 else 21978.0)
+
+
 def test_nvml_missing_falls_back_to_one_looping_nvidia_smi(sim: SimTree) -> None:
     lines = agent_lines("--interval", "0.2", "--count", "3", "--nvidia-smi",
                         str(sim.nvidia_smi), *NO_NVML)

@@ -21,6 +21,7 @@ class PynvmlCalls:
         except Exception as exc:
             raise GpuUnavailable(f"pynvml: nvmlInit failed: {exc}") from None
         self.nv = pynvml
+        self.memory_v2 = getattr(pynvml, "nvmlMemory_v2", None)
 
     def count(self):
         return self.nv.nvmlDeviceGetCount()
@@ -41,6 +42,14 @@ class PynvmlCalls:
         return self.nv.nvmlDeviceGetUtilizationRates(h).gpu
 
     def memory(self, h):
+        # The first memory call counts the driver's reservation as used (615 MiB on an idle
+        # H200, driver 580); v2 does not, and is what nvidia-smi shows.
+        if self.memory_v2 is not None:
+            try:
+                mem = self.nv.nvmlDeviceGetMemoryInfo(h, version=self.memory_v2)
+                return mem.used, mem.total
+            except Exception:
+                self.memory_v2 = None  # a driver without it: the first call from now on
         mem = self.nv.nvmlDeviceGetMemoryInfo(h)
         return mem.used, mem.total
 
@@ -87,11 +96,19 @@ class CtypesCalls:
             _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
                         ("used", ctypes.c_ulonglong)]
 
+        class MemoryV2(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong),
+                        ("reserved", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                        ("used", ctypes.c_ulonglong)]
+
         class ProcessInfo(ctypes.Structure):
             _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
                         ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
         self.Utilization, self.Memory, self.ProcessInfo = Utilization, Memory, ProcessInfo
+        self.MemoryV2 = MemoryV2
+        # NVML_STRUCT_VERSION(Memory, 2): the struct's size and the version in the top byte.
+        self.memory_v2 = getattr(lib, "nvmlDeviceGetMemoryInfo_v2", None)
         try:
             self._call(("nvmlInit_v2", "nvmlInit"))
         except RuntimeError as exc:
@@ -141,6 +158,13 @@ class CtypesCalls:
         return u.gpu
 
     def memory(self, h):
+        # As PynvmlCalls.memory: v2 leaves the driver's reservation out, as nvidia-smi does.
+        if self.memory_v2 is not None:
+            m = self.MemoryV2()
+            m.version = self.ct.sizeof(self.MemoryV2) | (2 << 24)
+            if self.memory_v2(h, self.ct.byref(m)) == 0:
+                return m.used, m.total
+            self.memory_v2 = None
         m = self.Memory()
         self._call(("nvmlDeviceGetMemoryInfo",), h, self.ct.byref(m))
         return m.used, m.total
