@@ -112,12 +112,33 @@ def may_hold_secret(text: str) -> bool:
     return False
 
 
+def _key_of(match: re.Match[str]) -> str:
+    return match["key"].strip("'\"").lstrip("-")
+
+
+def _hide_pairs(text: str) -> str:
+    """Every secret pair's value hidden. A pair whose key is no secret keeps its value in the
+    scan: that value may be the next pair's key (`A= 'api_key': '...'`) or hold a pair of its
+    own (`env: HF_TOKEN=...`)."""
+    out: list[str] = []
+    pos = 0
+    while (match := _TEXT_PAIR.search(text, pos)) is not None:
+        if is_secret_key(_key_of(match)):
+            out += [text[pos:match.start()], _hide(match)]
+            pos = match.end()
+        else:
+            out.append(text[pos:match.start("value")])
+            pos = match.start("value")
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _hide(match: re.Match[str]) -> str:
-    key = match["key"].strip("'\"").lstrip("-")
+    key = _key_of(match)
     value = match["value"]
     if not is_secret_key(key):
-        # The value may hold a pair of its own (`env: HF_TOKEN=...`): the match consumed it.
-        inner = _TEXT_PAIR.sub(_hide, value) if value != match[0] else value
+        # The value may hold a pair of its own (`--env HF_TOKEN=...`): the match consumed it.
+        inner = _hide_pairs(value) if value != match[0] else value
         return f"{match['key']}{match['sep']}{inner}"
     if value in ("None", "null", "''", '""', "[]") or value.strip("'\"") == REDACTED:
         return match[0]
@@ -134,4 +155,4 @@ def redact_text(text: str, limit: int = 64 * 1024) -> str:
         return redact_text(text[:limit], limit) + text[limit:]
     if not may_hold_secret(text):
         return text
-    return _TEXT_FLAG.sub(_hide, _TEXT_PAIR.sub(_hide, text))
+    return _TEXT_FLAG.sub(_hide, _hide_pairs(text))

@@ -273,6 +273,10 @@ def test_a_discovery_answer_of_the_wrong_shape_is_a_discovery_error(facts: dict[
     # is left as it is (output passes this rule again at the door).
     ('{"api_key": "sk-1", "hf_token": "<redacted>", "n": 2}',
      '{"api_key": "<redacted>", "hf_token": "<redacted>", "n": 2}'),
+    # Found by the property above (a CI run): a pair whose value is the next pair's key.
+    ("A= 'api_key': 'S3CR000000', ", "A= 'api_key': '<redacted>', "),
+    ("args=api_key=sk-2 n=1", "args=api_key=<redacted> n=1"),
+    ("x: 'token': ['sk-3']", "x: 'token': <redacted>"),
 ])
 def test_redact_text_reaches_nested_pairs_and_keeps_quotes(line: str, shown: str) -> None:
     assert redact_text(line) == shown

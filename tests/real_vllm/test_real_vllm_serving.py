@@ -4,13 +4,14 @@ the latency percentiles agree with what a client measured.
 vLLM's `/health` keeps answering 200 while its engine is stopped (measured: SIGSTOP to
 `VLLM::EngineCore` with requests in flight; `/metrics` keeps answering too, the running gauge
 stays, `vllm:generation_tokens_total` stands still). `status --json` must say `stalled` within
-the stall time (a small `--stall-s` here), `check` must fail runtime activation with it, and
-`status` says `ok` again after SIGCONT. One server for the
-module; the test that kills its engine runs last.
+the stall time (a small `--stall-s` here), `check` must fail runtime activation with it, the
+live screen's header must turn red with it, and all say `ok` again after SIGCONT. One server
+for the module; the test that kills its engine runs last.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -26,8 +27,9 @@ import pytest
 
 from console.parsers.metrics import parse_metrics
 from console.parsers.serving import Histogram, histogram_delta, percentiles
+from tests.app_support import colour_of, screen_text, theme_colour, wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
-from tests.real_vllm.support import cli_json, hosts_file, scrape, served
+from tests.real_vllm.support import cli_json, console_app, hosts_file, scrape, served
 from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -42,6 +44,8 @@ class Serving:
     hosts: Path
     logged: Path
     """The same entry with the server's log configured (read even once the server is gone)."""
+    tui: Path
+    """The same entry with a 5 s stall time, for the live screen."""
 
 
 @dataclass
@@ -122,7 +126,8 @@ def serving(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFa
     folder = tmp_path_factory.mktemp("real-serving")
     with served(real_vllm, sshd, folder, "serving", ngram_spec(4)) as (srv, hosts):
         logged = hosts_file(folder / "logged.toml", sshd, {"serving": srv}, log=str(srv.log))
-        yield Serving(srv, hosts, logged)
+        tui = hosts_file(folder / "tui.toml", sshd, {"serving": srv}, stall_s=STALL_S)
+        yield Serving(srv, hosts, logged, tui)
 
 
 def engine_core(srv: RealServer) -> int:
@@ -154,19 +159,21 @@ def running_gauge(srv: RealServer) -> float:
     return served.merged.running or 0.0
 
 
-def stop_mid_generation(srv: RealServer, requests: int) -> tuple[Traffic, int]:
-    """`requests` streamed requests in flight and the engine stopped under them, as the
-    server's own gauge confirms (n-gram speculation makes 400 tokens take ~2 s here: on a
-    loaded machine the client can read its first token after the engine has finished, so
-    the test starts again rather than judge a stop that came too late)."""
+def stop_mid_generation(srv: RealServer, requests: int, traffic: Traffic) -> int:
+    """The engine stopped with `requests` streamed requests in flight, as the server's own
+    gauge confirms (n-gram speculation makes 480 tokens take ~2 s here: on a loaded machine
+    the stop can come after the engine has finished them, so then `traffic` is sent again
+    rather than judge a stop that came too late). Returns the stopped EngineCore's pid."""
     for _ in range(3):
-        traffic = Traffic(srv).start(requests, max_tokens=480).generating()
+        traffic.generating()
         engine = engine_core(srv)
         os.kill(engine, signal.SIGSTOP)
         if running_gauge(srv) == requests:
-            return traffic, engine
+            return engine
         os.kill(engine, signal.SIGCONT)
         traffic.wait()
+        traffic.threads.clear()
+        traffic.start(requests, max_tokens=480)
     raise AssertionError("the engine finished the requests before it could be stopped")
 
 
@@ -196,35 +203,56 @@ def test_latency_percentiles_agree_with_the_clients_timings(serving: Serving) ->
             key, ours, sorted(client), window.buckets)
 
 
-def test_a_stopped_engine_is_stalled_within_the_stall_time_and_recovers(
+async def test_a_stopped_engine_is_stalled_on_every_surface_and_recovers(
         serving: Serving) -> None:
+    """One stop proves the three: `status --json`, `check`, and the live screen's header (red,
+    with how long and why), all while vLLM's /health answers 200."""
     srv = serving.server
-    traffic, engine = stop_mid_generation(srv, 4)
-    stopped_at = time.monotonic()
-    try:
-        assert srv.health() == 200  # vLLM's /health does not notice
-        data = status(serving, "--stall-s", str(STALL_S))
-        took = time.monotonic() - stopped_at
-        serve = data["serve"]
-        assert serve["engine"] == "stalled", serve["engine_reason"]
-        assert serve["health"] == "healthy"
-        assert serve["state"] == "ready"
-        assert f"EngineCore pid {engine} is stopped" in serve["engine_reason"]
-        assert "4 running" in serve["engine_reason"]
-        # Said within the stall time (plus the command's own start and SSH connection).
-        assert took < STALL_S + 25, took
-        # `check` fails runtime activation with the stall as its evidence.
-        code, report = cli_json("check", "serving", "--config", str(serving.hosts),
-                                "--stall-s", str(STALL_S))
-        link = next(link for link in report["links"] if link["id"] == "runtime-activation")
-        assert code == 2, report
-        assert link["status"] == "fail"
-        assert link["summary"].startswith("the engine is stalled: 4 running"), link["summary"]
-        [seen] = [e for e in link["evidence"] if e["probe"] == "serving"]
-        assert "/metrics (" in seen["command"]
-        assert "no token generated for" in seen["excerpt"]
-    finally:
-        os.kill(engine, signal.SIGCONT)
+    app = console_app(serving.tui, "serving")
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen_for("serving")
+        assert screen is not None
+        traffic = Traffic(srv, until=threading.Event()).start(4, max_tokens=480)
+        await wait_until(pilot, lambda: screen.serving.view.engine == "ok", 90,
+                         "the screen seeing the engine serve")
+        assert traffic.until is not None
+        traffic.until.set()  # the requests in flight now are the last ones
+        engine = await asyncio.to_thread(stop_mid_generation, srv, 4, traffic)
+        stopped_at = time.monotonic()
+        try:
+            assert srv.health() == 200  # vLLM's /health does not notice
+            data = await asyncio.to_thread(status, serving, "--stall-s", str(STALL_S))
+            took = time.monotonic() - stopped_at
+            serve = data["serve"]
+            assert serve["engine"] == "stalled", serve["engine_reason"]
+            assert serve["health"] == "healthy"
+            assert serve["state"] == "ready"
+            assert f"EngineCore pid {engine} is stopped" in serve["engine_reason"]
+            assert "4 running" in serve["engine_reason"]
+            # Said within the stall time (plus the command's own start and SSH connection).
+            assert took < STALL_S + 25, took
+            # `check` fails runtime activation with the stall as its evidence.
+            code, report = await asyncio.to_thread(
+                cli_json, "check", "serving", "--config", str(serving.hosts),
+                "--stall-s", str(STALL_S))
+            link = next(link for link in report["links"] if link["id"] == "runtime-activation")
+            assert code == 2, report
+            assert link["status"] == "fail"
+            assert link["summary"].startswith("the engine is stalled: 4 running"), \
+                link["summary"]
+            [seen] = [e for e in link["evidence"] if e["probe"] == "serving"]
+            assert "/metrics (" in seen["command"]
+            assert "no token generated for" in seen["excerpt"]
+            # The live screen says it in its header, in the colour of a failure.
+            await wait_until(pilot, lambda: "engine stalled" in screen_text(app)
+                             .splitlines()[0], 60, "the stall in the header")
+            assert "no token generated for" in screen.header.engine_alert
+            assert colour_of(screen.header.render(), "engine stalled") == \
+                theme_colour("status-fail")
+        finally:
+            os.kill(engine, signal.SIGCONT)
+        await wait_until(pilot, lambda: "engine stalled" not in screen_text(app)
+                         .splitlines()[0], 60, "the header clearing once tokens come again")
     data = status(serving, "--stall-s", str(STALL_S))
     assert data["serve"]["engine"] in ("ok", "idle"), data["serve"]["engine_reason"]
     finished = traffic.wait()
