@@ -50,6 +50,8 @@ class Incident:
     fixture: RealVllm
     server: RealServer
     hosts: Path
+    full: RealServer
+    """The module's second server (`full` below), started beside this one to save a start."""
     while_starting: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -65,9 +67,11 @@ def incident(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathF
     srv = server(real_vllm, sshd, "incident", dflash_spec(real_vllm.drafter("dflash-incident")))
     hosts = hosts_file(tmp_path_factory.mktemp("real-incident") / "hosts.toml", sshd,
                        {"incident": srv}, reference=real_vllm.reference)
-    state = Incident(real_vllm, srv, hosts)
+    full = server(real_vllm, sshd, "dflash-full", dflash_spec(real_vllm.drafter("dflash-full")))
+    state = Incident(real_vllm, srv, hosts, full)
     try:
         srv.start()
+        full.start()
         # While the port is still closed: what does `status` say? (A start takes 30-70 s.)
         deadline = time.monotonic() + 300
         while srv.health() != 200 and time.monotonic() < deadline:
@@ -261,17 +265,12 @@ def test_the_sim_prints_the_kinds_of_events_the_real_engine_prints(
 
 
 @pytest.fixture(scope="module")
-def full(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[RealServer]:
+def full(incident: Incident) -> RealServer:
     """A right DFlash drafter with full attention on every layer, checked without a
-    reference: DFlash without SWA."""
-    srv = server(real_vllm, sshd, "dflash-full", dflash_spec(real_vllm.drafter("dflash-full")))
-    try:
-        srv.start()
-        srv.wait_ready()
-        yield srv
-    finally:
-        srv.stop()
+    reference: DFlash without SWA. Started with the incident's server; stopped with it (the
+    stop takes every vLLM process of the login user)."""
+    incident.full.wait_ready()
+    return incident.full
 
 
 def test_a_full_attention_drafter_is_judged_by_the_dflash_profile(

@@ -1,4 +1,5 @@
-"""Acceptance figures proven right on a real engine: n-gram speculation on repetitive text.
+"""Acceptance figures proven right on a real engine: n-gram speculation on repetitive text
+(and, on the module's second server, an API key: its restart and status, issue 24).
 
 The tiny target's greedy output repeats itself, so vLLM's n-gram proposer accepts most of its
 drafts: a real, high acceptance length. The console's figures must be vLLM's own: the last
@@ -10,20 +11,26 @@ length = 1 + accepted / drafts; per position = accepted at that position / draft
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from console.parsers.spec_decode import parse_spec_decode
 from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
+from tests.fault_support import ctrl_c_once_launched
 from tests.prometheus import Job, PrometheusServer, running_prometheus
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
 from tests.real_vllm.support import (
+    cli,
     cli_json,
     console_app,
     counter,
@@ -34,9 +41,10 @@ from tests.real_vllm.support import (
 )
 from tests.sshd import Sshd
 
-pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(900)]
 
 PROMPT = "the the the the the the the the the the the the"
+KEY = "sk-planted-a9f3c1e7"
 SPEC_LINE = re.compile(r"SpecDecoding metrics: .*")
 
 
@@ -44,6 +52,8 @@ SPEC_LINE = re.compile(r"SpecDecoding metrics: .*")
 class Ngram:
     server: RealServer
     hosts: Path
+    second: RealServer | None = None
+    """The module's second server (`ngram_wrong`), started beside the first to save a start."""
 
     def last_log_sample(self):  # type: ignore[no-untyped-def]
         lines = SPEC_LINE.findall(self.server.log.read_text(errors="replace"))
@@ -70,8 +80,11 @@ def ngram(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFact
     srv = server(real_vllm, sshd, "ngram", ngram_spec(4))
     hosts = hosts_file(tmp_path_factory.mktemp("real-ngram") / "hosts.toml", sshd,
                        {"ngram": srv})
+    wrong = server(real_vllm, sshd, "ngram-wrong", ngram_spec(24, lookup_min=1),
+                   extra_args=("--api-key", KEY))
     try:
         srv.start()
+        wrong.start()
         srv.wait_ready()
         for _ in range(4):
             srv.complete(PROMPT, max_tokens=64)
@@ -81,7 +94,7 @@ def ngram(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFact
         while "SpecDecoding metrics" not in srv.log.read_text() and time.monotonic() < deadline:
             time.sleep(1)
         time.sleep(11)
-        yield Ngram(srv, hosts)
+        yield Ngram(srv, hosts, wrong)
     finally:
         srv.stop()
 
@@ -251,18 +264,17 @@ def test_fleet_from_a_real_prometheus_scraping_it(ngram: Ngram, tmp_path: Path) 
 
 
 @pytest.fixture(scope="module")
-def ngram_wrong(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[Ngram]:
-    """n-gram numbers vLLM runs without a word: 24 tokens, 1-token matches."""
-    srv = server(real_vllm, sshd, "ngram-wrong", ngram_spec(24, lookup_min=1))
+def ngram_wrong(ngram: Ngram, sshd: Sshd, tmp_path_factory: pytest.TempPathFactory
+                ) -> Ngram:
+    """n-gram numbers vLLM runs without a word: 24 tokens, 1-token matches; and an API key
+    (`--api-key KEY`), for the keyed server's tests that follow (one server for both stories,
+    started with the first: the suite's time is the budget's)."""
+    srv = ngram.second
+    assert srv is not None
     hosts = hosts_file(tmp_path_factory.mktemp("real-ngram-wrong") / "hosts.toml", sshd,
                        {"wrong": srv})
-    try:
-        srv.start()
-        srv.wait_ready()
-        yield Ngram(srv, hosts)
-    finally:
-        srv.stop()
+    srv.wait_ready()
+    return Ngram(srv, hosts)
 
 
 def test_ngram_numbers_out_of_range_are_the_root_cause(ngram_wrong: Ngram) -> None:
@@ -276,3 +288,70 @@ def test_ngram_numbers_out_of_range_are_the_root_cause(ngram_wrong: Ngram) -> No
     assert links["runtime-activation"]["status"] == "pass"  # it runs: nothing to load
     assert report["root_cause"] == "config-correct"
     assert code == 2
+    assert KEY not in json.dumps(report)
+
+
+# A real `vllm serve --api-key KEY` (the server above), restarted through the real sshd as a
+# user would. Measured on 0.32: with a key, `/v1/models` answers 401 without
+# `Authorization: Bearer KEY` while `/health` and `/metrics` stay open. The restart's ready
+# test asked `/v1/models` for a 200, so it waited the whole start-up timeout (1800 s) while
+# the relaunched server was up in ~25 s (issue 24 break 1).
+
+
+def _api_server(keyed: Ngram) -> psutil.Process:
+    """The API server listening on the entry's port (the console's relaunch, by now)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if "serve" in argv and str(keyed.server.port) in argv:
+            return proc
+    raise AssertionError("no API server on the port")
+
+
+def test_a_keyed_server_restarts_after_a_ctrl_c_and_never_shows_its_key(
+        ngram_wrong: Ngram) -> None:
+    """Ctrl+C while the relaunched real server loads: the step relaunches, stops waiting and
+    lets go of the lock (issue 24 break 2); the next restart goes through, ready by the key
+    it found on the command line, and no output shows the key."""
+    hosts = str(ngram_wrong.hosts)
+    words = [sys.executable, "-m", "console", "restart", "wrong", "--config", hosts, "--yes"]
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+    code, err = ctrl_c_once_launched(words, env)
+    assert code == 130, err
+    assert KEY not in err
+    started = time.monotonic()
+    done = cli("restart", "wrong", "--config", hosts, "--yes", timeout=400)
+    took = time.monotonic() - started
+    assert "another restart is running" not in done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ready" in done.stdout
+    # The host step found the key on the command line and used it.
+    assert "/health and /v1/models answer 200 on the host" in done.stdout, done.stdout
+    assert KEY not in done.stdout + done.stderr
+    assert ngram_wrong.server.health() == 200
+    status = cli("status", "wrong", "--config", hosts, "--json", timeout=120)
+    assert json.loads(status.stdout)["serve"]["state"] == "ready", status.stdout
+    assert KEY not in status.stdout + status.stderr
+    print(f"real restart of a keyed server: {took:.1f} s to ready\n{done.stdout}")
+
+
+def test_a_stopped_api_server_is_not_ready(ngram_wrong: Ngram) -> None:
+    """SIGSTOP to the real API server: `/health` stops answering, and `status` no longer says
+    `ready` beside `not-answering` (issue 24 break 6); after SIGCONT it is `ready` again."""
+    api = _api_server(ngram_wrong)
+    api.suspend()
+    try:
+        status = cli("status", "wrong", "--config", str(ngram_wrong.hosts), "--json",
+                     timeout=180)
+        serve = json.loads(status.stdout)["serve"]
+        assert serve["state"] == "not-answering", serve
+    finally:
+        api.resume()
+    deadline = time.monotonic() + 60
+    while True:
+        status = cli("status", "wrong", "--config", str(ngram_wrong.hosts), "--json",
+                     timeout=180)
+        serve = json.loads(status.stdout)["serve"]
+        if serve["state"] == "ready" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert serve["state"] == "ready", serve

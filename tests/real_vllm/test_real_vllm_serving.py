@@ -65,21 +65,25 @@ class Traffic:
     srv: RealServer
     results: list[Timed] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
+    latest: dict[int, Timed] = field(default_factory=dict)
+    """Each thread's request now (or its last one)."""
 
     until: threading.Event | None = None
     """When set, each thread sends one request after another until it is set."""
 
     def start(self, n: int, max_tokens: int) -> Traffic:
         for _ in range(n):
-            thread = threading.Thread(target=self._run, args=(max_tokens,), daemon=True)
+            thread = threading.Thread(target=self._run, args=(len(self.threads), max_tokens),
+                                      daemon=True)
             self.threads.append(thread)
             thread.start()
         return self
 
-    def _run(self, max_tokens: int) -> None:
+    def _run(self, index: int, max_tokens: int) -> None:
         while True:
             timed = Timed()
             self.results.append(timed)
+            self.latest[index] = timed
             self._one(timed, max_tokens)
             if self.until is None or self.until.is_set():
                 return
@@ -107,11 +111,14 @@ class Traffic:
             timed.error = f"{type(exc).__name__}: {exc}"
 
     def generating(self, timeout: float = 60) -> Traffic:
-        """Once every request has streamed its first token."""
+        """Once every thread's request now has streamed its first token (a thread that sends
+        one request after another is between two of them only for a moment)."""
         deadline = time.monotonic() + timeout
-        while not (self.results and all(t.ttft_s for t in self.results)) and \
-                time.monotonic() < deadline:
-            time.sleep(0.1)
+        while time.monotonic() < deadline:
+            now = list(self.latest.values())
+            if len(now) == len(self.threads) and all(t.ttft_s for t in now):
+                break
+            time.sleep(0.05)
         return self
 
     def wait(self, timeout: float = 300) -> list[Timed]:
@@ -173,6 +180,7 @@ def stop_mid_generation(srv: RealServer, requests: int, traffic: Traffic) -> int
         os.kill(engine, signal.SIGCONT)
         traffic.wait()
         traffic.threads.clear()
+        traffic.latest.clear()
         traffic.start(requests, max_tokens=480)
     raise AssertionError("the engine finished the requests before it could be stopped")
 
@@ -261,10 +269,10 @@ async def test_a_stopped_engine_is_stalled_on_every_surface_and_recovers(
 
 
 def test_status_reads_the_recent_window_and_outcomes_of_real_traffic(serving: Serving) -> None:
-    # n-gram speculation on this text is fast: requests one after another keep it busy, six
-    # at a time so that the engine is never between requests when status looks (three let it
-    # be, once, on a loaded machine).
-    traffic = Traffic(serving.server, until=threading.Event()).start(6, max_tokens=400)
+    # Requests one after another keep the engine busy. Between two of them its running gauge
+    # reads 0 for a moment; tokens generated since the previous scrape still say `ok`. Three
+    # at a time: six loaded the 2 shared cores so that `status` itself took a minute.
+    traffic = Traffic(serving.server, until=threading.Event()).start(3, max_tokens=400)
     traffic.generating()
     try:
         data = status(serving)

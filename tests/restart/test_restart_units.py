@@ -976,7 +976,7 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     from tests.fault_support import ctrl_c_once_launched
     from tests.sshd import free_port
 
-    tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=12)
+    tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=6)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     words = [sys.executable, "-m", "console", "restart", "h", "--local", "--yes",
              "--match", f"serve {tree.target}", "--log", str(tree.log)]
