@@ -11,17 +11,7 @@ F="--format=csv,noheader,nounits"
 nvidia-smi $GQ $F > $R/smi-idle-gpu.csv 2>&1
 nvidia-smi $AQ $F > $R/smi-idle-apps.csv 2>&1
 timeout 30 python3 -m console.hostside agent --gpu-source nvml --count 3 --interval 1 --match gpu_load.py > $R/agent-idle-nvml.jsonl 2>&1
-cat > /tmp/gpu_load.py <<'EOF'
-import sys, time, torch
-held = torch.empty(20 * 2**30, dtype=torch.uint8, device="cuda")
-a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-end = time.time() + float(sys.argv[1])
-while time.time() < end:
-    for _ in range(20):
-        a @ a
-    torch.cuda.synchronize()
-EOF
-python3 /tmp/gpu_load.py 75 > $R/load.txt 2>&1 & LOAD=$!
+python3 tests/data/real_gpu/gpu_load.py 75 > $R/load.txt 2>&1 & LOAD=$!
 echo "load pid $LOAD" >> $R/load.txt
 sleep 12
 nvidia-smi $GQ $F > $R/smi-busy-gpu.csv 2>&1

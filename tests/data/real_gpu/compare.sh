@@ -13,17 +13,7 @@ look() {
   done
 }
 look idle
-cat > /tmp/gpu_load.py <<'EOF'
-import sys, time, torch
-held = torch.empty(20 * 2**30, dtype=torch.uint8, device="cuda")
-a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-end = time.time() + float(sys.argv[1])
-while time.time() < end:
-    for _ in range(20):
-        a @ a
-    torch.cuda.synchronize()
-EOF
-python3 /tmp/gpu_load.py 25 & LOAD=$!
+python3 tests/data/real_gpu/gpu_load.py 25 & LOAD=$!
 sleep 12
 look busy
 kill $LOAD; wait $LOAD 2>/dev/null
