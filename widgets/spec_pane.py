@@ -92,13 +92,14 @@ class SpecPane(Widget):
                         "tokens · ", style="bold")
             model = (conf.model or "").rstrip("/").rsplit("/", 1)[-1]
             head.append(f"{model}", style="dim")
-        if state.status is SpecDecodeStatus.NO_EVIDENCE or state.latest is None:
+        shown = state.shown
+        if shown is None:
             if head:  # the configuration on its own line, then what is (not) seen yet
                 head.append("\n")
             head.append("configured; no drafts seen yet (idle server, or still starting)",
                         style=status_style(self, "unknown"))
             return head
-        latest = state.latest
+        latest, source = shown
         length = latest.mean_acceptance_length
         rule = expected
         low, high = (rule.low, rule.high) if rule is not None else (None, None)
@@ -112,7 +113,7 @@ class SpecPane(Widget):
         rate = latest.draft_acceptance_rate_pct
         if rate is not None:
             line.append(f"   draft acceptance {rate:.1f}%")
-        line.append(f"   [{state.latest_source}]", style="dim")
+        line.append(f"   [{source}]", style="dim")
         history = self.view.history
         top = max([high or 0.0, *(p for p in history if isinstance(p, float)), 2.0])
         width = max(10, self.size.width - 13)

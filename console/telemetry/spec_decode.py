@@ -58,19 +58,34 @@ class SpecDecodeState:
     history: tuple[SpecDecodePoint, ...] = ()
 
     @property
+    def shown(self) -> tuple[SpecDecodeSample, str] | None:
+        """The figures to show and where they come from: the latest interval with drafts
+        ("log", "metrics"), else, until the first interval, the counters since the server
+        started ("metrics · since start-up": a first `/metrics` read has them at once)."""
+        if self.status is not SpecDecodeStatus.ACTIVE:
+            return None
+        if self.latest is not None:
+            return self.latest, str(self.latest_source or "?")
+        if self.totals is not None:
+            return self.totals, f"{SpecSource.METRICS} · since start-up"
+        return None
+
+    @property
     def summary(self) -> str:
         """One line: "acceptance length 1.17 · draft acceptance 1.5% (log)" and the like."""
         if self.status is SpecDecodeStatus.NOT_CONFIGURED:
             return "speculative decoding not configured"
-        if self.status is SpecDecodeStatus.NO_EVIDENCE or self.latest is None:
+        shown = self.shown
+        if shown is None:
             method = self.configured.method if self.configured else None
             return f"{method or 'speculative decoding'} configured; no drafts seen yet"
+        sample, source = shown
         parts = []
-        if self.latest.mean_acceptance_length is not None:
-            parts.append(f"acceptance length {self.latest.mean_acceptance_length:.2f}")
-        if self.latest.draft_acceptance_rate_pct is not None:
-            parts.append(f"draft acceptance {self.latest.draft_acceptance_rate_pct:.1f}%")
-        return " · ".join(parts) + f" ({self.latest_source})"
+        if sample.mean_acceptance_length is not None:
+            parts.append(f"acceptance length {sample.mean_acceptance_length:.2f}")
+        if sample.draft_acceptance_rate_pct is not None:
+            parts.append(f"draft acceptance {sample.draft_acceptance_rate_pct:.1f}%")
+        return " · ".join(parts) + f" ({source})"
 
     def to_json(self) -> dict[str, Any] | None:
         """The `spec_decode` object of `status --json`: the latest interval with drafts, else

@@ -275,7 +275,8 @@ class ConsoleApp(App[int]):
         report = session.last_report
         gpus = snap.sample.gpus if snap.sample else ()
         utils = [g.util_pct for g in gpus if g.util_pct is not None]
-        latest = snap.spec_decode.latest
+        shown = snap.spec_decode.shown
+        latest = shown[0] if shown is not None else None
         expected = session.expected_acceptance() if latest else None
         engine, _reason = snap.engine_state()
         ttft = (snap.serving.latency or {}).get("ttft_s")

@@ -95,6 +95,24 @@ async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> N
     assert status["engine"]["version"] == json.loads(answer)["version"]
 
 
+async def test_the_first_read_gives_the_acceptance_since_start_up(server: str,
+                                                                  tmp_path: Path) -> None:
+    """One poll (the first thing a URL-only screen does) is enough for the acceptance figure:
+    the counters since start-up, said so; the first interval's figure replaces them."""
+    session = url_session("gpu-a", server, entry(tmp_path, server))
+    await poll_until(session, lambda s: s.spec_decode.totals is not None)
+    spec = session.snapshot.spec_decode
+    shown = spec.shown
+    assert shown is not None
+    sample, source = shown
+    assert source == "metrics · since start-up"
+    assert 1.0 < sample.mean_acceptance_length < 1.6
+    assert spec.summary.startswith("acceptance length 1.")
+    assert spec.summary.endswith("(metrics · since start-up)")
+    await poll_until(session, lambda s: s.spec_decode.latest is not None)
+    assert session.snapshot.spec_decode.shown[1] == "metrics"  # type: ignore[index]
+
+
 async def test_without_the_key_the_server_says_401_and_we_say_why(server: str) -> None:
     session = url_session("gpu-a", server, HostEntry(url=server))
     await session.url_telemetry.poll()

@@ -76,3 +76,26 @@ async def test_the_checklist_title_names_the_profile_that_judged() -> None:
             host="h", profile="eagle3", links=links, broken_link=None, root_cause=None))
         await pilot.pause()
         assert "· eagle3 ·" in str(checklist.border_title)
+
+
+async def test_the_totals_since_start_up_are_shown_until_the_first_interval() -> None:
+    """A first `/metrics` read gives the counters since start-up: their acceptance is the
+    figure at once (a URL-only screen showed nothing for a whole scrape interval), said to be
+    since start-up, and coloured against the range like any other."""
+    totals = SpecDecodeSample(mean_acceptance_length=1.17, draft_acceptance_rate_pct=1.1,
+                              drafted_tokens=1500, accepted_tokens=17)
+    state = SpecDecodeState(SpecDecodeStatus.ACTIVE, SpeculativeSettings(None, None, 15),
+                            totals=totals)
+    app = Bare()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = SpecPane()
+        await app.query_one("#box").mount(pane)
+        pane.view = SpecView(state, expected_acceptance("dflash"))
+        await pilot.pause()
+        text = str(pane.render().renderables[1])  # type: ignore[union-attr]
+        assert "acceptance length 1.17" in text
+        assert "draft acceptance 1.1%" in text
+        assert "[metrics · since start-up]" in text
+        assert "no drafts seen yet" not in str(pane.render())
+    assert state.summary == ("acceptance length 1.17 · draft acceptance 1.1% "
+                             "(metrics · since start-up)")
