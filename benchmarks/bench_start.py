@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,13 @@ def console_argv(*args: str) -> list[str]:
     return [CONSOLE, *args] if CONSOLE else [sys.executable, "-m", "console", *args]
 
 
-def time_marks(argv: list[str], tmp: Path, timeout: float = 30.0) -> dict[str, float]:
+Marks = dict[str, Callable[[str], bool]]
+
+
+def time_marks(argv: list[str], tmp: Path, timeout: float = 30.0,
+               marks: Marks | None = None) -> dict[str, float]:
+    """Seconds from the command's start to each mark's first screen (-1.0: never seen)."""
+    marks = MARKS if marks is None else marks
     env = app_env()
     for name in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
         env[name] = str(tmp / name.lower())
@@ -52,22 +59,22 @@ def time_marks(argv: list[str], tmp: Path, timeout: float = 30.0) -> dict[str, f
     term.start()
     try:
         deadline = t0 + timeout
-        while len(found) < len(MARKS) and time.perf_counter() < deadline:
+        while len(found) < len(marks) and time.perf_counter() < deadline:
             screen = term.screen()
             now = time.perf_counter() - t0
-            for name, seen in MARKS.items():
+            for name, seen in marks.items():
                 if name not in found and seen(screen):
                     found[name] = round(now, 3)
             time.sleep(0.005)
         term.quit()
     finally:
         term.stop()
-    return {name: found.get(name, -1.0) for name in MARKS}
+    return {name: found.get(name, -1.0) for name in marks}
 
 
-def median_marks(runs: list[dict[str, float]]) -> dict[str, Any]:
+def median_marks(runs: list[dict[str, float]], marks: Marks | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in MARKS:
+    for name in MARKS if marks is None else marks:
         values = [r[name] for r in runs if r[name] >= 0]
         out[name] = round(statistics.median(values), 3) if values else -1.0
         out[name.replace("_s", "_all")] = [r[name] for r in runs]

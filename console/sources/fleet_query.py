@@ -33,6 +33,8 @@ ABSENT = "absent"
 IDLE = "idle: no drafts in the last minute"
 NO_DCGM = "no dcgm-exporter series"
 NO_REQUESTS = "idle: no requests in the last minute"
+PER_SERVER = "per server"
+"""Why an engine row has no figure of its own (KV, GPUs, latency): the server's row says it."""
 WINDOW = "1m"
 
 FIGURES = ("mean_acceptance_length", "draft_acceptance_rate_pct", "generation_tps", "running",
@@ -98,8 +100,10 @@ class FleetServer:
     gpu_mem_total_mib: float | None = None
     per_engine_generation_tps: Mapping[str, float] = field(default_factory=dict)
     """Generation tokens/s per data-parallel engine (`engine` label)."""
-    per_engine_requests: Mapping[str, float] = field(default_factory=dict)
-    """Requests running plus waiting per engine."""
+    per_engine_running: Mapping[str, float] = field(default_factory=dict)
+    """Requests running per engine."""
+    per_engine_waiting: Mapping[str, float] = field(default_factory=dict)
+    """Requests waiting per engine (an engine with no waiting series has none here)."""
     ttft_p99_s: float | None = None
     """Time to first token, 99th percentile over the window (histogram_quantile)."""
     e2e_p99_s: float | None = None
@@ -109,6 +113,55 @@ class FleetServer:
     missing: Mapping[str, str] = field(default_factory=dict)
     host: str | None = None
     """The hosts-file entry this server maps to (by the host label), if any."""
+    parent: str | None = None
+    """Set on one data-parallel engine's row (`engine_rows`): its server's key."""
+    slow: bool = False
+    """One engine's row: it generates under half the fastest engine's rate (imbalance)."""
+
+    @property
+    def per_engine_requests(self) -> dict[str, float]:
+        """Requests running plus waiting per engine (an engine without a waiting series: its
+        running ones)."""
+        return {e: r + self.per_engine_waiting.get(e, 0.0)
+                for e, r in self.per_engine_running.items()}
+
+    def engine_rows(self) -> tuple[FleetServer, ...]:
+        """One row per data-parallel engine (`engine` label), for a server with two or more:
+        its own acceptance, tokens/s, running and waiting, engine state and flag; what only
+        the server has (KV, GPUs, latency) is the server's row's. Keys: `KEY · e0`, ..."""
+        engines = sorted(set(self.per_engine_acceptance) | set(self.per_engine_running)
+                         | set(self.per_engine_generation_tps))
+        if len(engines) < 2:
+            return ()
+        rates = self.per_engine_generation_tps
+        fastest = max(rates.values(), default=0.0)
+        rows = []
+        for e in engines:
+            mine = {k: v.get(e) for k, v in (("running", self.per_engine_running),
+                                               ("waiting", self.per_engine_waiting),
+                                               ("generation_tps", rates))}
+            missing = {f: PER_SERVER for f in FIGURES
+                       if f not in ("mean_acceptance_length", "generation_tps", "running",
+                                    "waiting")}
+            missing.update({f: ABSENT for f, v in mine.items() if v is None})
+            accept = self.per_engine_acceptance.get(e)
+            if accept is None:
+                missing["mean_acceptance_length"] = self.missing.get(
+                    "mean_acceptance_length", IDLE if e in self.per_engine_acceptance else ABSENT)
+            busy = (mine["running"] or 0.0) + (mine["waiting"] or 0.0)
+            rows.append(replace(
+                self, key=f"{self.key} · e{e}", parent=self.key,
+                mean_acceptance_length=accept, per_engine_acceptance={},
+                draft_acceptance_rate_pct=None, generation_tps=mine["generation_tps"],
+                running=mine["running"], waiting=mine["waiting"], kv_cache_usage_pct=None,
+                gpu_util_pct=None, gpu_mem_used_mib=None, gpu_mem_total_mib=None,
+                ttft_p99_s=None, e2e_p99_s=None,
+                per_engine_generation_tps={e: rates[e]} if e in rates else {},
+                per_engine_running={e: mine["running"]} if mine["running"] is not None else {},
+                per_engine_waiting={e: mine["waiting"]} if mine["waiting"] is not None else {},
+                slow=bool(self.imbalanced) and busy > 0 and e in rates
+                and rates[e] < 0.5 * fastest, missing=missing))
+        return tuple(rows)
 
     @property
     def stalled_engines(self) -> tuple[str, ...]:
@@ -291,7 +344,8 @@ def _assemble(results: dict[str, list[Series]], errors: dict[str, str], label: s
             gpu_mem_used_mib=used,
             gpu_mem_total_mib=None if used is None or free is None else used + free,
             per_engine_generation_tps=_per_engine(by, "engine_gen", key),
-            per_engine_requests=_busy(by, key),
+            per_engine_running=_per_engine(by, "engine_running", key),
+            per_engine_waiting=_per_engine(by, "engine_waiting", key),
             ttft_p99_s=one("ttft_p99", figure="ttft_p99_s"),
             e2e_p99_s=one("e2e_p99", figure="e2e_p99_s"),
             expected_acceptance=expected, missing=missing))
@@ -307,14 +361,6 @@ def _per_engine(by: dict[str, dict[str, list[Series]]], name: str, key: str
     """One figure per `engine` label of this server (NaN left out)."""
     return {s.labels.get("engine", ""): s.value for s in by.get(name, {}).get(key, [])
             if not math.isnan(s.value)}
-
-
-def _busy(by: dict[str, dict[str, list[Series]]], key: str) -> dict[str, float]:
-    """Requests running plus waiting per engine (an engine without a waiting series: its
-    running ones)."""
-    running = _per_engine(by, "engine_running", key)
-    waiting = _per_engine(by, "engine_waiting", key)
-    return {e: r + waiting.get(e, 0.0) for e, r in running.items()}
 
 
 def _acceptance(by: dict[str, dict[str, list[Series]]], errors: dict[str, str], key: str,

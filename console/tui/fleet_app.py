@@ -39,6 +39,7 @@ class TableState:
     sort_index: int = 0
     reverse: bool = False
     filter: str = ""
+    per_engine: bool = False
     notice: str = ""
     """Why the last Enter opened nothing (shown once the table is back)."""
 
@@ -69,6 +70,7 @@ class FleetApp(App[OpenTarget | None]):
         table = self.table
         table.sort_index, table.reverse, table.filter = (self.state.sort_index,
                                                          self.state.reverse, self.state.filter)
+        table.per_engine = self.state.per_engine
         self.push_screen(table)
         if self.state.notice:
             self.notify(self.state.notice, severity="error", timeout=10)
@@ -115,5 +117,6 @@ class FleetApp(App[OpenTarget | None]):
         if target.kind is OpenKind.PROMETHEUS:
             self.push_screen(PromServerScreen(server))
             return
-        self.state = TableState(self.table.sort_index, self.table.reverse, self.table.filter)
+        self.state = TableState(self.table.sort_index, self.table.reverse, self.table.filter,
+                                self.table.per_engine)
         self.exit(target)

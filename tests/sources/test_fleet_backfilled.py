@@ -128,6 +128,17 @@ def test_one_stuck_data_parallel_engine_is_seen_though_the_sum_looks_fine(
     assert shown["engine"] == "stalled"
     assert shown["stalled_engines"] == ["1"]
     assert shown["imbalanced"] is True
+    # One row per engine on demand (`e` in the table): engine 1 is the stuck one.
+    engines = {e.key: e for e in row.engine_rows()}
+    assert list(engines) == ["two-engines:8000 · e0", "two-engines:8000 · e1"]
+    e0, e1 = engines.values()
+    assert (e0.running, e0.generation_tps, e0.engine) == (3, pytest.approx(100.0, rel=0.02),
+                                                         "ok")
+    assert (e1.running, e1.generation_tps, e1.engine) == (3, 0.0, "stalled")
+    assert e1.stalled_engines == ("1",)
+    assert e0.mean_acceptance_length == pytest.approx(6.4, abs=0.01)
+    assert e1.low_acceptance is True
+    assert e0.low_acceptance is False
 
 
 def test_an_idle_server_has_no_acceptance_not_a_one(prom: PrometheusServer) -> None:

@@ -72,6 +72,80 @@ async def test_label_values_are_data_never_markup_or_escapes() -> None:
         assert "[bold red]x[/]" in view
 
 
+def two_engines(rates: tuple[float, float]) -> FleetServer:
+    return FleetServer(
+        key="10.0.0.9:8000", job="vllm", up=True, model="m", mean_acceptance_length=3.8,
+        per_engine_acceptance={"0": 6.4, "1": 1.2}, generation_tps=sum(rates), running=6,
+        waiting=1, kv_cache_usage_pct=40.0, ttft_p99_s=0.4,
+        per_engine_generation_tps={"0": rates[0], "1": rates[1]},
+        per_engine_running={"0": 3, "1": 3}, per_engine_waiting={"0": 0, "1": 1},
+        expected_acceptance=expected_acceptance("dflash"))
+
+
+async def test_e_shows_one_row_per_data_parallel_engine_under_its_server() -> None:
+    """vLLM labels its series by `engine`: a server's row sums them, `e` shows each engine's
+    own figures under it, the stuck or slow one flagged; Enter on it opens its server."""
+    single = FleetServer(key="10.0.0.1:8000", job="vllm", up=True, model="m",
+                         mean_acceptance_length=6.0, per_engine_acceptance={"0": 6.0},
+                         per_engine_running={"0": 2}, per_engine_generation_tps={"0": 50.0},
+                         generation_tps=50.0, running=2)
+    chosen: list[FleetServer] = []
+
+    class Opens(App[None]):
+        def on_prom_fleet_screen_server_chosen(self, event: PromFleetScreen.ServerChosen
+                                               ) -> None:
+            chosen.append(event.server)
+
+    app = Opens()
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = PromFleetScreen("http://prom")
+        await app.push_screen(screen)
+        screen.show(FleetReport("http://prom", "", "instance", time.time(),
+                                servers=(single, two_engines((100.0, 0.0)))))
+        await pilot.pause()
+        table = screen.query_one("DataTable")
+        assert table.row_count == 2
+        await pilot.press("e")
+        await pilot.pause()
+        names = [c.key for c in COLUMNS]
+
+        def row(i: int) -> dict[str, str]:
+            return {k: str(v) for k, v in zip(names, table.get_row_at(i), strict=True)}
+
+        assert table.row_count == 4  # a single-engine server gets no engine rows
+        assert [row(i)["server"] for i in range(4)] == [
+            "10.0.0.1:8000", "10.0.0.9:8000", "10.0.0.9:8000 · e0", "10.0.0.9:8000 · e1"]
+        server, e0, e1 = row(1), row(2), row(3)
+        assert server["engine"] == "stalled"
+        assert "ENGINE 1 STUCK" in server["flag"]
+        assert (e0["accept"], e0["gen"], e0["running"], e0["waiting"], e0["engine"]) == (
+            "6.40", "100.0", "3", "0", "ok")
+        assert (e1["accept"], e1["gen"], e1["running"], e1["waiting"], e1["engine"]) == (
+            "1.20", "0.0", "3", "1", "stalled")
+        assert "ENGINE 1 STUCK" in e1["flag"]
+        assert "LOW" in e1["flag"]
+        assert e0["flag"] == ""
+        assert e0["kv"] == e0["ttft"] == e0["up"] == ""  # the server's figures, on its row
+        assert "per engine" in str(screen.query_one("#promfleet-title").render())
+
+        table.move_cursor(row=3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert [s.key for s in chosen] == ["10.0.0.9:8000"]
+        assert chosen[0].key == "10.0.0.9:8000"
+
+        # A slow replica (under half the fastest's rate) is flagged on its own row.
+        screen.show(FleetReport("http://prom", "", "instance", time.time(),
+                                servers=(single, two_engines((100.0, 20.0)))))
+        await pilot.pause()
+        assert "DP IMBALANCE" in row(1)["flag"]
+        assert row(3)["flag"] == "LOW (expect ~6.4) DP SLOW"
+        assert row(2)["flag"] == ""
+        await pilot.press("e")
+        await pilot.pause()
+        assert table.row_count == 2
+
+
 async def test_help_lists_the_fleet_keys() -> None:
     from console.settings import FleetSettings, HostsFile
     from console.sources.prometheus import Prometheus
@@ -84,5 +158,5 @@ async def test_help_lists_the_fleet_keys() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         text = str(app.screen.query_one("#help-body").render())
-        for words in ("Sort", "Reverse", "Filter", "Refresh", "Open", "Quit"):
+        for words in ("Sort", "Reverse", "Filter", "Refresh", "Open", "Engines", "Quit"):
             assert words in text, words

@@ -26,6 +26,7 @@ from console.sources.fleet_query import (
     IDLE,
     NO_DCGM,
     NO_REQUESTS,
+    PER_SERVER,
     FleetReport,
     FleetServer,
 )
@@ -42,6 +43,8 @@ class Column:
 
 def _reason(server: FleetServer, figure: str) -> str:
     why = server.missing.get(figure, ABSENT)
+    if why == PER_SERVER:  # an engine's row: the server's row above it has the figure
+        return ""
     if why in (IDLE, NO_REQUESTS):
         return "idle"
     if why == NO_DCGM:
@@ -57,6 +60,8 @@ def _num(figure: str, fmt: str, suffix: str = "") -> Callable[[FleetServer], str
 
 
 def _health(server: FleetServer) -> str:
+    if server.parent is not None:
+        return ""
     return {True: "up", False: "DOWN", None: "absent"}[server.up]
 
 
@@ -68,6 +73,8 @@ def _flag(server: FleetServer) -> str:
         flags.append(f"ENGINE {','.join(server.stalled_engines)} STUCK")
     elif server.imbalanced:
         flags.append("DP IMBALANCE")
+    if server.slow:
+        flags.append("DP SLOW")
     return " ".join(flags)
 
 
@@ -89,7 +96,8 @@ COLUMNS = (
     Column("server", "server", lambda s: s.key, lambda s: s.key),
     Column("host", "hosts file", lambda s: s.host or "", lambda s: s.host or ""),
     Column("up", "health", _health, lambda s: {True: 1, False: 0, None: None}[s.up]),
-    Column("model", "model", lambda s: s.model or _reason(s, "model"), lambda s: s.model),
+    Column("model", "model", lambda s: "" if s.parent else s.model or _reason(s, "model"),
+           lambda s: s.model),
     Column("accept", "accept len", _num("mean_acceptance_length", ".2f"),
            lambda s: s.mean_acceptance_length),
     Column("engines", "per engine", _engines, lambda s: len(s.per_engine_acceptance)),
@@ -109,6 +117,10 @@ COLUMNS = (
 )
 
 
+ENGINE_FIGURES = ("accept", "gen", "running", "waiting", "engine", "flag")
+"""The columns an engine's row has of its own (the rest are the server's)."""
+
+
 def sort_rows(servers: tuple[FleetServer, ...], column: Column, reverse: bool
               ) -> list[FleetServer]:
     """By the column's value, unknown values last whichever the direction."""
@@ -125,7 +137,8 @@ def matches(server: FleetServer, words: str) -> bool:
 
 
 class PromFleetScreen(Screen[None]):
-    """The fleet table; the app hands it each refresh (`show`)."""
+    """The fleet table; the app hands it each refresh (`show`). `e` adds one row per
+    data-parallel engine under each server that has two or more."""
 
     BINDINGS = [
         Binding("enter", "open", "Open", id="promfleet.open"),
@@ -134,6 +147,7 @@ class PromFleetScreen(Screen[None]):
         Binding("slash", "filter", "Filter", id="promfleet.filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="promfleet.clear"),
         Binding("r", "refresh", "Refresh", id="promfleet.refresh"),
+        Binding("e", "engines", "Engines", id="promfleet.engines"),
     ]
     COMPONENT_CLASSES = STATUS_CLASSES
 
@@ -152,7 +166,9 @@ class PromFleetScreen(Screen[None]):
         self.sort_index = 0
         self.reverse = False
         self.filter = ""
+        self.per_engine = False
         self.rows: list[FleetServer] = []
+        """The rows shown, in order: servers, each followed by its engines' rows (`e`)."""
         self._shown: dict[str, tuple[str, ...]] = {}
         self._shown_order: list[str] = []
 
@@ -193,14 +209,16 @@ class PromFleetScreen(Screen[None]):
 
     def _title(self, report: FleetReport) -> None:
         shown = self.report
-        count = f"{len(self.rows)}/{len(shown.servers)} servers" if shown else "no table"
+        servers = sum(1 for s in self.rows if s.parent is None)
+        count = f"{servers}/{len(shown.servers)} servers" if shown else "no table"
         column = COLUMNS[self.sort_index]
         clock = time.strftime("%H:%M:%S", time.localtime(report.at))
         self.query_one("#promfleet-title", Static).update(Text(
             f" vllm-console · fleet from {self.source} · {count} · {clock} "
             f"({report.took_s * 1000:.0f} ms) · sort: {column.title}"
             f"{' ↓' if self.reverse else ''}" + (f" · filter: {self.filter}" if self.filter
-                                                  else "") + " · enter: open"))
+                                                  else "")
+            + (" · per engine" if self.per_engine else "") + " · enter: open"))
 
     def _render_rows(self) -> None:
         """Bring the table to the report, the filter and the sort with the least work: rows
@@ -211,7 +229,9 @@ class PromFleetScreen(Screen[None]):
             return
         servers = [s for s in report.servers if matches(s, self.filter)] if self.filter \
             else list(report.servers)
-        self.rows = sort_rows(tuple(servers), COLUMNS[self.sort_index], self.reverse)
+        ordered = sort_rows(tuple(servers), COLUMNS[self.sort_index], self.reverse)
+        self.rows = [row for s in ordered
+                     for row in ((s, *s.engine_rows()) if self.per_engine else (s,))]
         cells = {s.key: tuple(c.cell(s) for c in COLUMNS) for s in self.rows}
         table = self.query_one(DataTable)
         at = self._shown_order[table.cursor_row] if 0 <= table.cursor_row < len(
@@ -286,10 +306,18 @@ class PromFleetScreen(Screen[None]):
     def action_refresh(self) -> None:
         self.post_message(self.RefreshWanted())
 
+    def action_engines(self) -> None:
+        """One row per data-parallel engine under its server, or back to one per server."""
+        self.per_engine = not self.per_engine
+        self._render_rows()
+
     def action_open(self) -> None:
         table = self.query_one(DataTable)
         if self.rows and 0 <= table.cursor_row < len(self.rows):
-            self.post_message(self.ServerChosen(self.rows[table.cursor_row]))
+            row = self.rows[table.cursor_row]
+            if row.parent is not None:  # an engine's row opens its server
+                row = next(s for s in self.rows if s.key == row.parent)
+            self.post_message(self.ServerChosen(row))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -305,6 +333,10 @@ def describe(server: FleetServer) -> list[str]:
         text = column.cell(server)
         if text:
             lines.append(f"  {column.title:<12} {text}")
+    for engine in server.engine_rows():
+        figures = " · ".join(f"{c.title} {c.cell(engine)}" for c in COLUMNS
+                             if c.key in ENGINE_FIGURES and c.cell(engine))
+        lines.append(f"  engine {engine.key.rsplit(' · e', 1)[-1]:<5} {figures}")
     for figure, why in sorted(server.missing.items()):
         lines.append(f"  missing {figure}: {why}")
     lines += ["", "Seen through Prometheus only. For the live console add this server to the "
