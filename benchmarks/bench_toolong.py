@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ACCESS_LINE, WRITER, report
+from benchmarks.common import ACCESS_LINE, WRITER, peer_python, report
 
 VENV = Path(os.environ.get("TOOLONG_VENV", "/tmp/vc-bench-toolong-venv"))
 DRIVER = Path(__file__).with_name("toolong_driver.py")
@@ -30,19 +30,7 @@ DRIVER = Path(__file__).with_name("toolong_driver.py")
 
 def toolong_python() -> Path:
     """toolong's interpreter, its venv made (and toolong installed) when absent."""
-    python = VENV / "bin" / "python"
-    check = [str(python), "-c", "import toolong"]
-    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
-        return python
-    # A venv of the interpreter that runs this (the project's base Python).
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--clear", str(VENV)], check=True,
-                   capture_output=True)
-    result = subprocess.run([str(python), "-m", "pip", "install", "-q", "toolong"],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"pip install toolong failed: {result.stderr.strip()[-300:]}")
-    return python
+    return peer_python(VENV, "toolong", "toolong")
 
 
 def version() -> str:

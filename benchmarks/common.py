@@ -89,6 +89,25 @@ def find_pids(needle: bytes, env_needle: bytes | None = None) -> list[int]:
     return found
 
 
+def peer_python(venv: Path, requirement: str, module: str) -> Path:
+    """The interpreter of a peer tool's own venv (its pins must not touch the project's),
+    made with the project's base Python and `pip install requirement` when `module` does not
+    import there yet; reused after."""
+    python = venv / "bin" / "python"
+    check = [str(python), "-c", f"import {module}"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return python
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True,
+                   capture_output=True)
+    result = subprocess.run([str(python), "-m", "pip", "install", "-q", requirement],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"pip install {requirement} failed: "
+                           f"{result.stderr.strip()[-300:]}")
+    return python
+
+
 @contextlib.contextmanager
 def private_sshd() -> Iterator[Sshd]:
     """A real OpenSSH sshd on loopback (as the integration tests start it), removed after."""

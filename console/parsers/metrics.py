@@ -7,16 +7,14 @@ the same `SpecDecodeSample` the log line gives, over the interval between them.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from console.parsers.serving import ServingCollector, ServingScrape
 from console.parsers.spec_decode import SpecDecodeSample
-
-if TYPE_CHECKING:
-    from prometheus_client.samples import Sample
 
 _DRAFTS = "vllm:spec_decode_num_drafts_total"
 _DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -134,26 +132,70 @@ def diff_counters(
     )
 
 
-def _samples(text: str) -> Iterator[Sample]:
-    # Imported on the first scrape, not with the console: the first frame does not need it
-    # (~25 ms of start-up on a quiet machine, `python -X importtime`).
-    from prometheus_client.parser import text_string_to_metric_families
+class Sample(NamedTuple):
+    """One sample line of the text format: `name{label="value",...} value [timestamp]`."""
 
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,?)')
+_ESCAPE = re.compile(r"\\(.)")
+_ESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return _ESCAPE.sub(lambda m: _ESCAPED.get(m.group(1), m.group(0)), value)
+
+
+def parse_sample(line: str) -> Sample | None:
+    """One line of the Prometheus text format as a sample; None for a comment, a blank line or
+    a line that is not a sample (never raises: a bad line is skipped, the rest still read).
+
+    Written for speed: prometheus_client's parser took ~15 µs a line (3.3 ms for the simulated
+    server's 221 lines, every scrape); this one gives the same samples (the tests compare the
+    two on vLLM's real output) in a fraction of that."""
+    if not line or line[0] == "#":
+        return None
+    name_match = _NAME.match(line)
+    if name_match is None:
+        return None
+    name, at = name_match.group(), name_match.end()
+    labels: dict[str, str] = {}
+    if at < len(line) and line[at] == "{":
+        at += 1
+        while True:
+            label = _LABEL.match(line, at)
+            if label is None:
+                break
+            labels[label.group(1)] = _unescape(label.group(2))
+            at = label.end()
+            if not label.group(3):
+                break
+        rest = line[at:].lstrip()
+        if not rest.startswith("}"):
+            return None
+        rest = rest[1:]
+    else:
+        rest = line[at:]
+    parts = rest.split()
+    if not parts or len(parts) > 2 or (rest and not rest[0].isspace()):
+        return None
     try:
-        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    except Exception:  # the parser raises assorted errors on bad input; fall back to per line
-        samples = None
-    if samples is not None:
-        yield from samples
-        return
+        return Sample(name, labels, float(parts[0]))
+    except ValueError:
+        return None
+
+
+def _samples(text: str) -> Iterator[Sample]:
     for line in text.splitlines():
-        if not line.startswith("vllm:"):
-            continue  # skip comments too: a lone `# TYPE` line out of context can mislead
-        try:
-            for family in text_string_to_metric_families(line + "\n"):
-                yield from family.samples
-        except Exception:  # one bad line: skip it, keep the rest
-            continue
+        sample = parse_sample(line)
+        if sample is not None:
+            yield sample
 
 
 def _counters(
