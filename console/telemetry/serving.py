@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -44,6 +44,33 @@ class EngineState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class EngineFigures:
+    """One data-parallel engine (`engine` label) as the scrapes see it: summed, a server with
+    one slow or hung replica still looks busy and fine."""
+
+    name: str
+    progress: EngineState
+    running: int | None = None
+    waiting: int | None = None
+    generation_tps: float | None = None
+    """Over the interval since the previous scrape (None: one scrape, or a reset)."""
+    ttft_p99_s: float | None = None
+    """Over the recent window, this engine's histogram alone."""
+    slow: bool = False
+    """Busy, and generating under half the busiest engine's rate."""
+
+
+def engine_json(engine: EngineFigures) -> dict[str, Any]:
+    """One element of `status --json`'s `serve.engines`."""
+    return {"engine": engine.name, "state": engine.progress.value, "running": engine.running,
+            "waiting": engine.waiting,
+            "generation_tps": None if engine.generation_tps is None
+            else round(engine.generation_tps, 1),
+            "ttft_p99_s": None if engine.ttft_p99_s is None else round(engine.ttft_p99_s, 3),
+            "slow": engine.slow}
+
+
+@dataclass(frozen=True, slots=True)
 class ServingStatus:
     """What the scrapes say about serving, at `at` (host clock): the engine's progress, the
     recent window's latency percentiles and the request outcomes since start-up."""
@@ -57,6 +84,13 @@ class ServingStatus:
     window_s: float | None = None
     requests: dict[str, Any] | None = None
     at: float | None = None
+    engines: tuple[EngineFigures, ...] = ()
+    """One entry per data-parallel engine when the server has two or more, else empty."""
+
+    @property
+    def imbalanced(self) -> bool:
+        """A busy engine generates under half the busiest one's rate."""
+        return any(e.slow for e in self.engines)
 
     @property
     def picture(self) -> tuple[Any, ...]:
@@ -68,7 +102,7 @@ class ServingStatus:
         requests = None if self.requests is None else tuple(
             (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
             for k, v in sorted(self.requests.items()))
-        return self.progress, self.reason, self.stalled_since, latency, requests
+        return self.progress, self.reason, self.stalled_since, latency, requests, self.engines
 
     def latency_json(self) -> dict[str, Any]:
         keys = dict.fromkeys(LATENCY_FAMILIES)
@@ -83,11 +117,19 @@ class _EngineProgress:
     generated: float | None = None
     progress_at: float | None = None
     busy_since: float | None = None
+    at: float | None = None
+    rate: float | None = None
+    """Tokens per second since the previous scrape (None: the first one, or a reset)."""
 
     def feed(self, series: EngineSeries, at: float) -> None:
         count = series.generation_tokens
         if count is None:
             return
+        self.rate = None
+        if self.generated is not None and self.at is not None and at > self.at \
+                and count >= self.generated:
+            self.rate = (count - self.generated) / (at - self.at)
+        self.at = at
         # The first scrape, and a restart (the counter went down), give the benefit of the
         # doubt: the stall clock starts there.
         if self.generated is None or count != self.generated:
@@ -140,7 +182,40 @@ class ServingWatch:
         if merged.generation_tokens is not None:
             self._last = (at, merged.generation_tokens)
         latency, window = self._latency(scrape, at)
-        return ServingStatus(state, reason, since, latency, window, _requests(merged), at)
+        return ServingStatus(state, reason, since, latency, window, _requests(merged), at,
+                             self._each_engine(scrape, at))
+
+    def _each_engine(self, scrape: ServingScrape, at: float) -> tuple[EngineFigures, ...]:
+        """Per engine, when there are two or more: its state, requests, rate and TTFT p99."""
+        if len(scrape.by_engine) < 2:
+            return ()
+        base = self._history[0][1] if len(self._history) > 1 else None
+        rows = []
+        for name, series in sorted(scrape.by_engine.items()):
+            progress = self._engines[name]
+            busy = (series.running or 0) + (series.waiting or 0) > 0
+            quiet = progress.quiet_since()
+            if not busy:
+                state = EngineState.OK if progress.rate else EngineState.IDLE
+            elif quiet is not None and at - quiet >= self.stall_s:
+                state = EngineState.STALLED
+            else:
+                state = EngineState.OK
+            ttft = None
+            old = base.by_engine.get(name) if base is not None else None
+            if old is not None and "ttft_s" in old.latency and "ttft_s" in series.latency:
+                figures = percentiles(histogram_delta(old.latency["ttft_s"],
+                                                      series.latency["ttft_s"]))
+                ttft = figures.get("p99") if figures else None
+            rows.append(EngineFigures(
+                name, state, None if series.running is None else int(series.running),
+                None if series.waiting is None else int(series.waiting), progress.rate, ttft))
+        rates = [r.generation_tps for r in rows if r.generation_tps is not None
+                 and (r.running or 0) + (r.waiting or 0) > 0]
+        fastest = max(rates, default=0.0)
+        return tuple(replace(r, slow=len(rates) > 1 and r.generation_tps is not None
+                             and (r.running or 0) + (r.waiting or 0) > 0
+                             and r.generation_tps < 0.5 * fastest) for r in rows)
 
     def _progress(self, merged: EngineSeries, at: float
                   ) -> tuple[EngineState, str, float | None]:

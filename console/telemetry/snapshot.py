@@ -21,7 +21,7 @@ from console.parsers.errors import ErrorKind
 from console.parsers.redact import redact, redact_text
 from console.telemetry.run_log import RunInfo
 from console.telemetry.server import Health, Readiness, ServerLoad
-from console.telemetry.serving import EngineState, ServingStatus, engine_verdict
+from console.telemetry.serving import EngineState, ServingStatus, engine_json, engine_verdict
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from console.telemetry.startup import StartupState, StartupStatus
 from console.transport.host import ConnectionState, LinkStatus
@@ -236,6 +236,7 @@ class HostSnapshot:
                       "uptime_s": self.uptime_s(state), "log": self.serve.log,
                       "url": self.serve.url, "engine": engine_state.value,
                       "engine_reason": engine_reason,
+                      "engines": [engine_json(e) for e in self.serving.engines] or None,
                       "container": container_json(self.serve.container)},
             "engine": engine,
             "spec_decode": self.spec_decode.to_json(),

@@ -292,7 +292,8 @@ class ConsoleApp(App[int]):
                         if expected is not None and latest is not None else None,
                         engine=engine.value, ttft_p99=ttft.get("p99") if ttft else None,
                         running=load.running if load is not None else None,
-                        waiting=load.waiting if load is not None else None)
+                        waiting=load.waiting if load is not None else None,
+                        engines=snap.serving.engines)
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self._order]

@@ -36,7 +36,7 @@ SPEC_KEYS = {"mean_acceptance_length", "draft_acceptance_rate_pct", "per_positio
 TOP_KEYS = {"host", "gpus", "gpu_source", "gpu_source_reason", "serve", "engine", "spec_decode",
             "throughput", "errors", "latency", "requests"}
 SERVE_KEYS = {"running", "pid", "cmdline", "health", "state", "phase", "started_at", "uptime_s",
-              "log", "url", "engine", "engine_reason", "container"}
+              "log", "url", "engine", "engine_reason", "engines", "container"}
 ENGINE_KEYS = {"version", "model", "speculative_config", "aux_layers", "max_model_len",
                "tensor_parallel_size", "data_parallel_size"}
 THROUGHPUT_KEYS = {"prompt_tps", "generation_tps", "running", "waiting", "kv_cache_usage_pct",

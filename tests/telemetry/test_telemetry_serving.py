@@ -12,7 +12,13 @@ from pathlib import Path
 
 from console.parsers.metrics import parse_metrics
 from console.parsers.serving import ServingScrape
-from console.telemetry.serving import EngineState, ServingWatch, engine_verdict, watch_serving
+from console.telemetry.serving import (
+    EngineState,
+    ServingWatch,
+    engine_json,
+    engine_verdict,
+    watch_serving,
+)
 
 DATA = Path(__file__).parents[1] / "data" / "real_formats" / "0.32.0"
 IDLE = (DATA / "serving-idle.txt").read_text()
@@ -69,27 +75,53 @@ def test_a_restart_is_no_stall_and_no_negative_figure() -> None:
     assert status.latency is None  # the window starts again
 
 
-def test_one_engine_of_two_stalled_is_a_stall_and_names_it() -> None:
+def two(gen0: float, gen1: float, running: tuple[int, int] = (2, 2)) -> ServingScrape:
+    """Two data-parallel engines (the real body's series copied to `engine="1"`)."""
     extra = "\n".join(line.replace('engine="0"', 'engine="1"') for line in
                       TRAFFIC.splitlines() if line.startswith("vllm:") and 'engine="0"' in line)
-    body = TRAFFIC + extra + "\n"
+    text = TRAFFIC + extra + "\n"
+    for engine, gen, busy in (("0", gen0, running[0]), ("1", gen1, running[1])):
+        text = re.sub(rf'^(vllm:generation_tokens_total{{engine="{engine}",[^}}]*}}) \S+$',
+                      rf"\g<1> {gen}", text, flags=re.M)
+        text = re.sub(rf'^(vllm:num_requests_running{{engine="{engine}",[^}}]*}}) \S+$',
+                      rf"\g<1> {busy}", text, flags=re.M)
+    found = parse_metrics(text).serving
+    assert found is not None
+    return found
 
-    def two(gen0: float, gen1: float) -> ServingScrape:
-        text = body
-        for engine, gen in (("0", gen0), ("1", gen1)):
-            text = re.sub(rf'^(vllm:generation_tokens_total{{engine="{engine}",[^}}]*}}) \S+$',
-                          rf"\g<1> {gen}", text, flags=re.M)
-            text = re.sub(rf'^(vllm:num_requests_running{{engine="{engine}",[^}}]*}}) \S+$',
-                          r"\g<1> 2", text, flags=re.M)
-        found = parse_metrics(text).serving
-        assert found is not None
-        return found
 
+def test_one_engine_of_two_stalled_is_a_stall_and_names_it() -> None:
     watch = ServingWatch(stall_s=10)
     watch.feed(two(100, 100), 0.0)
     status = watch.feed(two(400, 100), 12.0)  # engine 0 busy and moving, engine 1 still
     assert status.progress is EngineState.STALLED
     assert "(engine 1 of 2)" in status.reason
+
+
+def test_each_data_parallel_engine_has_its_own_figures_and_a_slow_one_is_flagged() -> None:
+    """Summed, a DP server with one slow or hung replica looks fine: the status carries one
+    entry per engine (state, requests, tokens/s over the last interval, TTFT p99 over the
+    window), and an engine under half the busiest one's rate is `slow`."""
+    watch = ServingWatch(stall_s=10)
+    first = watch.feed(two(100, 100), 0.0)
+    assert [e.name for e in first.engines] == ["0", "1"]
+    assert all(e.generation_tps is None for e in first.engines)  # one scrape: no rate yet
+    status = watch.feed(two(600, 150), 5.0)
+    e0, e1 = status.engines
+    assert (e0.progress, e0.running, e0.generation_tps, e0.slow) == (
+        EngineState.OK, 2, 100.0, False)
+    assert (e1.progress, e1.running, e1.generation_tps, e1.slow) == (
+        EngineState.OK, 2, 10.0, True)
+    assert status.imbalanced
+    assert engine_json(e1) == {"engine": "1", "state": "ok", "running": 2, "waiting": 0,
+                               "generation_tps": 10.0, "ttft_p99_s": None, "slow": True}
+    status = watch.feed(two(1100, 150), 15.0)  # engine 1 holds its requests, no token
+    assert [e.progress for e in status.engines] == [EngineState.OK, EngineState.STALLED]
+    status = watch.feed(two(1100, 150, running=(0, 0)), 20.0)
+    assert [e.progress for e in status.engines] == [EngineState.IDLE, EngineState.IDLE]
+    assert not status.imbalanced  # nobody busy: nothing to compare
+    # One engine: no per-engine entries (the status itself is that engine).
+    assert watch.feed(scrape(2, 100), 25.0).engines == ()
 
 
 def test_latency_is_the_window_between_scrapes_and_null_without_new_requests() -> None:

@@ -82,3 +82,58 @@ async def test_the_serving_columns_say_a_stall_loudly() -> None:
         fail = screen.get_component_rich_style("status--fail", partial=True)
         stalled = table.get_row("gpu-a")[COLUMNS.index("engine")]
         assert stalled.style == fail
+
+
+async def test_e_shows_each_data_parallel_engine_under_its_host() -> None:
+    """Summed, a DP server with one hung or slow replica looks fine; `e` adds one row per
+    engine under its host (state, TTFT p99, requests), the slow one said, the host's engine
+    cell saying the imbalance; Enter on an engine's row opens its host."""
+    from console.telemetry.serving import EngineFigures, EngineState
+    from console.tui.screens.fleet import COLUMNS
+
+    engines = (EngineFigures("0", EngineState.OK, 3, 0, 100.0, 0.4),
+               EngineFigures("1", EngineState.OK, 3, 1, 20.0, 2.5, slow=True))
+    chosen: list[str] = []
+
+    class Opens(App[None]):
+        def on_fleet_screen_host_chosen(self, event: FleetScreen.HostChosen) -> None:
+            chosen.append(event.host)
+
+    app = Opens()
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([row("gpu-a"), row("gpu-b")])
+        await app.push_screen(screen)
+        table = screen.query_one("DataTable")
+
+        def rows() -> list[dict[str, str]]:
+            return [dict(zip(COLUMNS, [str(c) for c in table.get_row_at(i)], strict=True))
+                    for i in range(table.row_count)]
+
+        screen.update_row(row("gpu-a", state="connected", engine="ok", running=6, waiting=1,
+                              engines=engines))
+        await pilot.pause(0.8)
+        assert [r["host"] for r in rows()] == ["gpu-a", "gpu-b"]
+        assert rows()[0]["engine"] == "ok · DP imbalance"
+        await pilot.press("e")
+        await pilot.pause(0.8)
+        shown = rows()
+        assert [r["host"] for r in shown] == ["gpu-a", "gpu-a · e0", "gpu-a · e1", "gpu-b"]
+        assert (shown[1]["engine"], shown[1]["TTFT p99"], shown[1]["run/wait"]) == (
+            "ok", "400 ms", "3/0")
+        assert (shown[2]["engine"], shown[2]["TTFT p99"], shown[2]["run/wait"]) == (
+            "slow", "2.50 s", "3/1")
+        table.move_cursor(row=2)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert chosen == ["gpu-a"]
+        # The replica hangs: its row says so; then the engines go (a restart with DP 1).
+        screen.update_row(row("gpu-a", state="connected", engine="stalled", engines=(
+            engines[0], EngineFigures("1", EngineState.STALLED, 3, 1, 0.0, None))))
+        await pilot.pause(0.8)
+        assert rows()[2]["engine"] == "stalled"
+        screen.update_row(row("gpu-a", state="connected", engine="ok"))
+        await pilot.pause(0.8)
+        assert [r["host"] for r in rows()] == ["gpu-a", "gpu-b"]
+        await pilot.press("e")
+        await pilot.pause(0.8)
+        assert table.row_count == 2

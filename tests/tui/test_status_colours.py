@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from console.sources.fleet_query import FleetReport, FleetServer
+from console.telemetry.serving import EngineFigures, EngineState
 from console.tui.screens.fleet import COLUMNS, FleetRow, FleetScreen
 from console.tui.screens.prom_fleet import PromFleetScreen
 from tests.app_support import WidgetApp, theme_colour
@@ -33,7 +34,9 @@ async def test_the_fleet_table_is_coloured_by_the_theme_and_follows_a_switch() -
     app = WidgetApp(Static())
     async with app.run_test(size=(200, 40)) as pilot:
         screen = FleetScreen([
-            FleetRow("gpu-a", "connected", None, None, None, checked=True, serve_state="ready"),
+            FleetRow("gpu-a", "connected", None, None, None, checked=True, serve_state="ready",
+                     engines=(EngineFigures("0", EngineState.OK),
+                              EngineFigures("1", EngineState.STALLED))),
             FleetRow("gpu-b", "refused", None, None, "runtime-activation", checked=True,
                      serve_state="failed", root_cause="config-correct")])
         await app.push_screen(screen)
@@ -48,6 +51,13 @@ async def test_the_fleet_table_is_coloured_by_the_theme_and_follows_a_switch() -
         a, b = fleet_cells(screen, "gpu-a"), fleet_cells(screen, "gpu-b")
         assert colour(a["link"]) == theme_colour("status-ok", LIGHT)
         assert colour(b["root cause"]) == theme_colour("status-fail", LIGHT)
+        screen.action_engines()  # the engines' rows recolour too
+        await pilot.pause()
+        assert colour(fleet_cells(screen, "gpu-a · e1")["engine"]) == theme_colour(
+            "status-fail", LIGHT)
+        app.theme = "vllm-dark"
+        await pilot.pause()
+        assert colour(fleet_cells(screen, "gpu-a · e1")["engine"]) == theme_colour("status-fail")
 
 
 async def test_the_prometheus_fleet_is_coloured_by_the_theme_and_follows_a_switch() -> None:

@@ -73,6 +73,12 @@ def render(snap: HostSnapshot, *, url_only: bool = False) -> str:
         lines.append(f"        per position: {rates}")
     lines.append(f"load    {_load(data['throughput'])}")
     lines.append(f"serving {serve['engine']}: {safe_text(serve['engine_reason'], 300)}")
+    for engine in serve["engines"] or ():
+        slow = " (slow: under half the busiest engine's rate)" if engine["slow"] else ""
+        lines.append(f"        engine {safe_text(engine['engine'], 20)}: {engine['state']}{slow}, "
+                     f"{_num(engine['running'])} running, {_num(engine['waiting'])} waiting, "
+                     f"{_num(engine['generation_tps'])} tok/s, TTFT p99 "
+                     f"{_num(engine['ttft_p99_s'])} s")
     lines.append(f"latency {_latency(data['latency'])}")
     requests = data["requests"]
     if requests["finished"] is not None or requests["preemptions_total"] is not None:

@@ -1,7 +1,8 @@
 """Several hosts: one row each (link, serve state, the engine's state, TTFT p99 over the recent
 window, requests running/waiting, GPU utilisation, acceptance length, broken link, root cause,
-age of the last check); Enter opens a host. One host's trouble only ever
-changes its own row, and a cell that grows widens its column (never `runtime-act`)."""
+age of the last check); Enter opens a host; `e` adds one row per data-parallel engine under
+each host that has two or more. One host's trouble only ever changes its own rows, and a cell
+that grows widens its column (never `runtime-act`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from console.telemetry.serving import EngineFigures, EngineState
 from console.transport.host import link_status
 from widgets.serving_strip import ENGINE_STATUS
 from widgets.status import STATUS_CLASSES, status_style
@@ -47,6 +49,13 @@ class FleetRow:
     """Time to first token, p99 over the recent window (seconds)."""
     running: int | None = None
     waiting: int | None = None
+    engines: tuple[EngineFigures, ...] = ()
+    """One per data-parallel engine when the server has two or more (`serve.engines`)."""
+
+
+def engine_key(host: str, engine: EngineFigures) -> str:
+    """An engine's row: `gpu-a · e1` (unique: host names are)."""
+    return f"{host} · e{engine.name}"
 
 
 def _seconds(value: float | None) -> str:
@@ -74,7 +83,8 @@ def age(since: float | None, now: float | None = None) -> str:
 class FleetScreen(Screen[None]):
     """The fleet table."""
 
-    BINDINGS = [Binding("enter", "open", "Open host", id="fleet.open")]
+    BINDINGS = [Binding("enter", "open", "Open host", id="fleet.open"),
+                Binding("e", "engines", "Engines", id="fleet.engines")]
     COMPONENT_CLASSES = STATUS_CLASSES
 
     class HostChosen(Message):
@@ -88,6 +98,9 @@ class FleetScreen(Screen[None]):
         self._shown: dict[str, FleetRow] = {row.name: row for row in rows}
         self._pending: dict[str, FleetRow] = {}
         self._ages: dict[str, str] = {}
+        self.per_engine = False
+        self._engine_rows: dict[str, list[Text]] = {}
+        """The engine rows shown (`engine_key`), their cells."""
 
     def compose(self) -> ComposeResult:
         yield Static(" vllm-console · hosts (enter: open · h: back here from a host)",
@@ -115,9 +128,10 @@ class FleetScreen(Screen[None]):
                         "not-answering": fail}.get(
             row.serve_state, unknown)
         engine_colour = status_style(self, ENGINE_STATUS.get(row.engine, "unknown"))
+        imbalance = " · DP imbalance" if any(e.slow for e in row.engines) else ""
         return [Text(row.name, style="bold"), Text(row.state, style=state_colour),
                 Text(row.serve_state, style=serve_colour),
-                Text(row.engine, style=engine_colour), Text(_seconds(row.ttft_p99)),
+                Text(row.engine + imbalance, style=engine_colour), Text(_seconds(row.ttft_p99)),
                 Text(_load(row.running, row.waiting)),
                 Text("?" if row.gpu_util is None else f"{row.gpu_util:.0f}%"),
                 Text("—" if row.acceptance is None else f"{row.acceptance:.2f}",
@@ -127,12 +141,64 @@ class FleetScreen(Screen[None]):
                 Text(row.root_cause or "—", style=fail if row.root_cause else unknown),
                 Text(age(row.checked_at), style=unknown if row.checked_at is None else "")]
 
+    def _engine_cells(self, engine: EngineFigures, host: str) -> list[Text]:
+        """An engine's own figures; what only the host has (link, GPUs, checks) is blank."""
+        state = "slow" if engine.slow and engine.progress is EngineState.OK else \
+            engine.progress.value
+        colour = status_style(self, "warn" if state == "slow" else
+                              ENGINE_STATUS.get(state, "unknown"))
+        return [Text(engine_key(host, engine)), Text(""), Text(""), Text(state, style=colour),
+                Text(_seconds(engine.ttft_p99_s)), Text(_load(engine.running, engine.waiting)),
+                *[Text("") for _ in COLUMNS[6:]]]
+
     def _recolour(self, _theme: object) -> None:
         """A new theme (the stylesheet has been refreshed by now): every shown cell again."""
         table = self.query_one(DataTable)
         for name, row in self._shown.items():
             for column, cell in zip(COLUMNS, self._cells(row), strict=True):
                 table.update_cell(name, column, cell)
+        for name, row in self._shown.items():
+            for engine in row.engines:
+                key = engine_key(name, engine)
+                if key in self._engine_rows:
+                    self._engine_rows[key] = cells = self._engine_cells(engine, name)
+                    for column, cell in zip(COLUMNS, cells, strict=True):
+                        table.update_cell(key, column, cell)
+
+    def action_engines(self) -> None:
+        """One row per data-parallel engine under its host, or back to one row per host."""
+        self.per_engine = not self.per_engine
+        self._sync_engines(self.query_one(DataTable))
+
+    def _sync_engines(self, table: DataTable[Text]) -> None:
+        """The engine rows to the hosts' newest rows: added, updated, removed, then every row
+        back under its host."""
+        wanted: dict[str, list[Text]] = {}
+        if self.per_engine:
+            for name, row in self._shown.items():
+                for engine in row.engines:
+                    wanted[engine_key(name, engine)] = self._engine_cells(engine, name)
+        moved = False
+        for key in [k for k in self._engine_rows if k not in wanted]:
+            table.remove_row(key)
+            del self._engine_rows[key]
+            moved = True
+        for key, cells in wanted.items():
+            old = self._engine_rows.get(key)
+            if old is None:
+                table.add_row(*cells, key=key)
+                moved = True
+            else:
+                for column, cell, before in zip(COLUMNS, cells, old, strict=True):
+                    if cell.plain != before.plain or cell.style != before.style:
+                        table.update_cell(key, column, cell, update_width=True)
+            self._engine_rows[key] = cells
+        if moved:
+            order = [key for name, row in self._shown.items()
+                     for key in (name, *(engine_key(name, e) for e in row.engines))
+                     if key == name or key in wanted]
+            rank = {key: i for i, key in enumerate(order)}
+            table.sort("host", key=lambda cell: rank.get(cell.plain, len(rank)))
 
     def update_row(self, row: FleetRow) -> None:
         """Note a host's new row; rows are applied together twice a second, and only the
@@ -156,6 +222,8 @@ class FleetScreen(Screen[None]):
                     table.update_cell(name, column, cell, update_width=True)
             self._shown[name] = row
             self._ages[name] = age(row.checked_at)
+        if pending and (self.per_engine or self._engine_rows):
+            self._sync_engines(table)
         self._tick_ages(table, skip=pending)
 
     def _tick_ages(self, table: DataTable[Text], skip: dict[str, FleetRow]) -> None:
@@ -168,12 +236,19 @@ class FleetScreen(Screen[None]):
                 self._ages[name] = text
                 table.update_cell(name, AGE_COLUMN, Text(text), update_width=True)
 
+    def _host_of(self, key: str) -> str:
+        """The host of a row: itself, or an engine row's host."""
+        if key in self._shown:
+            return key
+        return next((name for name, row in self._shown.items()
+                     if any(engine_key(name, e) == key for e in row.engines)), key)
+
     def action_open(self) -> None:
         table = self.query_one(DataTable)
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-            self.post_message(self.HostChosen(str(key.value)))
+            self.post_message(self.HostChosen(self._host_of(str(key.value))))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.post_message(self.HostChosen(str(event.row_key.value)))
+        self.post_message(self.HostChosen(self._host_of(str(event.row_key.value))))
