@@ -9,7 +9,8 @@ Sections (names for --only): screen, tail, toolong, local, memory (the log path;
 all five), stream (the console's CPU while a log streams at 1k and 10k lines/s with nobody
 typing: the stream's own cost, beside `screen`'s with keys pressed), frames (the screen's CPU
 time alone), perline, idle, anchors (htop/btop idle,
-lnav on the flood), start, chain, fleet, agent, follower; and `real` (the console on a real
+lnav on the flood), start, url (URL-only mode beside vllm-htop on one server, and the serving
+strip's cost), chain, fleet, agent, follower; and `real` (the console on a real
 `vllm serve`: host cost under load, restart timeline), which runs only when --only names
 it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes; and
 `promfleet` (the Prometheus fleet at 10, 100 and 1,000 backfilled servers, ~4 minutes). Each
@@ -36,8 +37,8 @@ from benchmarks.machine import busy_processes, describe
 from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
-SECTIONS = (*LOGPATH, "stream", "frames", "perline", "idle", "anchors", "start", "chain",
-            "fleet", "agent", "follower")
+SECTIONS = (*LOGPATH, "stream", "frames", "perline", "idle", "anchors", "start", "url",
+            "chain", "fleet", "agent", "follower")
 ON_REQUEST = ("real", "promfleet")  # not in the default run: only when --only names them
 
 
@@ -153,6 +154,12 @@ def run_start(plan: Plan) -> dict[str, Any]:
     return run_json("bench_start", ["--runs", "1" if plan.quick else "3"], timeout=300)
 
 
+def run_url(plan: Plan) -> dict[str, Any]:
+    args = ["--runs", "1", "--settle", "3", "--seconds", "6"] if plan.quick else \
+        ["--runs", "5", "--settle", "10", "--seconds", "30"]
+    return run_json("bench_url", args, timeout=400)
+
+
 def run_chain(plan: Plan) -> dict[str, Any]:
     return run_json("bench_chain", ["--runs", "1" if plan.quick else "3"], timeout=400)
 
@@ -198,7 +205,7 @@ def run_promfleet(plan: Plan) -> dict[str, Any]:
 RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "screen": run_screen, "stream": run_stream, "tail": run_tail, "toolong": run_toolong,
     "local": run_local, "memory": run_memory, "frames": run_frames, "perline": run_perline,
-    "idle": run_idle, "anchors": run_anchors, "start": run_start,
+    "idle": run_idle, "anchors": run_anchors, "start": run_start, "url": run_url,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
     "real": run_real, "promfleet": run_promfleet,
 }

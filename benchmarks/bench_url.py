@@ -198,18 +198,17 @@ async def _render_ms(status: Any, snapshot: Any, n: int = 200) -> float:
 
 
 def bench(runs: int, settle: float, seconds: float) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
+    """`ours` and `peer` (vllm-htop) on the same server, then `strip` (the serving picture's
+    cost per refresh)."""
     with tempfile.TemporaryDirectory(prefix="vc-bench-url-") as tmp, server() as url:
         ours, peer = console_argv("--url", url), htop_argv(url)
-        results["vllm-console"] = {**starts(ours, OURS, runs, Path(tmp)),
-                                   **idle(ours, OURS, settle, seconds, Path(tmp)),
-                                   "refresh": "/health 2 s, /metrics 5 s"}
-        results[htop_version()] = {**starts(peer, PEER, runs, Path(tmp)),
-                                   "first_acceptance_s": "n/a (no spec-decode series read)",
-                                   **idle(peer, PEER, settle, seconds, Path(tmp)),
-                                   "refresh": "2 s"}
-        results["serving strip, per refresh, one server"] = strip_cost(url)
-    return results
+        return {
+            "ours": {**starts(ours, OURS, runs, Path(tmp)),
+                     **idle(ours, OURS, settle, seconds, Path(tmp)),
+                     "refresh": "/health 2 s, /metrics 5 s"},
+            "peer": {"tool": htop_version(), **starts(peer, PEER, runs, Path(tmp)),
+                     **idle(peer, PEER, settle, seconds, Path(tmp)), "refresh": "2 s"},
+            "strip": strip_cost(url)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
     report_each(bench(opts.runs, opts.settle, opts.seconds), opts.json,
-                "URL-only mode, side by side", lambda name, r: f"{name}: {r}")
+                "URL-only mode beside vllm-htop (ours, peer) and the serving strip's cost",
+                lambda name, r: f"{name}: {r}")
     return 0
 
 

@@ -146,6 +146,25 @@ def summary(results: dict[str, Any]) -> list[str]:
                      f"{demo:.2f} s / {ssh:.2f} s", _verdict(0 <= max(demo, ssh) <= 0.5)))
     else:
         rows.append(("First frame <= 0.5 s", "—", NONE))
+    url = results.get("url")
+    if _ok(url) and _ok(url.get("ours")) and _ok(url.get("peer")):
+        ours, peer = url["ours"], url["peer"]
+        first = max(ours["first_load_s"], ours["first_acceptance_s"])
+        rows.append((f"URL only: first screen <= 0.5 s ({peer['tool']}: "
+                     f"{peer['first_screen_s']:.2f} s)",
+                     f"{ours['first_screen_s']:.2f} s (runs {_span(ours['first_screen_range'])})",
+                     _verdict(0 <= ours["first_screen_s"] <= 0.5)))
+        rows.append(("URL only: first figures (load and acceptance) <= 1 s",
+                     f"{first:.2f} s (acceptance runs {_span(ours['first_acceptance_range'])})",
+                     _verdict(ours["first_load_s"] >= 0 and 0 <= first <= 1)))
+        rows.append(("URL only: idle CPU no more than vllm-htop's",
+                     f"{_pct(ours['idle_cpu_pct'])}, {_n(ours['rss_mb'])} MB "
+                     f"({peer['tool']}: {_pct(peer['idle_cpu_pct'])}, "
+                     f"{_n(peer['rss_mb'])} MB)",
+                     _verdict(ours["idle_cpu_pct"] <= peer["idle_cpu_pct"])))
+    else:
+        rows.append(("URL only: first screen <= 0.5 s, first figures <= 1 s, idle CPU <= "
+                     "vllm-htop's", "—", NONE))
     rows.append(_target(results.get("chain"), "`check` <= 5 s", lambda r: (
         f"{r['inproc_worst_s']:.2f} s worst in process; CLI "
         f"{r['cli_worst_s']:.2f} s worst (Python start-up included)",
@@ -159,6 +178,41 @@ def summary(results: dict[str, Any]) -> list[str]:
     out = ["| Target | Measured | Verdict |", "|---|---|---|"]
     out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return out
+
+
+def _span(values: Any) -> str:
+    """`0.41-0.52 s` from [min, max]."""
+    if not isinstance(values, list) or len(values) != 2:
+        return "—"
+    return f"{values[0]:.2f}-{values[1]:.2f} s"
+
+
+def url_mode(results: dict[str, Any]) -> list[str]:
+    """URL-only mode beside vllm-htop on the same server, and the serving strip's cost."""
+    url = results.get("url")
+    if not _ok(url) or not _ok(url.get("ours")) or not _ok(url.get("peer")):
+        return []
+    ours, peer, strip = url["ours"], url["peer"], url.get("strip", {})
+    out = _table("URL-only mode beside vllm-htop (tmux 160x50, one simulated server with "
+                 "traffic; median and range of the runs)", "", "First screen",
+                 "First load figure", "First acceptance figure", "Idle CPU", "RSS", "Refresh")
+    for name, r in (("`vllm-console --url`", ours), (peer["tool"], peer)):
+        acceptance = r.get("first_acceptance_s")
+        shown = f"{acceptance:.2f} s ({_span(r.get('first_acceptance_range'))})" \
+            if isinstance(acceptance, int | float) else "not shown (reads no spec-decode series)"
+        out.append(f"| {name} | {r['first_screen_s']:.2f} s ({_span(r['first_screen_range'])})"
+                   f" | {r['first_load_s']:.2f} s ({_span(r['first_load_range'])}) | {shown} | "
+                   f"{_pct(r['idle_cpu_pct'])} | {_n(r['rss_mb'])} MB | {r['refresh']} |")
+    if _ok(strip):
+        out += ["", f"The serving strip per refresh, one server ({strip['metrics_lines']} "
+                f"`/metrics` lines, {strip['serving_lines']} of them serving series): reading "
+                f"them {_ms(strip['serving_parse_ms'])} ms (the whole scrape "
+                f"{_ms(strip['parse_ms'])} ms), the engine state and windowed percentiles "
+                f"{_ms(strip['serving_feed_ms'])} ms, drawing the strip "
+                f"{_ms(strip['serving_render_ms'])} ms. At 1,000 servers the strip is not drawn "
+                "per server: the fleet's serving columns are PromQL (the per-query table of "
+                "the Prometheus fleet below)."]
+    return [*out, ""]
 
 
 def _idle_anchors(results: dict[str, Any]) -> str:
@@ -633,7 +687,7 @@ def render(results: dict[str, Any], machine: dict[str, str], meta: dict[str, Any
     lines += ["", "## Targets", ""] + summary(results)
     lines += ["", "## Log path", ""] + logpath(results)
     lines += ["", "## Other measurements", ""] + streaming(results) + frames(results) + \
-        details(results) + \
+        details(results) + url_mode(results) + \
         anchors(results) + _carried_real(results)
     lines += prom_fleet_section(results)
     errors = _error_lines(results)
