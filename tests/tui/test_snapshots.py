@@ -6,9 +6,23 @@ Plain `def` tests: `snap_compare` runs the app itself. After a deliberate visual
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+
 from tests.snapshot_support import replay_app
 
 SIZE = (160, 50)
+
+
+@pytest.fixture(autouse=True)
+def _ages_hold_still(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The serving strip's ages move on with the local clock: on a loaded machine the app took
+    over 5 s from the snapshot's data to its frame, and `<5 s ago` became `5 s ago` (a CI
+    run). Held still here, the snapshot is what the figures say, however long it took."""
+    import console.tui.serving_figures as figures
+
+    monkeypatch.setattr(figures, "time", SimpleNamespace(monotonic=lambda: 1000.0))
 
 
 def test_main_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
