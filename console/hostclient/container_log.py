@@ -5,17 +5,20 @@ is no file on the host to follow. `read_container_log` reads the current run onc
 `status`), through the host side's `container-log` entry (`console.hostside.containers`): `docker
 logs --timestamps --since` the container's start, so a `docker restart`'s earlier runs are left
 out, the two streams put back in one order by their stamps (the same merge the check's log probe
-reads), and only its start-up and its recent end brought back when it is long. Following it live
-is the log follower's job (a later step).
+reads), and only its start-up and its recent end brought back when it is long.
+`ContainerLogFollower` follows it live for the log pane: the host side's `follow-container`
+replays the run and goes on with `docker logs --follow`, in the log follower's frames.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from console.hostclient.discovery import ServeContainer
+from console.hostclient.follower import LogFollower
 from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts, run_json
+from console.transport.remote_scripts import RemoteScripts, python_line, run_json
 
 HEAD_BYTES = 1 << 20
 """The run's first bytes brought back: its start-up (the engine's config, the drafter)."""
@@ -53,3 +56,38 @@ async def read_container_log(host: Host, container: ServeContainer, *,
         str(run.data.get("tail") or "").splitlines()
     skipped = run.data.get("skipped")
     return ContainerLog(lines, skipped if isinstance(skipped, int) else 0)
+
+
+class ContainerLogFollower(LogFollower):
+    """`LogFollower` on a container's output: the run since the container's start, then live.
+    Its `path` is what the log pane names (`docker logs NAME (the container's output)`); a
+    lost link resumes after the last line's stamp, never repeating or skipping one."""
+
+    def __init__(self, host: Host, container: ServeContainer, **kwargs: Any) -> None:
+        super().__init__(host, describe(container), **kwargs)
+        self.container = container
+        self._stamp = ""
+        self._same = 0
+
+    @staticmethod
+    def run_key(container: ServeContainer) -> str:
+        """Which run a follower follows: a container started again is another log."""
+        return f"{container.runtime}:{container.id}@{container.started_at}"
+
+    async def _command(self, *, once: bool = False) -> str:
+        c = self.container
+        args = ["--runtime", c.runtime, "--ref", c.ref, "--since",
+                f"{c.started_at or 0.0:.6f}", "--head", str(self.head_bytes),
+                "--backlog", str(self.backlog_bytes)]
+        pos = self.position
+        if self._stamp and pos is not None:
+            args += ["--after", self._stamp, "--skip", str(self._same), "--offset",
+                     str(pos.offset)]
+        return python_line(await self.scripts.bundle(), "follow-container", args,
+                           python=self.python)
+
+    def _data(self, header: dict[str, Any], payload: bytes) -> None:
+        super()._data(header, payload)
+        stamp, same = header.get("stamp"), header.get("same")
+        if isinstance(stamp, str) and stamp and isinstance(same, int):
+            self._stamp, self._same = stamp, same

@@ -15,6 +15,7 @@ import sys
 ENTRIES = {
     "agent": "agent",
     "follow": "follow",
+    "follow-container": "container_follow",
     "discover": "discover",
     "probe-code": "probes.code_probe",
     "probe-configs": "probes.configs_probe",
@@ -23,7 +24,7 @@ ENTRIES = {
     "container-log": "containers",
     "restart": "restart.main",
 }
-STREAMS = ("agent", "follow")
+STREAMS = ("agent", "follow", "follow-container")
 
 
 def main():

@@ -315,11 +315,12 @@ def _unstamped(line: bytes) -> bytes:
     return rest if sep and stamp[:1].isdigit() and stamp.endswith(b"Z") else line
 
 
-def export_log(ref: str, since: float | None, runtime: str = RUNTIME
-               ) -> tuple[str | None, str]:
+def export_log(ref: str, since: float | None, runtime: str = RUNTIME,
+               keep_stamps: bool = False) -> tuple[str | None, str]:
     """The container's output since `since` (its current start) as one temporary file, the
     stdout and stderr lines (the CLI hands them back apart) in the order of their stamps, the
-    stamps dropped: (its path, "") for the caller to read and remove, or (None, why)."""
+    stamps dropped (kept with `keep_stamps`): (its path, "") for the caller to read and
+    remove, or (None, why)."""
     argv = [runtime, "logs", "--timestamps"]
     if since is not None:
         argv += ["--since", f"{since:.6f}"]
@@ -343,7 +344,7 @@ def export_log(ref: str, since: float | None, runtime: str = RUNTIME
         with open(names[0], "rb") as a, open(names[1], "rb") as b, \
                 open(names[2], "wb") as merged:
             for line in heapq.merge(a, b, key=_sort_key):
-                merged.write(_unstamped(line))
+                merged.write(line if keep_stamps else _unstamped(line))
         return _removed(names[:2], names[2]), ""
     except OSError as exc:
         return _removed(names, None), f"cannot keep `{runtime} logs {ref}` in a file: {exc}"

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from console.hostclient.agent.client import AgentClient
 from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
+from console.hostclient.container_log import ContainerLogFollower
+from console.hostclient.container_log import describe as describe_container_log
 from console.hostclient.discovery import (
     DiscoveryError,
+    ServeContainer,
     ServeProcess,
     configured_port,
     discover_serve,
@@ -55,6 +60,11 @@ from console.transport.host import ConnectionState, Host, HostError, LinkStatus,
 from console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
+CONTAINER_LOOK_S = 10.0
+"""While no bare server runs and one in a container does: how often to look again (a
+`docker restart` is a new run)."""
+CONTAINER_LOOK_MAX_S = 60.0
+"""While no server runs at all: the looks back off to this (each costs a `discover` run)."""
 
 OnEvent = Callable[[ev.TelemetryEvent], None]
 
@@ -137,6 +147,9 @@ class HostTelemetry:
                                       serve=serve_info(config.serve, None, None))
         self._on_event: OnEvent | None = None
         self._follower: LogFollower | None = None
+        self._follow_key = ""
+        self._container_look = -CONTAINER_LOOK_MAX_S
+        self._look_every = CONTAINER_LOOK_S / 2  # doubled after the first empty look
         self._follow_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop: asyncio.Event | None = None
@@ -239,21 +252,51 @@ class HostTelemetry:
         if root_changed:
             self._root = tree.root
             await self._resolve(tree)
+        if tree.root is None and time.monotonic() - self._container_look >= self._look_every:
+            await self._look_for_container(tree)
         if root_changed or previous is None or previous.serve.shape != tree.shape:
             self._emit(ev.ServeTreeChanged(self.host.name, tree, self._snapshot.serve))
 
-    async def _resolve(self, tree: ServeTree) -> None:
-        """A new serve process (or none): where its log is, its URL, what it asked for."""
+    async def _look_for_container(self, tree: ServeTree) -> None:
+        """No bare server in the agent's tree: is one the main process of a container? The
+        agent never takes a container's process (another pid namespace) for the login user's;
+        discovery's container kind finds it (`docker ps`), looked at every
+        `CONTAINER_LOOK_S` while one runs in a container, less often (up to every
+        `CONTAINER_LOOK_MAX_S`) while none does. A container that started again (a `docker
+        restart`) is a new server, its log followed from its new start."""
+        self._container_look = time.monotonic()
         settings = self.config.serve
-        if tree.root is None:
+        try:
+            process = await discover_serve(self.host, settings, scripts=self.scripts,
+                                           python=settings.python or "python3")
+        except DiscoveryError:
+            self._look_every = min(self._look_every * 2, CONTAINER_LOOK_MAX_S)
+            return  # no verdict: what was found before stands
+        found = process.container if process is not None else None
+        self._look_every = CONTAINER_LOOK_S if found is not None else \
+            min(self._look_every * 2, CONTAINER_LOOK_MAX_S)
+        current = self._snapshot.serve.container
+        if found == current:
+            return
+        if process is None or found is None:
+            await self._resolve(tree)  # the container went away: no server
+            return
+        await self._resolve(tree, process)
+
+    async def _resolve(self, tree: ServeTree, container: ServeProcess | None = None) -> None:
+        """A new serve process (or none): where its log is, its URL, what it asked for.
+        `container`: the server discovery found in a container (the agent's tree is empty)."""
+        settings = self.config.serve
+        if tree.root is None and container is None:
             info = replace(serve_info(settings, None, False), log=self._snapshot.serve.log
                            or settings.log or None)
         else:
             try:
                 # The resolver's choice is the server (the agent's oldest match is only the
                 # prompt to ask again): the same process as `check` and the restart act on.
-                process = await discover_serve(self.host, settings, scripts=self.scripts,
-                                               python=settings.python or "python3")
+                process = container or await discover_serve(
+                    self.host, settings, scripts=self.scripts,
+                    python=settings.python or "python3")
                 info = (serve_info(settings, process, True) if process is not None
                         else serve_info_from_tree(settings, tree))
                 self.last_process = process or self.last_process
@@ -269,10 +312,19 @@ class HostTelemetry:
         self._update(serve=info)
         if info.log:
             self._follow(info.log)
+        elif info.container is not None and info.container.started_at is not None:
+            self._follow(describe_container_log(info.container), info.container)
 
     # -- the log ------------------------------------------------------------------------
-    def _follow(self, path: str) -> None:
-        if self._follower is not None and self._follower.path == path:
+    def _follow(self, path: str, container: ServeContainer | None = None) -> None:
+        """Follow the log at `path`, or (`container`, no log file configured) the container's
+        output (`docker logs`) since its start: the same batches either way."""
+        opts = self.options
+        kwargs: dict[str, Any] = dict(backlog_bytes=opts.log_backlog_bytes,
+                                      max_lines=opts.log_max_lines, batch_s=opts.log_batch_s,
+                                      scripts=self.scripts)
+        key = path if container is None else ContainerLogFollower.run_key(container)
+        if self._follower is not None and self._follow_key == key:
             return
         if self._follow_task is not None:
             self._follow_task.cancel()
@@ -283,16 +335,15 @@ class HostTelemetry:
             self._emit(ev.RunUpdated(self.host.name, self.run_log.info, True))
             self._spec_changed()
             self._startup_changed(force=True)
-        opts = self.options
-        follower = LogFollower(self.host, path, start=opts.log_start,
-                               backlog_bytes=opts.log_backlog_bytes,
-                               max_lines=opts.log_max_lines, batch_s=opts.log_batch_s,
-                               python=self.config.serve.python, scripts=self.scripts)
-        self._follower = follower
+        follower: LogFollower = ContainerLogFollower(self.host, container, **kwargs) \
+            if container is not None else LogFollower(self.host, path, start=opts.log_start,
+                                                      python=self.config.serve.python,
+                                                      **kwargs)
+        self._follower, self._follow_key = follower, key
         self._follow_task = asyncio.create_task(self._follow_loop(follower),
-                                                name=f"telemetry-log {path}")
+                                                name=f"telemetry-log {follower.path}")
         self._update(follow=follower.state)
-        self._emit(ev.LogSourceChanged(self.host.name, path, follower.state))
+        self._emit(ev.LogSourceChanged(self.host.name, follower.path, follower.state))
 
     async def _follow_loop(self, follower: LogFollower) -> None:
         """Run the follower; should it ever fail on something unforeseen, say so and go on

@@ -19,12 +19,14 @@ import pwd
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from console.hostclient.discovery import resolve_serve
+from console.hostside.containers import started_at as inspected_started_at
 from console.settings import ServeSettings
 from console.transport.local_host import LocalHost
 from tests.docker import IMAGE, MODELS, ContainerServer, Dockerd, host_mounts
@@ -116,6 +118,94 @@ def test_status_json_shows_the_container_and_reads_its_log(
     assert text.returncode == 0, text.stderr
     assert f"where   docker container {container_server.name}" in text.stdout
     assert f"log     docker logs {container_server.name}" in text.stdout
+
+
+async def test_the_live_log_is_the_containers_output_followed_as_it_comes(
+        container_server: ContainerServer, docker_host: str) -> None:
+    """With no log file, the console's log pane follows `docker logs` of the container's
+    current run: the replay (the engine's start-up) and then, live, a request's line seconds
+    after it was served; a lost follower resumes after the last line, repeating none."""
+    from console.hostclient.follower import FollowState
+    from console.session.host_session import HostSession
+    from console.settings import HostConfig
+    from console.telemetry.events import LogLinesReceived, LogSourceChanged, TelemetryEvent
+
+    config = HostConfig(name="box", local=True, serve=ServeSettings(url=container_server.url))
+    session = HostSession(config, LocalHost("box"))
+    telemetry = session.telemetry
+    events: list[TelemetryEvent] = []
+    task = asyncio.create_task(telemetry.run(events.append))
+
+    def lines() -> list[str]:
+        return [t for e in events if isinstance(e, LogLinesReceived) for t in e.batch.texts]
+
+    async def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not check():
+            assert asyncio.get_running_loop().time() < deadline, \
+                f"{what}; log lines: {lines()[-20:]}; events: {events[-5:]}"
+            await asyncio.sleep(0.2)
+
+    try:
+        await until(lambda: any(isinstance(e, LogSourceChanged) for e in events),
+                    "no log source")
+        source = next(e for e in events if isinstance(e, LogSourceChanged))
+        assert source.path == f"docker logs {container_server.name} (the container's output)"
+        # The agent takes no container's process for the login user's: the server is found
+        # by discovery's container kind, as `status` finds it.
+        serve = telemetry.snapshot.serve
+        assert serve.container is not None
+        assert serve.container.name == container_server.name
+        assert serve.pid == container_server.inspect()["State"]["Pid"]  # type: ignore[index]
+        await until(lambda: any("Application startup complete." in t for t in lines()),
+                    "the replay never brought the start-up")
+        await until(lambda: telemetry.follower is not None
+                    and telemetry.follower.state is FollowState.LIVE, "never live")
+        assert any("non-default args" in t for t in lines())
+        assert telemetry.snapshot.run.version == "0.32.0"  # the run's banner, read live
+        assert telemetry.snapshot.status_json()["serve"]["state"] == "ready"
+        marker = f"live-{os.getpid()}"
+        await asyncio.to_thread(_complete, container_server, marker)
+        await until(lambda: sum("POST /v1/completions" in t for t in lines()) >= 1,
+                    "the request's line never came live", timeout=30)
+        # The follower's host process dies (as on a lost link): it resumes after the last
+        # line sent, and a second request's line is there once, the first one still once.
+        before = sum("POST /v1/completions" in t for t in lines())
+        subprocess.run(["pkill", "-f", "-TERM", "follow-container"], check=False)
+        await until(lambda: telemetry.follower is not None
+                    and telemetry.follower.reconnects >= 1, "the follower never came back")
+        await asyncio.to_thread(_complete, container_server, marker)
+        await until(lambda: sum("POST /v1/completions" in t for t in lines()) >= before + 1,
+                    "the second request's line never came", timeout=30)
+        await asyncio.sleep(2)
+        assert sum("POST /v1/completions" in t for t in lines()) == before + 1
+        assert sum("Application startup complete." in t for t in lines()) == 1
+        # `docker restart`: a new run of the same container, followed from its new start
+        # (the pane's lines are the new run's: the telemetry starts a new run log).
+        first = telemetry.follower
+        await asyncio.to_thread(container_server.daemon.docker, "restart", "-t", "5",
+                                container_server.name)
+        await until(lambda: telemetry.follower is not first, "the new run was never followed",
+                    timeout=60)
+        started = container_server.inspect()["State"]["StartedAt"]  # type: ignore[index]
+        assert telemetry.snapshot.serve.container is not None
+        assert telemetry.snapshot.serve.container.started_at == pytest.approx(
+            inspected_started_at({"State": {"StartedAt": started}}), abs=1)
+        await asyncio.to_thread(container_server.wait_ready)
+        await until(lambda: telemetry.follower is not None and any(
+            "Application startup complete." in e.text for e in telemetry.follower.recent()),
+                    "the new run's start-up never came")
+    finally:
+        telemetry.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def _complete(server: ContainerServer, prompt: str) -> None:
+    body = json.dumps({"model": server.target, "prompt": prompt, "max_tokens": 4}).encode()
+    req = urllib.request.Request(f"{server.url}/v1/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        resp.read()
 
 
 def test_serve_container_pins_the_container_over_any_bare_server(

@@ -101,7 +101,7 @@ def test_an_unknown_entry_is_refused_with_the_list_of_entries() -> None:
     done = subprocess.run(entry_argv(PYTHON, "nope"), capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2
-    assert "agent|container-log|discover|follow|probe-code" in done.stderr
+    assert "agent|container-log|discover|follow|follow-container|probe-code" in done.stderr
 
 
 async def test_installed_once_per_content_hash(tmp_path: Path,
