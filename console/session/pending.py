@@ -30,3 +30,6 @@ class PendingSession:
     before its telemetry starts; `session.name` is `name`."""
     readonly: bool = False
     scenario: str = ""
+    url_only: bool = False
+    """A session on the server's URL alone: its screen is laid out for that from the first
+    frame (what it can show gets the room; what needs SSH is one line)."""

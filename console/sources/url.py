@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from console.output.display import safe_text
 from console.parsers.engine import SpeculativeSettings
@@ -23,6 +21,7 @@ from console.session.capabilities import SERVER_ONLY, Capability
 from console.session.host_session import HostSession
 from console.settings import ConfigError, HostConfig, HostEntry, ServeSettings
 from console.sources import web
+from console.sources.api_key import DEFAULT_KEY_ENV, read_api_key, url_settings
 from console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
 from console.telemetry.host_telemetry import HostTelemetry, OnEvent, TelemetryOptions
 from console.telemetry.server import Health, Readiness, ServerLoad, judge_health, model_ids
@@ -36,9 +35,6 @@ from console.transport.host import (
     StreamHandle,
 )
 
-DEFAULT_KEY_ENV = "VLLM_API_KEY"
-"""vLLM's own default for `--api-key`: read when the command line gives only `--url`."""
-
 
 def needs_ssh(what: str, name: str) -> str:
     """The one message every host-only pane and action gives in URL-only mode (`name`: the
@@ -46,30 +42,6 @@ def needs_ssh(what: str, name: str) -> str:
     entry = f"[hosts.{name}]" if "/" not in name and ":" not in name else "[hosts.NAME]"
     return (f"{what} needs SSH to the host: add `ssh = \"user@host\"` beside `url` in its "
             f"{entry} entry of the hosts file, or open `vllm-console [user@]host`")
-
-
-def read_api_key(entry: HostEntry | None, *, default_env: str = "") -> str | None:
-    """The key from `api_key_env` or `api_key_file` (else `default_env` when set). Raises
-    ConfigError naming the variable or file, never the key."""
-    if entry is not None and entry.api_key_env and entry.api_key_file:
-        raise ConfigError("give api_key_env or api_key_file, not both")
-    if entry is not None and entry.api_key_file:
-        path = Path(entry.api_key_file).expanduser()
-        try:
-            key = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ConfigError(f"api_key_file {path}: cannot read: {why}") from None
-        if not key:
-            raise ConfigError(f"api_key_file {path}: empty")
-        return key
-    name = entry.api_key_env if entry is not None and entry.api_key_env else default_env
-    if not name:
-        return None
-    key = os.environ.get(name, "").strip()
-    if not key and entry is not None and entry.api_key_env:
-        raise ConfigError(f"api_key_env {name}: the variable is not set")
-    return key or None
 
 
 @dataclass(frozen=True)
@@ -303,10 +275,9 @@ class UrlSession(HostSession):
 def url_session(name: str, url: str, entry: HostEntry | None = None) -> UrlSession:
     """A URL-only session for a hosts-file entry (its key settings) or, with no entry, a bare
     `--url` (named by its host:port; the key from $VLLM_API_KEY when set). Raises ConfigError."""
-    key = read_api_key(entry, default_env="" if entry is not None else DEFAULT_KEY_ENV)
-    source = UrlSource(url, key)
-    if entry is None:
-        _, host, port, _ = web.split_url(url)
-        name = f"{host}:{port}"
-    profile = entry.checks.profile if entry is not None else ""
-    return UrlSession(name, source, profile=profile)
+    name, key, profile = url_settings(name, url, entry)
+    return UrlSession(name, UrlSource(url, key), profile=profile)
+
+
+__all__ = ["DEFAULT_KEY_ENV", "UrlHost", "UrlSession", "UrlSource", "UrlTelemetry", "needs_ssh",
+           "read_api_key", "url_session", "url_settings"]

@@ -40,7 +40,7 @@ from console.telemetry import events as ev
 from console.transport.host import ConnectionState
 from console.tui.screens.evidence import EvidenceScreen
 from console.tui.screens.fleet import FleetRow, FleetScreen
-from console.tui.screens.host import HostScreen
+from console.tui.screens.host import HostScreen, url_only_line
 from console.tui.screens.host_view import HostView
 from console.tui.ui_state import load_ui_state, save_ui_state
 from themes import DEFAULT_THEME, THEMES, stylesheet_path
@@ -140,6 +140,8 @@ class ConsoleApp(App[int]):
             serve_summary=summary)
         if not isinstance(session, PendingSession):
             screen.attach(session)
+        elif session.url_only:
+            screen.show_server_only(url_only_line())
         return screen
 
     def on_mount(self) -> None:

@@ -162,16 +162,24 @@ async def test_host_actions_say_they_need_ssh(server: str, tmp_path: Path) -> No
         await session.host.read_file("/etc/passwd")
 
 
-async def test_the_console_on_a_url(server: str, tmp_path: Path,
+@pytest.mark.parametrize("made", ["before", "after the first frame"])
+async def test_the_console_on_a_url(server: str, tmp_path: Path, made: str,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Pilot: the header and the speculative pane live; GPU, chain, draft diff and log say
-    they need SSH."""
+    they need SSH. The command line makes the session after the first frame (its imports are
+    ~0.08 s of the start-up): that frame is already the URL-only layout."""
+    from console.cli.commands.tui import url_pending
     from console.tui.app import ConsoleApp
     from tests.app_support import screen_text, wait_until
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    session = url_session("gpu-a", server, entry(tmp_path, server))
-    app = ConsoleApp([session])
+    if made == "before":
+        app = ConsoleApp([url_session("gpu-a", server, entry(tmp_path, server))])
+    else:
+        app = ConsoleApp([url_pending("gpu-a", server, entry(tmp_path, server))])
+        first = app.host_screen("gpu-a")
+        assert first.session is None  # not made yet
+        assert first.server_only  # laid out for the URL from the first frame
     async with app.run_test(size=(200, 50)) as pilot:
         screen = app.screen_for("gpu-a")
         await wait_until(pilot, lambda: app.screen_for("gpu-a") is not None, what="the screen")

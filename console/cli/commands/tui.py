@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.cli.commands.common import CommandError
-from console.settings import HostsFile, default_hosts_path, load_hosts_file
+from console.settings import HostEntry, HostsFile, default_hosts_path, load_hosts_file
 from console.transport.connect import host_config_from_args, make_host
 
 if TYPE_CHECKING:
@@ -25,6 +25,23 @@ def check_theme(name: str | None) -> None:
         raise CommandError(f"unknown theme {name!r}; one of: {', '.join(THEMES)}")
 
 
+def url_pending(name: str, url: str, entry: HostEntry | None = None) -> PendingSession:
+    """A URL-only session, made after the console's first frame (its module imports the host
+    session, the telemetry and the checks: ~0.08 s); the URL and the key are checked now, so
+    that a mistake is one line on stderr, not a screen."""
+    from console.session.pending import PendingSession
+    from console.sources.api_key import url_settings
+
+    name, key, profile = url_settings(name, url, entry)
+
+    async def open_session() -> HostSession:
+        from console.sources.url import UrlSession, UrlSource
+
+        return UrlSession(name, UrlSource(url, key), profile=profile)
+
+    return PendingSession(name, open_session, readonly=True, url_only=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from console.session.pending import PendingSession
     from console.tui import hangup
@@ -37,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
         key = name or args.host
         entry = hosts.hosts.get(key)
         if entry is not None and entry.url and not entry.ssh and not entry.local:
-            from console.sources.url import url_session
-
-            return url_session(key, entry.url, entry)  # URL-only: no SSH
+            return url_pending(key, entry.url, entry)  # URL-only: no SSH
         config = host_config_from_args(args, name)
 
         async def open_session() -> HostSession:
@@ -56,9 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.host:
         sessions = [session(None, hosts)]
     elif args.url:
-        from console.sources.url import url_session
-
-        sessions = [url_session(args.url, args.url)]
+        sessions = [url_pending(args.url, args.url)]
     else:
         if not hosts.hosts:
             said = "has no hosts" if path.exists() else "does not exist"

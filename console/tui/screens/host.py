@@ -11,12 +11,13 @@ offered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.binding import Binding
 
-from console.session.capabilities import Capability
+from console.session.capabilities import SERVER_ONLY, Capability
 from console.tui.screens.evidence import EvidenceScreen
 from console.tui.screens.host_view import HostView
 from widgets.checklist import Checklist, ChecklistState
@@ -35,6 +36,19 @@ HOST_ONLY = {Capability.GPUS: "GPUs", Capability.LOG: "serve log",
 ACTIONS = {"run_checks": Capability.CHECKS, "restart": Capability.RESTART,
            "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT}
 """The host's actions and what each needs of the session."""
+
+
+def server_only_line(missing: Iterable[Capability]) -> str:
+    """The one line a URL-only screen gives what needs the host."""
+    lacking = set(missing)
+    host_only = [label for c, label in HOST_ONLY.items() if c in lacking]
+    return (f"needs SSH: {', '.join(host_only)} · add ssh = \"user@host\" beside url in the "
+            "hosts file")
+
+
+def url_only_line() -> str:
+    """That line for a session on the URL alone, before it is made (`PendingSession.url_only`)."""
+    return server_only_line(c for c in Capability if c not in SERVER_ONLY)
 
 
 class HostScreen(HostView):
@@ -71,10 +85,10 @@ class HostScreen(HostView):
             from checks.draft_diff import DraftDiff
 
             self.show_diff(DraftDiff(error=missing[Capability.DRAFT_DIFF]))
-        host_only = [label for c, label in HOST_ONLY.items() if c in missing]
         if {Capability.GPUS, Capability.LOG, Capability.CHECKS} <= missing.keys():
-            self.show_server_only(f"needs SSH: {', '.join(host_only)} · add ssh = "
-                                  "\"user@host\" beside url in the hosts file")
+            self.show_server_only(server_only_line(missing))
+        if session.source_summary() is not None:  # the header says what this view is
+            self.set_serve_summary(lambda: session.source_summary() or "")
         if missing.keys() & {Capability.GPUS, Capability.ENGINE_CONFIG, Capability.LOG}:
             self.show_unavailable(
                 gpu=missing.get(Capability.GPUS, ""),

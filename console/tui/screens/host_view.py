@@ -337,6 +337,14 @@ class HostView(Screen[None]):
             self._render_all()
             self.log_pane.add_lines(list(self._log_notes))
 
+    def set_serve_summary(self, summary: Callable[[], str]) -> None:
+        """What the header says this view is (a URL-only session's URL, model and version),
+        once its session is made."""
+        self._serve_summary = summary
+        self._serve_text = summary()
+        if self.ready:
+            self._render_header()
+
     def show_server_only(self, line: str) -> None:
         """A session on the server's URL alone: the panes that need the host (GPUs, checklist,
         config tabs, log) give their room to what the server tells, and say so in one line."""
