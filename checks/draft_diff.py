@@ -61,6 +61,8 @@ class DraftDiff:
     """What applying the reference (`a`) writes, in the draft's format."""
     inside: str = ""
     """Where `path` is when not on the host (`the docker container NAME`)."""
+    container: Inside | None = None
+    """That container (`a` writes through its mount)."""
 
     @property
     def wrong(self) -> tuple[FieldRow, ...]:
@@ -258,7 +260,7 @@ async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_d
         findings = tuple(check_invariants(draft, target, spec))
     except (TypeError, ValueError, RecursionError) as exc:
         findings = (Finding("fail", "config", f"cannot check the invariants: {exc}"),)
-    return DraftDiff(path=path, inside=inside.words if inside else "",
+    return DraftDiff(path=path, inside=inside.words if inside else "", container=inside,
                      reference=ref.name if ref else None,
                      reference_source=ref.source if ref else "",
                      rows=compare(draft, ref.config if ref else None, spec.compare),
@@ -281,19 +283,48 @@ async def apply_reference(host: Host, diff: DraftDiff, fields: tuple[str, ...],
         raise HostError(diff.error or "no draft config to change")
     if not diff.reference_config:
         raise HostError("no reference for this drafter: nothing to apply (pass --reference)")
-    if diff.inside:  # the host path of the same name is another file, or none
-        raise HostError(f"{diff.path} is inside {diff.inside}: the console does not write "
-                        "files inside a container yet; edit it through its mount")
-    original = await host.read_file(diff.path, max_bytes=MAX_CONFIG_BYTES)
+    target = diff.path
+    if diff.container is not None:  # the host path of the same name is another file, or none
+        target = await mount_source(host, diff.container, diff.path)
+    original = await host.read_file(target, max_bytes=MAX_CONFIG_BYTES)
     try:
         if json.loads(original.decode("utf-8")) != diff.draft:
-            raise HostError(f"{diff.path} changed on the host since it was read: reload the "
-                            "diff (c) and apply again")
+            # Through a mount: the container's file is this one only if they read the same.
+            raise HostError(f"{target} changed since it was read: reload the diff (c) and "
+                            "apply again")
     except (UnicodeDecodeError, ValueError):
-        raise HostError(f"{diff.path} is no longer valid JSON; not touching it") from None
+        raise HostError(f"{target} is no longer valid JSON; not touching it") from None
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock()))
-    backup = f"{diff.path}.bak-{stamp}"
+    backup = f"{target}.bak-{stamp}"
     await host.write_file(backup, original, mode=0o600)
     fixed = with_reference_values(diff.draft, diff.reference_config, fields)
-    await host.write_file(diff.path, (json.dumps(fixed, indent=2) + "\n").encode(), mode=0o644)
+    await host.write_file(target, (json.dumps(fixed, indent=2) + "\n").encode(), mode=0o644)
     return backup
+
+
+async def mount_source(host: Host, inside: Inside, path: str) -> str:
+    """The host path of the container's file `path`: through the mount (a bind mount or a
+    volume, read-write) whose destination holds it, the longest first. Raises HostError
+    naming why there is none: the file is in the container's own layer, or on a read-only
+    mount (nothing is ever written inside a container with `docker exec`)."""
+    result = await host.run([inside.runtime, "inspect", "-f", "{{json .Mounts}}", inside.ref],
+                            timeout=30)
+    try:
+        mounts = json.loads(result.stdout) if result.ok else None
+    except ValueError:
+        mounts = None
+    if not isinstance(mounts, list):
+        why = result.error_text.strip()[:300] or f"exit {result.exit_status}"
+        raise HostError(f"cannot read the mounts of {inside.words}: {why}")
+    found = [m for m in mounts if isinstance(m, dict) and isinstance(m.get("Destination"), str)
+             and isinstance(m.get("Source"), str) and m["Source"]
+             and (path == m["Destination"] or path.startswith(m["Destination"].rstrip("/") + "/"))]
+    if not found:
+        raise HostError(f"{path} is in {inside.words}'s own files, not on a mount: the console "
+                        "does not write inside a container; change it in the image, or mount "
+                        "its directory")
+    mount = max(found, key=lambda m: len(m["Destination"]))
+    if not mount.get("RW", False):
+        raise HostError(f"{path} is on a read-only mount of {inside.words} "
+                        f"({mount['Source']}): not written")
+    return mount["Source"].rstrip("/") + path[len(mount["Destination"].rstrip("/")):]

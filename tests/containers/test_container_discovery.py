@@ -22,6 +22,7 @@ import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -296,36 +297,70 @@ def test_check_probes_inside_the_container(
     assert done.returncode == 2  # CRITICAL: a link failed
 
 
-def test_the_draft_diff_reads_the_containers_config_and_never_writes_the_host(
+def test_the_draft_diff_reads_inside_and_apply_writes_through_the_mount(
         container_server: ContainerServer, real_vllm: RealVllm, docker_host: str) -> None:
     """The TUI's draft diff (`v`) reads the draft and target config.json at the container's
-    paths (`docker exec NAME cat`); `a` refuses rather than write at the host's namesake."""
-    from checks.draft_diff import apply_reference, load_draft_diff
+    paths (`docker exec NAME cat`); `a` writes through the container's mount (here a Docker
+    volume), never at the host's namesake, and the container then reads the fixed file. A file
+    on a read-only mount is refused, saying so. (The original is put back after.)"""
+    from checks.draft_diff import apply_reference, load_draft_diff, mount_source
     from checks.profile import load_profile
     from console.transport.host import HostError
     from console.transport.remote_scripts import Inside
 
-    async def diff_and_apply() -> tuple[object, str]:
+    inside = Inside("docker", container_server.name)
+    draft_dir = f"{MODELS}/dflash-incident"
+
+    async def diff() -> Any:
         host = LocalHost()
         try:
-            diff = await load_draft_diff(host, load_profile("dflash-swa"),
-                                         f"{MODELS}/dflash-incident", f"{MODELS}/target",
-                                         str(real_vllm.reference),
-                                         inside=Inside("docker", container_server.name))
-            try:
-                await apply_reference(host, diff, ("mask_token_id",))
-            except HostError as exc:
-                return diff, str(exc)
-            return diff, ""
+            return await load_draft_diff(host, load_profile("dflash-swa"), draft_dir,
+                                         f"{MODELS}/target", str(real_vllm.reference),
+                                         inside=inside)
         finally:
             await host.close()
 
-    diff, refused = asyncio.run(diff_and_apply())
-    assert not diff.error, diff.error  # type: ignore[attr-defined]
-    assert diff.path == f"{MODELS}/dflash-incident/config.json"  # type: ignore[attr-defined]
-    wrong = {row.field for row in diff.wrong}  # type: ignore[attr-defined]
-    assert {"mask_token_id", "target_layer_ids"} <= wrong
-    assert f"inside the docker container {container_server.name}" in refused
+    async def apply(found: Any) -> str:
+        host = LocalHost()
+        try:
+            return await apply_reference(host, found, ("mask_token_id",))
+        finally:
+            await host.close()
+
+    async def on_read_only() -> str:
+        host = LocalHost()
+        try:
+            await mount_source(host, inside, str(real_vllm.venv / "pyvenv.cfg"))
+        except HostError as exc:
+            return str(exc)
+        finally:
+            await host.close()
+        return ""
+
+    before = asyncio.run(diff())
+    assert not before.error, before.error
+    assert before.path == f"{draft_dir}/config.json"
+    assert {"mask_token_id", "target_layer_ids"} <= {row.field for row in before.wrong}
+    assert not Path(before.path).exists()  # no such path on the host: never written there
+    volume = json.loads(container_server.daemon.docker(
+        "inspect", "-f", "{{json .Mounts}}", container_server.name).stdout)
+    source = next(m["Source"] for m in volume if m["Destination"] == MODELS)
+    on_host = Path(source) / "dflash-incident" / "config.json"
+    original = on_host.read_bytes()
+    try:
+        backup = asyncio.run(apply(before))
+        assert backup.startswith(f"{on_host}.bak-")  # beside the file, on the host side
+        assert Path(backup).read_bytes() == original
+        after = asyncio.run(diff())  # read inside the container again
+        assert "mask_token_id" not in {row.field for row in after.wrong}
+        assert "target_layer_ids" in {row.field for row in after.wrong}  # only what was asked
+        refused = asyncio.run(on_read_only())
+        assert "read-only mount" in refused
+        assert str(real_vllm.venv) in refused
+    finally:
+        on_host.write_bytes(original)
+        for leftover in on_host.parent.glob("config.json.bak-*"):
+            leftover.unlink()
 
 
 @pytest.fixture

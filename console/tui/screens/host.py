@@ -161,9 +161,11 @@ class HostScreen(HostView):
             self.notify(why, severity="warning")
             return
         changes = "\n".join(f"  {c.line()}" for c in diff.changes)  # JSON values
-        body = (f"Write the reference values of {diff.reference} into\n  {diff.path}\n\n"
-                f"{changes}\n\nA private backup {diff.path}.bak-<time> is kept. vllm serve "
-                "reads it at its next start: restart afterwards (r).")
+        where = f"\n  (inside {diff.inside}: written through its mount on the host)" \
+            if diff.inside else ""
+        body = (f"Write the reference values of {diff.reference} into\n  {diff.path}{where}\n\n"
+                f"{changes}\n\nA private backup <file>.bak-<time> is kept beside it. vllm "
+                "serve reads it at its next start: restart afterwards (r).")
 
         def confirmed(ok: bool | None) -> None:
             if ok:
