@@ -8,7 +8,8 @@ Backfilled, not live: 1,000 live targets would be 1,000 HTTP servers on this 2-c
 which would measure the machine, not the console. The blocks hold 15 s samples from 3 minutes
 before the run to 15 minutes after it (so "now" always has a last minute of counters), for every
 series the fleet queries: `up`, requests running/waiting, KV usage, the generation and
-spec-decode counters (two engines on every tenth server), and dcgm-exporter's three GPU gauges
+spec-decode counters, the TTFT and end-to-end latency histograms (two engines on every tenth
+server), and dcgm-exporter's three GPU gauges
 for every other host. One server in 20 is down (`up` 0, no vLLM series); one in 7 has the
 broken drafter's acceptance (~1.2). Figures:
 
@@ -48,6 +49,10 @@ STEP_S = 15
 BEFORE_S = 3 * 60
 AFTER_S = 15 * 60
 SIZE = (200, 50)
+BUCKETS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, None)
+"""Upper bounds (times each histogram's scale; None: +Inf) of the backfilled histograms."""
+SHARES = (0.2, 0.5, 0.8, 0.92, 0.97, 0.99, 1.0)
+"""The share of requests at or under each bound."""
 
 
 def server_address(i: int) -> str:
@@ -60,7 +65,8 @@ def openmetrics(n: int, now: int) -> str:
     families: dict[str, tuple[str, list[str]]] = {}
 
     def add(name: str, kind: str, labels: str, values: list[float]) -> None:
-        lines = families.setdefault(name, (kind, []))[1]
+        key = f"{name}-{kind.split('-')[1]}" if kind.startswith("histogram-") else name
+        lines = families.setdefault(key, (kind, []))[1]
         lines += [f"{name}{{{labels}}} {v:g} {t}" for v, t in zip(values, stamps, strict=True)]
 
     k = len(stamps)
@@ -92,11 +98,29 @@ def openmetrics(n: int, now: int) -> str:
             add("vllm:spec_decode_num_draft_tokens", "counter", labels, [d * 15 for d in drafts])
             add("vllm:spec_decode_num_accepted_tokens", "counter", labels,
                 [d * accept for d in drafts])
+            # The latency histograms the serving columns read (TTFT, end-to-end): 2 requests
+            # a second, spread over the buckets as a loaded server's are.
+            requests = [2.0 * STEP_S * j for j in range(k)]
+            for family, scale in (("vllm:time_to_first_token_seconds", 0.1),
+                                  ("vllm:e2e_request_latency_seconds", 4.0)):
+                for bound, share in zip(BUCKETS, SHARES, strict=True):
+                    le = "+Inf" if bound is None else f"{bound * scale:g}"
+                    add(family, "histogram", f'{labels},le="{le}"',
+                        [r * share for r in requests])
+                add(family, "histogram-count", labels, requests)
+                add(family, "histogram-sum", labels, [r * scale for r in requests])
     out = []
     for name, (kind, lines) in families.items():
+        if kind.startswith("histogram-"):
+            continue  # written with their family, below
         out.append(f"# TYPE {name} {kind}")
         if kind == "counter":
             lines = [line.replace("{", "_total{", 1) for line in lines]
+        elif kind == "histogram":
+            lines = [line.replace("{", "_bucket{", 1) for line in lines]
+            for part in ("count", "sum"):
+                lines += [line.replace("{", f"_{part}{{", 1)
+                          for line in families[f"{name}-{part}"][1]]
         out += lines
     return "\n".join(out) + "\n# EOF\n"
 
@@ -164,9 +188,10 @@ async def measure(url: str, n: int, seconds: float, prom_pid: int) -> dict[str, 
                 refresh_ms.append(app.table.report.took_s * 1000)
         stop.set()
         await task
-        low = sum(1 for s in (app.table.report.servers if app.table.report else ())
-                  if s.low_acceptance)
-    return {"servers": n, "rows": rows, "low_flagged": low,
+        servers = app.table.report.servers if app.table.report else ()
+        low = sum(1 for s in servers if s.low_acceptance)
+        ttft = sum(1 for s in servers if s.ttft_p99_s is not None)
+    return {"servers": n, "rows": rows, "low_flagged": low, "ttft_p99_shown": ttft,
             "first_table_s": round(first_table_s, 2), "refreshes": len(refresh_ms),
             "refresh_p50_ms": pct(refresh_ms, 50), "refresh_max_ms": round(max(refresh_ms), 1),
             **key_figures(probe), "rss_mb": rss_mb(), "peak_rss_mb": peak_rss_mb(),
