@@ -28,6 +28,7 @@ from console.sources.prometheus import (
     Series,
     with_selector,
 )
+from console.telemetry.serving import lagging
 
 ABSENT = "absent"
 IDLE = "idle: no drafts in the last minute"
@@ -134,7 +135,7 @@ class FleetServer:
         if len(engines) < 2:
             return ()
         rates = self.per_engine_generation_tps
-        fastest = max(rates.values(), default=0.0)
+        slow = lagging(self._busy_rates())
         rows = []
         for e in engines:
             mine = {k: v.get(e) for k, v in (("running", self.per_engine_running),
@@ -148,7 +149,6 @@ class FleetServer:
             if accept is None:
                 missing["mean_acceptance_length"] = self.missing.get(
                     "mean_acceptance_length", IDLE if e in self.per_engine_acceptance else ABSENT)
-            busy = (mine["running"] or 0.0) + (mine["waiting"] or 0.0)
             rows.append(replace(
                 self, key=f"{self.key} · e{e}", parent=self.key,
                 mean_acceptance_length=accept, per_engine_acceptance={},
@@ -159,8 +159,7 @@ class FleetServer:
                 per_engine_generation_tps={e: rates[e]} if e in rates else {},
                 per_engine_running={e: mine["running"]} if mine["running"] is not None else {},
                 per_engine_waiting={e: mine["waiting"]} if mine["waiting"] is not None else {},
-                slow=bool(self.imbalanced) and busy > 0 and e in rates
-                and rates[e] < 0.5 * fastest, missing=missing))
+                slow=e in slow, missing=missing))
         return tuple(rows)
 
     @property
@@ -169,15 +168,19 @@ class FleetServer:
         return tuple(e for e, busy in sorted(self.per_engine_requests.items())
                      if busy > 0 and self.per_engine_generation_tps.get(e) == 0)
 
+    def _busy_rates(self) -> dict[str, float]:
+        """Tokens/s of the engines with requests running or waiting."""
+        return {e: self.per_engine_generation_tps[e] for e, busy in
+                self.per_engine_requests.items() if busy > 0
+                and e in self.per_engine_generation_tps}
+
     @property
     def imbalanced(self) -> bool | None:
         """Two or more engines with requests, the slowest under half the fastest's rate."""
-        rates = [self.per_engine_generation_tps[e] for e, busy in
-                 self.per_engine_requests.items() if busy > 0
-                 and e in self.per_engine_generation_tps]
+        rates = self._busy_rates()
         if len(rates) < 2:
             return None
-        return min(rates) < 0.5 * max(rates)
+        return bool(lagging(rates))
 
     @property
     def engine(self) -> str | None:

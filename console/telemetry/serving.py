@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -58,6 +58,15 @@ class EngineFigures:
     """Over the recent window, this engine's histogram alone."""
     slow: bool = False
     """Busy, and generating under half the busiest engine's rate."""
+
+
+def lagging(busy_rates: Mapping[str, float]) -> frozenset[str]:
+    """The busy engines generating under half the busiest one's rate (tokens/s by engine, of
+    the engines with requests running or waiting): one rule for the SSH and Prometheus views."""
+    if len(busy_rates) < 2:
+        return frozenset()
+    fastest = max(busy_rates.values())
+    return frozenset(e for e, rate in busy_rates.items() if rate < 0.5 * fastest)
 
 
 def engine_json(engine: EngineFigures) -> dict[str, Any]:
@@ -210,12 +219,9 @@ class ServingWatch:
             rows.append(EngineFigures(
                 name, state, None if series.running is None else int(series.running),
                 None if series.waiting is None else int(series.waiting), progress.rate, ttft))
-        rates = [r.generation_tps for r in rows if r.generation_tps is not None
-                 and (r.running or 0) + (r.waiting or 0) > 0]
-        fastest = max(rates, default=0.0)
-        return tuple(replace(r, slow=len(rates) > 1 and r.generation_tps is not None
-                             and (r.running or 0) + (r.waiting or 0) > 0
-                             and r.generation_tps < 0.5 * fastest) for r in rows)
+        slow = lagging({r.name: r.generation_tps for r in rows if r.generation_tps is not None
+                        and (r.running or 0) + (r.waiting or 0) > 0})
+        return tuple(replace(r, slow=r.name in slow) for r in rows)
 
     def _progress(self, merged: EngineSeries, at: float
                   ) -> tuple[EngineState, str, float | None]:
