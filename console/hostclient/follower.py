@@ -38,6 +38,7 @@ from console.output.display import DISPLAY_MAX, PlainLines, safe_text
 from console.parsers.lines import LineAssembler
 from console.parsers.redact import redact_text
 from console.parsers.sieve import batch_keys
+from console.transport.aio import cancel_and_wait, within
 from console.transport.host import ConnectionState, Host, HostError, StreamHandle, backoff
 from console.transport.remote_scripts import RemoteScripts, python_line
 
@@ -371,7 +372,7 @@ class LogFollower:
         with contextlib.suppress(TimeoutError):
             await self.host.wait_connected(timeout=30)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)  # stop() cuts the wait short
+            await within(self._wake.wait(), delay)  # stop() cuts the wait short
 
     async def _pump(self, handle: StreamHandle, on_batch: OnBatch) -> bool:
         """Read one follower process to its end. True when it delivered anything."""
@@ -400,7 +401,7 @@ class LogFollower:
                     if timeout is None:
                         chunk = await queue.get()
                     else:
-                        chunk = await asyncio.wait_for(queue.get(), timeout)
+                        chunk = await within(queue.get(), timeout)
                 except TimeoutError:
                     await self._flush(on_batch)
                     continue
@@ -417,9 +418,7 @@ class LogFollower:
                     await self._flush(on_batch)
         finally:
             self._queue = None
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
+            await cancel_and_wait(reader)
         await self._flush(on_batch)
         if failure:
             raise failure[0]

@@ -35,6 +35,7 @@ from console.restart.plan import RestartError, plan_restart
 from console.restart.startup import RelaunchTracker
 from console.settings import HostConfig
 from console.telemetry.http import ServeUrl, http_get
+from console.transport.aio import cancel_and_wait, within
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts
 
@@ -200,11 +201,9 @@ class _Run:
         self.log_stopped = True
         if drain_s > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.log_ready.wait(), drain_s)
+                await within(self.log_ready.wait(), drain_s)
         await self.log_follower.close()
-        self.log_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.log_task
+        await cancel_and_wait(self.log_task)
         with contextlib.suppress(HostError):
             rest = await self.host.run(
                 ["tail", "-c", f"+{self.log_follower.offset + 1}", "--",
@@ -260,9 +259,7 @@ class _Run:
             raise
         finally:
             await status.close()
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
+            await cancel_and_wait(reader)
             await self._stop_log(0)
 
     async def _follow(self) -> RestartResult:
@@ -270,7 +267,7 @@ class _Run:
             try:
                 limit = SILENCE_LIMIT_S if self.step_pid is not None else \
                     self.options.step_start_timeout_s
-                record = await asyncio.wait_for(self.events.get(), limit)
+                record = await within(self.events.get(), limit)
             except TimeoutError:
                 if self.link_down:
                     continue  # the follower waits for the link; silence says nothing now
@@ -339,7 +336,7 @@ class _Run:
         so the host's restart lock does not outlive us both. A file, not a signal: nothing
         is sent to a pid that may have been recycled."""
         with contextlib.suppress(HostError, OSError, asyncio.CancelledError):
-            await asyncio.wait_for(self.host.run(
+            await within(self.host.run(
                 ["sh", "-c", 'umask 077; : > "$1"', "sh", self.paths["status"] + ".left"],
                 timeout=5), 6)
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 
 from console.hostclient.follower import LogBatch, LogFollower, NoticeKind
+from console.transport.aio import cancel_and_wait, within
 from console.transport.host import ConnectionState, Host, HostError
 from console.transport.remote_scripts import RemoteScripts
 
@@ -71,9 +72,7 @@ class FileFollower:
     async def close(self) -> None:
         self._follower.stop()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait(self._task)
 
     async def lines(self) -> AsyncGenerator[str, None]:
         """Lines (without endings) until `close()`; raises LinkTimeout when the link stays
@@ -103,7 +102,7 @@ class FileFollower:
                 return await self._batches.get()
             left = self._down_since + self._link_timeout - time.monotonic()
             with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(self._batches.get(), max(0.0, min(left, 1.0)))
+                return await within(self._batches.get(), max(0.0, min(left, 1.0)))
             if self.host.link.state is ConnectionState.CONNECTED:
                 await self._back()  # back, with nothing new written meanwhile
             elif left <= 0:

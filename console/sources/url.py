@@ -9,7 +9,6 @@ variable or a file the hosts file names, sent as `Authorization: Bearer`, and ne
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
 from console.telemetry.host_telemetry import HostTelemetry, OnEvent, TelemetryOptions
 from console.telemetry.server import Health, Readiness, ServerLoad, judge_health, model_ids
 from console.telemetry.snapshot import AgentState, AgentStatus
+from console.transport.aio import cancel_and_wait
 from console.transport.host import (
     CommandResult,
     ConnectionState,
@@ -139,9 +139,7 @@ class UrlTelemetry(HostTelemetry):
         try:
             await self._stop.wait()
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
             self._on_event = None
 
     async def _server_step(self) -> bool:

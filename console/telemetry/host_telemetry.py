@@ -56,6 +56,7 @@ from console.telemetry.serving import ServingStatus, ServingWatch
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
 from console.telemetry.spec_decode import SpecSource
 from console.telemetry.startup import STALL_AFTER_S
+from console.transport.aio import cancel_and_wait
 from console.transport.host import ConnectionState, Host, HostError, LinkStatus, backoff
 from console.transport.remote_scripts import RemoteScripts
 
@@ -187,12 +188,9 @@ class HostTelemetry:
         try:
             await self._stop.wait()
         finally:
-            tasks = [*self._tasks, *([self._follow_task] if self._follow_task else [])]
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            if self._follower is not None:
+                self._follower.stop()  # ends it even should a cancellation go astray
+            await cancel_and_wait(*self._tasks, self._follow_task)
             self._on_event = None
 
     def stop(self) -> None:
@@ -329,6 +327,7 @@ class HostTelemetry:
         if self._follow_task is not None:
             self._follow_task.cancel()
         if self._follower is not None:
+            self._follower.stop()
             # Another file: what the old one said about "the current run" no longer holds.
             self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
             self._update(run=self.run_log.info)

@@ -9,6 +9,7 @@ import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+from console.transport.aio import within
 from console.transport.host import (
     CommandResult,
     ConnectionState,
@@ -73,7 +74,7 @@ class LocalHost(Host):
                   cwd: str | None = None) -> CommandResult:
         proc = await self._spawn(argv, env, cwd, asyncio.subprocess.PIPE)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+            out, err = await within(proc.communicate(input), timeout)
         except TimeoutError:
             await _reap(proc)
             raise HostError(f"command timed out after {timeout:g} s: {_show(argv)}") from None
@@ -149,10 +150,20 @@ def _show(argv: Sequence[str] | str) -> str:
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:
-    """End the command's group and wait for it, so its pipes close while the loop runs."""
+    """End the command's group and wait for it, so its pipes close while the loop runs. Its
+    output is read to the end meanwhile: asyncio stops reading a pipe whose reader fell behind,
+    never sees its end then, and `wait()` waits for both (it took the whole 5 s bound when a
+    busy stream was cancelled)."""
     _terminate(proc)
     with contextlib.suppress(TimeoutError, ProcessLookupError):
-        await asyncio.wait_for(proc.wait(), 5)
+        async with asyncio.timeout(5):
+            await asyncio.gather(_drain(proc.stdout), _drain(proc.stderr), proc.wait())
+
+
+async def _drain(stream: asyncio.StreamReader | None) -> None:
+    with contextlib.suppress(Exception):  # another reader, a closed pipe: nothing to drain
+        while stream is not None and await stream.read(CHUNK):
+            pass
 
 
 def _terminate(proc: asyncio.subprocess.Process) -> None:

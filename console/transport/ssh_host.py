@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from console.settings import HostConfig
+from console.transport.aio import cancel_and_wait, within
 from console.transport.host import (
     CommandResult,
     ConnectionState,
@@ -146,7 +147,7 @@ class SSHHost(Host):
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until the link is up (after a reconnect, say)."""
-        await asyncio.wait_for(self._connected.wait(), timeout)
+        await within(self._connected.wait(), timeout)
 
     # -- connecting ---------------------------------------------------------------------
     def _known_hosts_path(self) -> Path:
@@ -310,9 +311,7 @@ class SSHHost(Host):
     async def close(self) -> None:
         self._closing = True
         if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._supervisor
+            await cancel_and_wait(self._supervisor)
         for listener in self._forwards.values():
             listener.close()
         self._forwards.clear()

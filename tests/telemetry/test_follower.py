@@ -284,3 +284,38 @@ async def test_stop_ends_a_quiet_follower(tmp_path: Path) -> None:
     assert follower.state is FollowState.STOPPED
     await host.close()
     await asyncio.sleep(0.2)  # see the `follow` fixture
+
+
+async def test_a_cancelled_follower_ends_even_as_a_chunk_arrives(tmp_path: Path) -> None:
+    """Cancelling a follower (the console switching logs, a screen closing) must end it, also
+    when its stream hands it a chunk in the same turn of the loop: Python 3.11's
+    `asyncio.wait_for` then returned the chunk and dropped the cancellation, and the follower
+    streamed on for good (a cancelled follower on a busy log hung 1 in 6 times, which is how the
+    10 MB-line test over sshd timed out in CI). A quiet stream with a line still waiting for its
+    batch is the state it was in; the chunk is handed over as the reader would."""
+    log = tmp_path / "serve.log"
+    log.write_text("first\n")
+    host = LocalHost()
+    # Batches held back long: a line stays pending, so the follower waits with a timeout.
+    follower = LogFollower(host, str(log), start="begin", poll_s=0.01, batch_s=30,
+                           idle_flush_s=30)
+    got = Collector()
+    task = asyncio.create_task(follower.run(got))
+    try:
+        await got.wait(lambda c: c.texts == ["first"])  # the backlog, flushed at once
+        append(log, b"second\n")
+        async with asyncio.timeout(10):
+            while not follower._pending:  # the line is in, waiting for its batch
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        queue = follower._queue
+        assert queue is not None
+        queue.put_nowait(b"")  # a chunk arrives...
+        task.cancel()  # ...in the turn the follower is cancelled
+        done, _ = await asyncio.wait({task}, timeout=3)
+        assert done, "the cancelled follower went on following"
+    finally:
+        follower.stop()
+        await asyncio.wait({task}, timeout=3)
+        await host.close()
+        await asyncio.sleep(0.2)  # see the `follow` fixture

@@ -8,7 +8,6 @@ a lost link. `AgentClient.once()` runs it for a single sample (the `status` comm
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -16,6 +15,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
+from console.transport.aio import within
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts, python_line
 
@@ -100,7 +100,7 @@ class AgentClient:
                     if got_hello:
                         chunk = await chunks.__anext__()
                     else:
-                        chunk = await asyncio.wait_for(chunks.__anext__(), HELLO_TIMEOUT_S)
+                        chunk = await within(chunks.__anext__(), HELLO_TIMEOUT_S)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
