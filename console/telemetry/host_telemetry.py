@@ -66,6 +66,8 @@ CONTAINER_LOOK_S = 10.0
 `docker restart` is a new run)."""
 CONTAINER_LOOK_MAX_S = 60.0
 """While no server runs at all: the looks back off to this (each costs a `discover` run)."""
+STOP_LIMIT_S = 5.0
+"""`stop()`: how long `run()` waits for its tasks to end before it returns anyway."""
 
 OnEvent = Callable[[ev.TelemetryEvent], None]
 
@@ -190,7 +192,8 @@ class HostTelemetry:
         finally:
             if self._follower is not None:
                 self._follower.stop()  # ends it even should a cancellation go astray
-            await cancel_and_wait(*self._tasks, self._follow_task)
+            # Bounded: leaving must never hang on a task that missed its cancellation.
+            await cancel_and_wait(*self._tasks, self._follow_task, limit=STOP_LIMIT_S)
             self._on_event = None
 
     def stop(self) -> None:

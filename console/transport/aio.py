@@ -7,8 +7,7 @@ teardown that awaited it hung):
   turn `aw` completes (fixed in 3.12). `asyncio.timeout(t)` has no such gap: the code here uses
   it, through `within` where a value is awaited.
 - `with suppress(CancelledError): await child` after `child.cancel()` also swallows a
-  cancellation of the caller that arrives during that wait. `cancel_and_wait` tells the two
-  apart."""
+  cancellation of the caller that arrives during that wait. `cancel_and_wait` does not."""
 
 from __future__ import annotations
 
@@ -26,20 +25,18 @@ async def within(aw: Awaitable[T], timeout: float | None) -> T:
         return await aw
 
 
-async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None, limit: float | None = None
+                          ) -> None:
     """Cancel `tasks` (None entries skipped) and wait until each has ended, whatever it raised;
-    a cancellation of the caller meanwhile is passed on, not swallowed."""
+    a cancellation of the caller meanwhile is passed on, not swallowed. `limit`: wait no longer
+    than this many seconds in all (a teardown must end; the tasks stay cancelled)."""
     live = [t for t in tasks if t is not None]
     for task in live:
         task.cancel()
-    cancelled = False
+    if live:
+        # `asyncio.wait`, not `await task`: a cancellation of the caller ends this wait at once
+        # (awaiting the task would hand it to the task, and wait for it to obey).
+        await asyncio.wait(live, timeout=limit)
     for task in live:
-        try:
-            await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            cancelled = cancelled or (current is not None and current.cancelling() > 0)
-        except Exception:  # its end is all that is wanted here
-            pass
-    if cancelled:
-        raise asyncio.CancelledError
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: whatever it raised, its end is all that is wanted
