@@ -15,16 +15,20 @@ demo: $(VENV)/.installed
 demo-real: $(VENV)/.installed
 	$(BIN)/python -m tests.real_vllm demo
 
+# Two workers (pytest-xdist): a tier that starts something big for the session (the real-vLLM
+# servers and the containers, the sshd, Prometheus) stays on one of them (tests/conftest.py).
+# WORKERS=0 runs everything in this one process.
+WORKERS ?= 2
 test: $(VENV)/.installed-test
 	@scripts/ensure-test-tools.sh
 	$(BIN)/python -m tests.real_vllm build
-	$(BIN)/pytest -q -rs -p no:cacheprovider
+	$(BIN)/pytest -q -rs -p no:cacheprovider -n $(WORKERS) --dist loadgroup
 
 # The developer's loop: the linters and every test that needs no sshd, tmux, Prometheus, Docker
 # or real vLLM (the tiers' markers, docs/testing.md). `make test` is the whole suite.
 FAST := not (ssh or tmux or real_vllm or prometheus or docker or sim_servers)
 check: lint
-	$(BIN)/pytest -q -p no:cacheprovider -m "$(FAST)"
+	$(BIN)/pytest -q -p no:cacheprovider -n $(WORKERS) -m "$(FAST)"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -57,11 +57,26 @@ _TIER_OF_FIXTURE = {"sshd": "ssh", "sshd_up": "ssh", "prometheus_world": "promet
                     "container_server": "docker", "real_vllm": "real_vllm"}
 
 
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). The tests of a
+# tier that starts something big for the session run on one worker, in one group, so it is
+# started once: the real-vLLM servers (the container tests run the same fixture's vLLM, and a
+# fixture test stops every fixture process of the login user: one group), the sshd (the fault
+# tests stop and start it), the Prometheus world, the simulated servers of every scenario. The
+# rest go to whichever worker is free.
+_GROUP_OF_TIER = (("real_vllm", "engines"), ("docker", "engines"), ("ssh", "sshd"),
+                  ("prometheus", "prometheus"), ("sim_servers", "sim_servers"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for fixture, marker in _TIER_OF_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
+        for tier, group in _GROUP_OF_TIER:
+            if item.get_closest_marker(tier) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 def _bound_the_teardown_of_test_loops() -> None:
