@@ -25,7 +25,12 @@ from console.settings import HostConfig
 if TYPE_CHECKING:
     from console.sim.tree import SimTree
 
-TEST_USER = "vcssh"
+# One login user per pytest-xdist worker (`make test` runs two): the user's home holds the
+# console's bundle, its restart lock and its last-launch records, and the real-vLLM fixture
+# stops every fixture process of its user, so two workers sharing one would refuse each other's
+# restarts and stop each other's servers. (Not root: both workers are the current user.)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TEST_USER = "vcssh" if _WORKER in ("", "gw0") else f"vcssh-{_WORKER}"
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 
 

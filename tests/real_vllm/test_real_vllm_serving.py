@@ -168,11 +168,15 @@ def running_gauge(srv: RealServer) -> float:
 
 def stop_mid_generation(srv: RealServer, requests: int, traffic: Traffic) -> int:
     """The engine stopped with `requests` streamed requests in flight, as the server's own
-    gauge confirms (n-gram speculation makes 480 tokens take ~2 s here: on a loaded machine
-    the stop can come after the engine has finished them, so then `traffic` is sent again
-    rather than judge a stop that came too late). Returns the stopped EngineCore's pid."""
+    gauge confirms. The stop comes as soon as the gauge reads them all running, not when each
+    client has its first token: on a loaded machine (the suite runs on two workers) the stream
+    reached the client in one burst at the end, so a client-side wait saw the requests only as
+    they finished. Should the engine still finish them first (n-gram speculation makes 480
+    tokens take ~1-2 s here), `traffic` is sent again. Returns the stopped EngineCore's pid."""
     for _ in range(3):
-        traffic.generating()
+        deadline = time.monotonic() + 60
+        while running_gauge(srv) != requests and time.monotonic() < deadline:
+            time.sleep(0.01)
         engine = engine_core(srv)
         os.kill(engine, signal.SIGSTOP)
         if running_gauge(srv) == requests:
