@@ -160,3 +160,18 @@ async def test_help_lists_the_fleet_keys() -> None:
         text = str(app.screen.query_one("#help-body").render())
         for words in ("Sort", "Reverse", "Filter", "Refresh", "Open", "Engines", "Quit"):
             assert words in text, words
+
+
+async def test_a_refresh_before_the_table_is_on_screen_is_shown_once_it_is() -> None:
+    """The first refresh can come before the fleet screen has been put together (a quick
+    Prometheus, a loaded machine: seen in a two-worker run): it is kept and shown on mount,
+    not a crash that ends the app."""
+    screen = PromFleetScreen("http://prom")
+    screen.show(report(3, 0))  # before mounting: the app's first refresh
+    app: App[None] = App()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.push_screen(screen)
+        await pilot.pause()
+        table = screen.query_one("DataTable")
+        assert table.row_count == 3
+        assert "3/3 servers" in str(screen.query_one("#promfleet-title").render())

@@ -171,6 +171,9 @@ class PromFleetScreen(Screen[None]):
         """The rows shown, in order: servers, each followed by its engines' rows (`e`)."""
         self._shown: dict[str, tuple[str, ...]] = {}
         self._shown_order: list[str] = []
+        self._mounted = False
+        self._early: FleetReport | None = None
+        """A refresh that came before the screen was put together: shown on mount."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f" vllm-console · fleet from {self.source} · waiting for "
@@ -188,9 +191,16 @@ class PromFleetScreen(Screen[None]):
         self.query_one(Input).display = False
         table.focus()
         self.app.theme_changed_signal.subscribe(self, self._recolour)
+        self._mounted = True
+        if self._early is not None:
+            early, self._early = self._early, None
+            self.show(early)
 
     def show(self, report: FleetReport) -> None:
         """A refresh: keep the last good table when this one failed, and say so."""
+        if not self._mounted:
+            self._early = report
+            return
         status = self.query_one("#promfleet-status", Static)
         if report.error:
             error = safe_text(report.error, 500)  # Prometheus's words: inert
@@ -366,4 +376,6 @@ class PromServerScreen(Screen[None]):
         for server in report.servers:
             if server.key == self.server.key:
                 self.server = server
-                self.query_one("#promserver", Static).update(_view(server))
+                # Not put together yet (a refresh right after Enter): compose draws it.
+                for static in self.query("#promserver").results(Static):
+                    static.update(_view(server))
