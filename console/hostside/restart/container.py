@@ -105,21 +105,27 @@ def preflight(plan: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-def _restart(plan: dict[str, Any], timeout: float) -> None:
-    box = plan["container"]
-    argv = [box["runtime"], "restart", "-t", str(int(plan["timeouts"]["term"])), box["id"]]
+def cli(runtime: str, *args: str, timeout: float, what: str = "") -> str:
+    """Run the runtime's CLI; its stdout, or ContainerFailed with its last error line."""
+    what = what or f"{runtime} {args[0]}"
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+        done = subprocess.run([runtime, *args], stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise ContainerFailed(f"{box['runtime']} restart {box['ref']} did not finish in "
-                              f"{timeout:g} s") from None
+        raise ContainerFailed(f"{what} did not finish in {timeout:g} s") from None
     except OSError as exc:
-        raise ContainerFailed(f"cannot run {box['runtime']}: {exc}") from None
+        raise ContainerFailed(f"cannot run {runtime}: {exc}") from None
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or \
             [f"exit {done.returncode}"]
-        raise ContainerFailed(f"{box['runtime']} restart {box['ref']} failed: {why[0][:300]}")
+        raise ContainerFailed(f"{what} failed: {why[0][:300]}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+def _restart(plan: dict[str, Any], timeout: float) -> None:
+    box = plan["container"]
+    cli(box["runtime"], "restart", "-t", str(int(plan["timeouts"]["term"])), box["id"],
+        timeout=timeout, what=f"{box['runtime']} restart {box['ref']}")
 
 
 def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
@@ -145,31 +151,47 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
                               "it was not restarted")
     status.write("stopped", f"the container's old server (pid {old_pid}) is gone",
                  pids=[old_pid], killed=[])
+    follow_start(plan, status, pid, left, api_key,
+                 f"new server pid {pid} (the container {box['ref']} started again)")
+
+
+def follow_start(plan: dict[str, Any], status: StatusFile, pid: int, left: Callable[[], bool],
+                 api_key: str, launched: str, failed_note: str = "",
+                 on_ready: Callable[[], None] = lambda: None) -> bool:
+    """From the container's new main process `pid` to ready (its tree owns the port, the
+    server answers) or a failure, written to the status file; whether it is ready."""
+    box = plan["container"]
     proc = read_proc(pid)
     start = proc.start if proc is not None else 0
-    status.write("launched", f"new server pid {pid} (the container {box['ref']} started "
-                 f"again)", pid=pid, start=start)
+    status.write("launched", launched, pid=pid, start=start)
 
     def alive() -> bool:  # asked ten times a second: /proc, not the daemon
         return same_process(pid, start) is not None
 
     port = int(plan.get("port") or 0)
+
     def ours() -> str:
         return "" if plan.get("published") else owner(port, pid)
 
+    t = plan["timeouts"]
     outcome, message, code = wait_ready(None, alive, None, plan.get("url") or "",
                                         float(t["startup"]), ours,
                                         api_key=api_key, left=left)
     if outcome == "ready":
+        on_ready()
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
-        return
-    now = _main_pid(_state(plan))
+        return True
+    try:
+        now = _main_pid(_state(plan))
+    except ContainerFailed:
+        now = 0
     if outcome == "exited" and now and now != pid:
         message = (f"the server pid {pid} exited before it was ready, and the daemon started "
                    f"the container again (pid {now}, restart policy "
                    f"{box.get('restart_policy')}): that restart is the daemon's, not this one")
-    status.write("failed", message, final=True, pid=pid, outcome=outcome, exit_status=code,
-                 ok=False)
+    status.write("failed", message + failed_note, final=True, pid=pid, outcome=outcome,
+                 exit_status=code, ok=False)
+    return False
 
 
 def wait_s(plan: dict[str, Any]) -> float:

@@ -35,6 +35,7 @@ from ..procfs import (
 )
 from ..vocabulary import RESTART_MARKER
 from . import container as container_restart
+from . import recreate
 from .container import ContainerFailed
 from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
 from .status import StatusFile, take_lock, write_private
@@ -390,10 +391,13 @@ def run(plan_path: str) -> int:
     t = plan["timeouts"]
     try:
         if plan.get("mode") == "container":
+            left = lambda: os.path.exists(paths["status"] + ".left")  # noqa: E731
+            key = api_key_of(plan.get("argv") or [], plan.get("env") or {})
             with bounded("container restart", container_restart.wait_s(plan)):
-                container_restart.run(plan, status,
-                                      lambda: os.path.exists(paths["status"] + ".left"),
-                                      api_key_of(plan.get("argv") or [], plan.get("env") or {}))
+                if (plan.get("container") or {}).get("recreate"):
+                    recreate.run(plan, status, left, key, _install_hook)
+                else:
+                    container_restart.run(plan, status, left, key)
             return 0
         with bounded("check", 60):
             _regular_log(plan, status)

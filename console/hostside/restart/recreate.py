@@ -1,0 +1,362 @@
+"""A containerised server's restart with a change: its container recreated, the name kept.
+
+A change to the launch (the trace hook, an edited command line or environment, or dropping the
+hook of an earlier traced run) cannot be made to a container in place: the container is made
+again from its inspected configuration with the change, the way compose recreates a service.
+What is carried over (`carried_args`): the image the container ran (by id when its tag now
+names another), entry point and command, environment, user, working directory, labels, TTY and
+stdin, stop signal and timeout, binds, `--mount`s, tmpfs, named and anonymous volumes (the new
+container takes the old one's anonymous volumes, so their data stays), network mode, published
+ports, shm size, IPC and PID modes, devices and the GPU request, runtime, init, privileges and
+capabilities, security options, ulimits, sysctls, resource limits, extra hosts, groups, DNS,
+log driver, restart policy. A setting outside that list that is not its default makes the
+console refuse (`not_carried`): it would be lost silently.
+
+The order keeps the old server whenever the new one cannot start:
+1. checked as an in-place restart is (this container, its main process, mount sources, port),
+   plus the image still there and nothing that cannot be carried;
+2. `create` under a temporary name (image, mounts and options are checked by the runtime
+   here, before anything is stopped; the environment goes through a private env file, never
+   the command line, where `ps` would show its secrets);
+3. the old container stopped, renamed aside, the new one given the name and started; when it
+   does not start, it is removed and the old one gets its name back and is started again;
+4. ready as any container restart (its new main process tree owns the port, /health and
+   /v1/models answer); then the old container is removed. When the new server does not come
+   up, the old container is kept, stopped, under its aside name, and the status says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from typing import Any, Callable
+
+from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight
+from .status import StatusFile
+
+HOOK_MARK = "/vllm-console/trace-hook-"
+"""A bind mount whose source has this in its path is the console's trace hook (`launch_env`)."""
+
+_DEFAULTS: dict[str, Any] = {
+    # HostConfig settings not carried over, with the values that mean "not set".
+    "Links": (None, []), "VolumesFrom": (None, []), "CgroupParent": ("",),
+    "Cgroup": ("",), "UTSMode": ("",), "UsernsMode": ("",), "Isolation": ("", "default"),
+    "BlkioWeight": (0,), "BlkioWeightDevice": (None, []), "BlkioDeviceReadBps": (None, []),
+    "BlkioDeviceWriteBps": (None, []), "BlkioDeviceReadIOps": (None, []),
+    "BlkioDeviceWriteIOps": (None, []), "CpuPeriod": (0,), "CpuQuota": (0,),
+    "CpuRealtimePeriod": (0,), "CpuRealtimeRuntime": (0,), "CpusetMems": ("",),
+    "DeviceCgroupRules": (None, []), "KernelMemory": (0,), "KernelMemoryTCP": (0,),
+    "MemoryReservation": (0,), "MemorySwappiness": (None, -1), "OomKillDisable": (None, False),
+    "PidsLimit": (None, 0, -1), "CpuCount": (0,), "CpuPercent": (0,), "IOMaximumIOps": (0,),
+    "IOMaximumBandwidth": (0,), "StorageOpt": (None, {}), "DnsOptions": (None, []),
+    "DnsSearch": (None, []), "PublishAllPorts": (False,), "ReadonlyRootfs": (False,),
+    "ConsoleSize": (None, [0, 0]), "AutoRemove": (False,), "VolumeDriver": ("",),
+}
+
+
+class _Args:
+    def __init__(self) -> None:
+        self.words: list[str] = []
+
+    def add(self, flag: str, value: Any) -> None:
+        self.words += [flag, str(value)]
+
+
+def image_of(info: dict[str, Any], runtime: str) -> tuple[str, dict[str, Any]]:
+    """The image to create from (its name when the name still means the image the container
+    ran, else its id) and that image's inspection. ContainerFailed when it is gone."""
+    image_id = str(info.get("Image") or "")
+    name = str((info.get("Config") or {}).get("Image") or "")
+    try:
+        found = cli(runtime, "image", "inspect", image_id, timeout=30)
+    except ContainerFailed as exc:
+        raise ContainerFailed(f"nothing was stopped: the image {name or image_id[:19]} "
+                              f"({image_id[:19]}) is gone from the host, so the container "
+                              f"could not be made again ({exc})") from None
+    image = (json.loads(found) or [{}])[0]
+    if name and not name.startswith("sha256:"):
+        try:
+            named = json.loads(cli(runtime, "image", "inspect", name, timeout=30)) or [{}]
+        except (ContainerFailed, ValueError):
+            named = [{}]
+        if named[0].get("Id") == image_id:
+            return name, image
+    return image_id, image
+
+
+def _same(value: Any, defaults: tuple[Any, ...]) -> bool:
+    return value in defaults or (not value and any(not d for d in defaults))
+
+
+def not_carried(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
+    """The settings of this container that a recreation would lose (empty: none)."""
+    host = info.get("HostConfig") or {}
+    out = [f"HostConfig.{key}={host.get(key)!r}" for key, defaults in _DEFAULTS.items()
+           if key in host and not _same(host.get(key), defaults)]
+    networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+    if len(networks) > 1:
+        out.append(f"several networks ({', '.join(sorted(networks))})")
+    for net, conf in networks.items():
+        if (conf or {}).get("IPAMConfig"):
+            out.append(f"a fixed address on the network {net}")
+    config = info.get("Config") or {}
+    if config.get("Healthcheck") and \
+            config.get("Healthcheck") != (image.get("Config") or {}).get("Healthcheck"):
+        out.append("a health check of its own")
+    return out
+
+
+def command_args(info: dict[str, Any], image: dict[str, Any], full: list[str]
+                 ) -> tuple[list[str], list[str]]:
+    """(`--entrypoint` words, words after the image) that make `full` the main command:
+    the image's entry point kept when the command still starts with it."""
+    entry = list((image.get("Config") or {}).get("Entrypoint") or [])
+    image_cmd = list((image.get("Config") or {}).get("Cmd") or [])
+    if entry and full[:len(entry)] == entry:
+        rest = full[len(entry):]
+        if rest or not image_cmd:
+            return [], rest
+    if not full:
+        raise ContainerFailed("nothing was stopped: the container has no command to run")
+    return ["--entrypoint", full[0]], full[1:]
+
+
+def carried_args(info: dict[str, Any], image: dict[str, Any], *, hook_dir: str = ""
+                 ) -> list[str]:
+    """The `create` options (before the image) that make a container like `info`; with
+    `hook_dir`, the trace hook mounted read-only at its own path (an earlier hook dropped)."""
+    config = info.get("Config") or {}
+    host = info.get("HostConfig") or {}
+    image_config = image.get("Config") or {}
+    a = _Args()
+    if config.get("User"):
+        a.add("--user", config["User"])
+    if config.get("WorkingDir") and config.get("WorkingDir") != image_config.get("WorkingDir"):
+        a.add("--workdir", config["WorkingDir"])
+    image_labels = image_config.get("Labels") or {}
+    for key, value in sorted((config.get("Labels") or {}).items()):
+        if image_labels.get(key) != value:
+            a.add("--label", f"{key}={value}")
+    if config.get("Tty"):
+        a.words.append("--tty")
+    if config.get("OpenStdin"):
+        a.words.append("--interactive")
+    if config.get("StopSignal") and config["StopSignal"] != image_config.get("StopSignal"):
+        a.add("--stop-signal", config["StopSignal"])
+    if config.get("StopTimeout") is not None:
+        a.add("--stop-timeout", config["StopTimeout"])
+    network = str(host.get("NetworkMode") or "default")
+    if network not in ("default", "bridge"):
+        a.add("--network", network)
+    if config.get("Hostname") and network != "host" and not network.startswith("container:") \
+            and not str(info.get("Id") or "").startswith(str(config["Hostname"])):
+        a.add("--hostname", config["Hostname"])
+    if config.get("Domainname"):
+        a.add("--domainname", config["Domainname"])
+    for port, bindings in sorted((host.get("PortBindings") or {}).items()):
+        for b in bindings or []:
+            ip, hport = (b or {}).get("HostIp") or "", (b or {}).get("HostPort") or ""
+            ip = f"[{ip}]" if ":" in ip else ip
+            a.add("--publish", f"{ip}:{hport}:{port}" if ip else
+                  f"{hport}:{port}" if hport else port)
+    binds = [b for b in host.get("Binds") or [] if HOOK_MARK not in b.split(":", 1)[0]]
+    for bind in binds:
+        a.add("--volume", bind)
+    bound = {b.split(":")[1] for b in binds if ":" in b}
+    for m in host.get("Mounts") or []:
+        source = str(m.get("Source") or "")
+        if HOOK_MARK in source:
+            continue
+        parts = [f"type={m.get('Type') or 'volume'}"]
+        if source:
+            parts.append(f"source={source}")
+        parts.append(f"target={m.get('Target')}")
+        if m.get("ReadOnly"):
+            parts.append("readonly")
+        propagation = (m.get("BindOptions") or {}).get("Propagation")
+        if propagation:
+            parts.append(f"bind-propagation={propagation}")
+        a.add("--mount", ",".join(parts))
+        bound.add(str(m.get("Target")))
+    for point in info.get("Mounts") or []:
+        # An anonymous volume (the image's VOLUME, a bare `-v /path`): the new container
+        # takes the old one's, by name, so its data stays.
+        dest = str(point.get("Destination") or "")
+        if point.get("Type") == "volume" and dest not in bound and point.get("Name"):
+            a.add("--volume", f"{point['Name']}:{dest}" + ("" if point.get("RW", True)
+                                                             else ":ro"))
+    for path, opts in sorted((host.get("Tmpfs") or {}).items()):
+        a.add("--tmpfs", f"{path}:{opts}" if opts else path)
+    if hook_dir:
+        a.add("--mount", f"type=bind,source={hook_dir},target={hook_dir},readonly")
+    if host.get("ShmSize"):
+        a.add("--shm-size", f"{int(host['ShmSize'])}b")
+    for flag, key in (("--ipc", "IpcMode"), ("--pid", "PidMode"), ("--runtime", "Runtime"),
+                      ("--cgroupns", "CgroupnsMode")):
+        value = host.get(key)
+        if value and not (key == "Runtime" and value == "runc"):
+            a.add(flag, value)
+    for d in host.get("Devices") or []:
+        a.add("--device", f"{d.get('PathOnHost')}:{d.get('PathInContainer')}:"
+              f"{d.get('CgroupPermissions') or 'rwm'}")
+    for req in host.get("DeviceRequests") or []:
+        a.add("--gpus", _gpus(req))
+    if host.get("Init"):
+        a.words.append("--init")
+    if host.get("Privileged"):
+        a.words.append("--privileged")
+    for flag, key in (("--cap-add", "CapAdd"), ("--cap-drop", "CapDrop"),
+                      ("--security-opt", "SecurityOpt"), ("--add-host", "ExtraHosts"),
+                      ("--group-add", "GroupAdd"), ("--dns", "Dns")):
+        for value in host.get(key) or []:
+            a.add(flag, value)
+    for u in host.get("Ulimits") or []:
+        a.add("--ulimit", f"{u.get('Name')}={u.get('Soft')}:{u.get('Hard')}")
+    for key, value in sorted((host.get("Sysctls") or {}).items()):
+        a.add("--sysctl", f"{key}={value}")
+    for flag, key in (("--memory", "Memory"), ("--memory-swap", "MemorySwap"),
+                      ("--cpus", "NanoCpus"), ("--cpu-shares", "CpuShares"),
+                      ("--cpuset-cpus", "CpusetCpus"), ("--oom-score-adj", "OomScoreAdj")):
+        value = host.get(key)
+        if value:
+            if key == "NanoCpus":
+                value = f"{int(value) / 1e9:g}"
+            elif key in ("Memory", "MemorySwap") and int(value) > 0:
+                value = f"{int(value)}b"
+            a.add(flag, value)
+    log = host.get("LogConfig") or {}
+    if log.get("Type"):
+        a.add("--log-driver", log["Type"])
+    for key, value in sorted((log.get("Config") or {}).items()):
+        a.add("--log-opt", f"{key}={value}")
+    policy = host.get("RestartPolicy") or {}
+    if policy.get("Name") and policy["Name"] != "no":
+        tries = int(policy.get("MaximumRetryCount") or 0)
+        a.add("--restart", policy["Name"] + (f":{tries}" if tries else ""))
+    return a.words
+
+
+def _gpus(req: dict[str, Any]) -> str:
+    """`--gpus` for a device request (`all`, `N`, `"device=0,1"`, with its capabilities)."""
+    ids = req.get("DeviceIDs") or []
+    count = int(req.get("Count") or 0)
+    which = f'"device={",".join(ids)}"' if ids else ("all" if count < 0 else str(count))
+    caps = [c for group in req.get("Capabilities") or [] for c in group if c != "gpu"]
+    return ",".join([which, *(f"capabilities={c}" for c in caps)]) if caps else which
+
+
+def env_file(path: str, env: dict[str, str]) -> None:
+    """The environment as a private `--env-file` (0600): never on a command line."""
+    lines = []
+    for key, value in env.items():
+        if not key or "=" in key or any(ch.isspace() for ch in key) or "\n" in value:
+            raise ContainerFailed(f"nothing was stopped: the environment variable {key!r} "
+                                  "cannot be passed to the new container (a newline or "
+                                  "space in it)")
+        lines.append(f"{key}={value}\n")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="strict") as fh:
+        fh.writelines(lines)
+
+
+def full_command(info: dict[str, Any], old_server: list[str], new_server: list[str]
+                 ) -> list[str]:
+    """The container's new main command: the old one with its server part (after any init,
+    `old_server`) replaced by `new_server`."""
+    main = [str(w) for w in ([info.get("Path")] if info.get("Path") else [])
+            + list(info.get("Args") or [])]
+    if old_server and main[len(main) - len(old_server):] == list(old_server):
+        return main[:len(main) - len(old_server)] + list(new_server)
+    if list(new_server) == list(old_server):
+        return main
+    raise ContainerFailed("nothing was stopped: the container's command "
+                          f"({' '.join(main)[:200]}) does not end with the server's command "
+                          "line, so an edited one cannot replace it")
+
+
+def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
+        api_key: str, hook: Callable[[dict[str, Any]], None]) -> None:
+    """Recreate the container with the plan's command line and environment (and trace hook)
+    and wait until its new server is ready (the module's docstring has the order)."""
+    box = dict(plan["container"])
+    runtime, ref = box["runtime"], box["ref"]
+    t = plan["timeouts"]
+    before = preflight(plan)
+    name = str(before.get("Name") or "").lstrip("/") or ref
+    old_id, old_pid = str(before["Id"]), _main_pid(before)
+    image_ref, image = image_of(before, runtime)
+    lost = not_carried(before, image)
+    if lost:
+        raise ContainerFailed(f"nothing was stopped: the container {name} has settings the "
+                              f"console cannot carry over to a new one: {'; '.join(lost)}")
+    command = full_command(before, list(box.get("argv") or plan.get("argv") or []),
+                           list(plan.get("argv") or []))
+    entry, words = command_args(before, image, command)
+    hook_dir = (plan.get("hook") or {}).get("dir") or ""
+    if hook_dir:
+        hook(plan)
+        os.chmod(hook_dir, 0o755)  # the container's user may be another: nothing secret here
+        os.chmod(os.path.join(hook_dir, "sitecustomize.py"), 0o644)
+    stamp = plan.get("id") or str(int(time.time()))
+    fresh, aside = f"{name}-vllm-console-new-{stamp}", f"{name}-vllm-console-old-{stamp}"
+    envs = os.path.join(os.path.dirname(plan["paths"]["status"]), f"env-{stamp}.list")
+    status.write("note", f"{runtime} create --name {fresh} ... {image_ref}: the container "
+                 f"{name} made again with the change")
+    try:
+        env_file(envs, {str(k): str(v) for k, v in (plan.get("env") or {}).items()})
+        new_id = cli(runtime, "create", "--name", fresh, "--env-file", envs,
+                     *carried_args(before, image, hook_dir=hook_dir), *entry, image_ref,
+                     *words, timeout=120, what=f"{runtime} create").strip().splitlines()[-1]
+    except ContainerFailed as exc:
+        text = str(exc)
+        raise ContainerFailed(text if text.startswith("nothing was stopped") else
+                              f"nothing was stopped: {text}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(envs)
+    status.write("stopping", f"{runtime} stop {name} (its processes get SIGTERM, SIGKILL "
+                 f"after {float(t['term']):g} s)", processes=[{"pid": old_pid, "comm": name}])
+    status.write("term-sent", f"{runtime} stop {name}")
+    try:
+        cli(runtime, "stop", "-t", str(int(t["term"])), old_id,
+            timeout=float(t["term"]) + float(t["kill"]) + 60, what=f"{runtime} stop {name}")
+    except ContainerFailed:
+        cli(runtime, "rm", "-f", new_id, timeout=60)
+        raise
+    status.write("stopped", f"the container's old server (pid {old_pid}) is gone",
+                 pids=[old_pid], killed=[])
+    cli(runtime, "rename", old_id, aside, timeout=30)
+    cli(runtime, "rename", new_id, name, timeout=30)
+    try:
+        cli(runtime, "start", new_id, timeout=120, what=f"{runtime} start {name}")
+    except ContainerFailed as exc:
+        cli(runtime, "rm", "-f", new_id, timeout=60)
+        cli(runtime, "rename", old_id, name, timeout=30)
+        cli(runtime, "start", old_id, timeout=120)
+        raise ContainerFailed(f"the new container did not start ({exc}); it was removed, and "
+                              f"the old container {name} was started again as it was") \
+            from None
+    plan["container"] = {**box, "id": new_id}
+    now = _state(plan)
+    pid = _main_pid(now)
+    if not pid:
+        raise ContainerFailed(f"the new container {name} is not running after start (exit "
+                              f"code {(now.get('State') or {}).get('ExitCode')}); the old "
+                              f"one is kept, stopped, as {aside}")
+    follow_start(plan, status, pid, left, api_key,
+                         f"new server pid {pid} (the container {name} made again: "
+                         f"{new_id[:12]}, was {old_id[:12]})",
+                         failed_note=f"; the container it replaced is kept, stopped, as "
+                                     f"{aside} (`{runtime} rm {aside}` removes it)",
+                         on_ready=lambda: _drop(runtime, old_id, aside, status))
+
+
+def _drop(runtime: str, old_id: str, aside: str, status: StatusFile) -> None:
+    """The replaced container removed once the new server is ready (its anonymous volumes
+    stay: the new container has them)."""
+    try:
+        cli(runtime, "rm", old_id, timeout=60)
+    except ContainerFailed as exc:
+        status.write("note", f"the old container {aside} could not be removed: {exc}")
