@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from console.hostside.argv import matches
 from console.parsers.redact import REDACTED, is_secret_key
 from console.restart.model import RestartPlan, shown_argv
-from console.restart.plan import RestartError, relaunch_inputs, server_address
+from console.restart.plan import (
+    RestartError,
+    compose_refusal,
+    recreate_command,
+    relaunch_inputs,
+    server_address,
+)
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -95,11 +101,14 @@ def keep_secrets(new: tuple[str, ...], old: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def recreation_refused(plan: RestartPlan) -> str:
-    """Why a container's launch cannot be edited (yet): the edit needs it recreated."""
-    runtime, ref = (plan.container or ("docker", "?"))[:2]
-    return (f"the server runs in the {runtime} container {ref}: an edited launch recreates "
-            "the container, which the console does not do yet; nothing was stopped")
+def edit_refused(plan: RestartPlan) -> str:
+    """Why this plan's launch cannot be edited here, or "" when it can."""
+    if plan.mode == "unit":
+        return (f"{plan.unit} is a systemd unit: its command and environment are the unit's "
+                "to change")
+    if plan.container is not None and plan.compose[0]:
+        return compose_refusal(plan.container[0], plan.container[1], *plan.compose)
+    return ""
 
 
 def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (),
@@ -108,13 +117,11 @@ def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (
     the host entry's: the port to verify comes from the configured URL, else the new command
     line; a command line the entry's `match` no longer finds is refused (the console could not
     find the server it starts, nor restart it again)."""
-    if plan.container is not None:  # `docker restart` runs the container as it is
-        if env or argv:
-            raise RestartError(f"{plan.host}: {recreation_refused(plan)}")
+    if not (env or argv):
         return plan
-    if plan.mode == "unit" and (env or argv):
-        raise RestartError(f"{plan.host}: {plan.unit} is a systemd unit: its command and "
-                           "environment are the unit's to change")
+    refused = edit_refused(plan)
+    if refused:
+        raise RestartError(f"{plan.host}: {refused}")
     new_argv = keep_secrets(tuple(argv), plan.argv) or plan.argv
     if not matches(list(new_argv), match.split()):
         raise RestartError(f"command line: {shown_argv(new_argv)[:200]} does not match the "
@@ -123,6 +130,17 @@ def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (
     edits = tuple((name, base.get(name), value) for name, value in env
                   if base.get(name) != value)
     address, port = server_address(url, list(new_argv))
+    if plan.container is not None:
+        # A container's launch changes only by making the container again; the paths on its
+        # command line are the container's, so the host has none of them to check.
+        if new_argv == plan.argv and not edits and not plan.recreate:
+            return plan
+        return plan.model_copy(update={
+            "argv": new_argv, "recreate": True,
+            "command": recreate_command(plan.container[0], plan.container[1]),
+            "original_env": _apply(plan.original_env, env),
+            "launch_env": _apply(plan.launch_env, env),
+            "env_edits": edits, "url": address, "port": port})
     return plan.model_copy(update={
         "argv": new_argv, "command": shown_argv(new_argv),
         "last_argv": plan.argv if new_argv != plan.argv else (),

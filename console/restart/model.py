@@ -194,6 +194,14 @@ class RestartPlan(_Frozen):
     """The last run's command line, when the person edited it (`console.restart.edit`)."""
     container: tuple[str, str, str, str] | None = None
     """In `container` mode: (runtime, name or id, id, restart policy)."""
+    recreate: bool = False
+    """In `container` mode: the container is made again with the change (trace hook, edited
+    command line or environment), not restarted in place."""
+    container_argv: tuple[str, ...] = ()
+    """In `container` mode: the server's command line as the container runs it now (the part
+    of its main command an edited one replaces)."""
+    compose: tuple[str, str] = ("", "")
+    """In `container` mode: its compose project and service, when compose made it."""
     env_edits: tuple[tuple[str, str | None, str | None], ...] = ()
     """The person's environment changes: (name, the last run's value, the relaunch's), None
     for unset."""
@@ -201,7 +209,7 @@ class RestartPlan(_Frozen):
     def describe(self) -> str:
         """Several lines for the confirm dialog: what stops, what starts, where it logs."""
         lines = []
-        if self.mode == "container":
+        if self.mode == "container" and not self.recreate:
             names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
             lines.append(f"{self.command}: the container stops ({names}: SIGTERM, then "
                          "SIGKILL) and starts again as it is (same image, command, mounts)")
@@ -209,6 +217,8 @@ class RestartPlan(_Frozen):
                          if self.port else "ready: its new server answers")
             lines.extend(f"note: {n}" for n in self.notes)
             return "\n".join(lines)
+        if self.mode == "container":
+            return self._describe_recreation()
         if self.mode == "unit":
             lines.append(f"systemctl{' --user' if self.user_unit else ''} stop/start "
                          f"{self.unit}")
@@ -241,6 +251,35 @@ class RestartPlan(_Frozen):
             lines.append(f"log: {self.log} (appended)")
         if self.trace:
             lines.append("trace: " + ", ".join(self.watch))
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+    def _describe_recreation(self) -> str:
+        runtime, ref = (self.container or ("docker", "?"))[:2]
+        names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
+        lines = [f"recreate: {runtime} create, then stop {ref} ({names}: SIGTERM, then "
+                 "SIGKILL), start the new one under its name; the old one is removed once the "
+                 "new server is ready, and started again if the new one cannot start",
+                 "kept: image, mounts, network, ports, devices and GPUs, shm size, limits, "
+                 "labels, restart policy"]
+        if self.argv != self.container_argv:
+            lines.append(f"- command: {shown_argv(self.container_argv)}")
+            lines.append(f"+ command: {shown_argv(self.argv)}")
+        else:
+            lines.append(f"command: {shown_argv(self.argv)}")
+        for key, was, now in self.env_edits:
+            lines.append(f"- env: {_shown_env(key, was)}")
+            lines.append(f"+ env: {_shown_env(key, now)}")
+        edited = {key for key, _was, _now in self.env_edits}
+        lines.extend(f"env: {_shown_env(key, value)}" if value is not None
+                     else f"env: unset {key}"
+                     for key, value in self.env_changes if key not in edited)
+        if self.trace and self.hook_dir:
+            lines.append(f"mount: {self.hook_dir} (the trace hook, read-only)")
+            lines.append("trace: " + ", ".join(self.watch))
+        lines.append(f"ready: its new server owns port {self.port} and answers"
+                     if self.port else "ready: its new server answers")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 

@@ -206,7 +206,8 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     found, python = await _resolve(host, config, config.serve.python or "python3", scripts)
     serve = found.process
     if serve is not None and serve.container is not None:
-        return _container_plan(host, config, found, trace=trace, bundle=bundle)
+        return _container_plan(host, config, found, trace=trace, bundle=bundle,
+                               watch=watch)
     pid = serve.pid if serve is not None else None
     notes = list(found.notes)
     key = last_key(host.name)
@@ -310,39 +311,69 @@ POLICY_NOTES = {
 
 
 def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace: bool,
-                    bundle: str) -> RestartPlan:
-    """A server that is a container's main process restarts with its container, in place
-    (`docker restart`): signalling the process would end the container, and relaunching its
-    command line would start it on the host. A change (the trace hook, an edited launch)
-    needs the container recreated, which is not done yet."""
+                    bundle: str, watch: tuple[str, ...] | None = None) -> RestartPlan:
+    """A server that is a container's main process restarts with its container: signalling
+    the process would end the container, and relaunching its command line would start it on
+    the host. As it is, in place (`docker restart`); with a change (the trace hook, or an
+    earlier run's hook taken out), the container made again from its configuration
+    (`console.hostside.restart.recreate`); an edited launch makes the same (`edit_plan`)."""
     serve = found.process
     assert serve is not None
     assert serve.container is not None
     box = serve.container
-    where = f"the {box.runtime} container {box.ref}"
-    if trace:
-        raise RestartError(f"{host.name}: the server runs in {where}: a traced restart "
-                           "recreates the container with the trace hook mounted, which the "
-                           "console does not do yet; nothing was stopped (restart without "
-                           "--trace restarts it as it is)")
     notes = list(found.notes)
     policy = box.restart_policy or "no"
+    argv = list(serve.argv)
+    env = dict(serve.environ)
+    original = original_env(env)
+    watched = tuple(watch or profile_watch(config, argv)) if trace else ()
+    hook_dir = ""
+    if trace:
+        digest = hashlib.sha256(trace_hook_source()).hexdigest()[:12]
+        hook_dir = posixpath.join(posixpath.dirname(bundle), f"{HOOK_DIR_PREFIX}{digest}")
+    new_env = launch_env(original, hook_dir=hook_dir, watch=watched)
+    recreate = new_env != env
+    if recreate and not trace:
+        notes.append("the container runs with the trace hook of an earlier traced restart: "
+                     "it is made again without it")
+    if recreate and box.compose_project:
+        raise RestartError(f"{host.name}: " + compose_refusal(
+            box.runtime, box.ref, box.compose_project, box.compose_service or ""))
     if policy in POLICY_NOTES:
+        how = "stop` and `start" if recreate else "restart"
         notes.append(f"restart policy {policy}: {POLICY_NOTES[policy]}; `{box.runtime} "
-                     "restart` is still what restarts it now (the daemon does not fight it). "
+                     f"{how}` is still what restarts it now (the daemon does not fight it). "
                      "If the new server exits and the daemon starts it again, that restart "
                      "is the daemon's: this one is reported as failed, never as done")
-    url, port = server_address(config.serve.url, list(serve.argv))
-    name = (serve.argv[0].rsplit("/", 1)[-1] if serve.argv else "") or "server"
+    url, port = server_address(config.serve.url, argv)
+    name = (argv[0].rsplit("/", 1)[-1] if argv else "") or "server"
     members = ((serve.pid, serve.start_ticks, name),
                *((c.pid, 0, c.comm) for c in serve.children))
-    env = dict(serve.environ)
+    command = recreate_command(box.runtime, box.ref) if recreate else \
+        f"{box.runtime} restart {box.ref}"
     return RestartPlan(
-        host=host.name, mode="container", command=f"{box.runtime} restart {box.ref}",
-        argv=tuple(serve.argv), pid=serve.pid, start_ticks=serve.start_ticks,
-        user=serve.user, members=members, url=url, port=port, notes=tuple(notes),
-        original_env=env, launch_env=env, python="python3", bundle=bundle,
-        container=(box.runtime, box.ref, box.id, policy), last_key=last_key(host.name))
+        host=host.name, mode="container", command=command, argv=tuple(argv), pid=serve.pid,
+        start_ticks=serve.start_ticks, user=serve.user, members=members, url=url, port=port,
+        trace=trace, watch=watched, env_changes=env_changes(env, new_env) if recreate else (),
+        notes=tuple(notes), original_env=original, launch_env=new_env, python="python3",
+        bundle=bundle, hook_dir=hook_dir, recreate=recreate, container_argv=tuple(argv),
+        container=(box.runtime, box.ref, box.id, policy), last_key=last_key(host.name),
+        compose=(box.compose_project or "", box.compose_service or ""))
+
+
+def recreate_command(runtime: str, ref: str) -> str:
+    """What the confirm dialog names a recreation by."""
+    return f"{runtime} create + start (the container {ref} made again with the change)"
+
+
+def compose_refusal(runtime: str, ref: str, project: str, service: str) -> str:
+    """Why a compose service's launch is not changed here: it is its project's to recreate
+    (through compose, with an override file), never by hand behind compose's back, which
+    would leave the project pointing at a container it no longer knows."""
+    return (f"the server runs in the {runtime} container {ref}, service {service or '?'} of "
+            f"the compose project {project}: a change to its launch recreates it through "
+            "compose, which the console does not do yet; nothing was stopped (restart "
+            "without a change restarts it in place)")
 
 
 def relaunch_inputs(argv: Sequence[str]) -> tuple[str, ...]:

@@ -416,21 +416,6 @@ def test_status_over_ssh_as_a_user_in_the_docker_group(
 
 # The restarts come last: they start the module's server again.
 
-def test_a_traced_restart_of_a_container_is_refused_and_stops_nothing(
-        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
-    before = container_server.inspect()["State"]
-    hosts = local_entry(tmp_path / "hosts.toml", container_server)
-    done = cli("restart", "box", "--config", str(hosts), "--yes", "--trace")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    assert f"container {container_server.name}" in done.stderr
-    assert "recreates the container" in done.stderr
-    assert "nothing was stopped" in done.stderr
-    after = container_server.inspect()["State"]
-    assert after["StartedAt"] == before["StartedAt"]  # type: ignore[index]
-    assert after["Pid"] == before["Pid"]  # type: ignore[index]
-
-
 def test_restart_restarts_the_container_in_place_and_no_other(
         container_server: ContainerServer, dockerd: Dockerd, real_vllm: RealVllm,
         docker_host: str, tmp_path: Path) -> None:
@@ -463,6 +448,71 @@ def test_restart_restarts_the_container_in_place_and_no_other(
     finally:
         dockerd.docker("update", "--restart", "no", container_server.name, check=False)
         dockerd.docker("rm", "-f", other, check=False)
+
+
+def _traces(logs: str) -> list[dict[str, Any]]:
+    return [json.loads(line.split("[vllm-console-trace] ", 1)[1]) for line in logs.splitlines()
+            if "[vllm-console-trace] {" in line]
+
+
+def test_a_traced_restart_recreates_the_container_and_traces_inside_it(
+        container_server: ContainerServer, dockerd: Dockerd, docker_host: str,
+        tmp_path: Path) -> None:
+    """`restart --trace` cannot change a container in place: it is made again from its
+    inspected configuration, the name kept, the trace hook mounted read-only at its host path,
+    and the old one removed once the new server is ready. The hook's events come from the
+    engine's processes inside the new container, and runtime activation judges them."""
+    before = container_server.inspect()
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("restart", "box", "--config", str(hosts), "--yes", "--trace")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "Traceback" not in out
+    assert "docker create + start" in out
+    after = container_server.inspect()
+    assert after["Id"] != before["Id"]
+    assert after["Name"] == before["Name"]
+    assert after["Config"]["Image"] == before["Config"]["Image"]  # type: ignore[index]
+    assert after["Config"]["Cmd"] == before["Config"]["Cmd"]  # type: ignore[index]
+    hook = [m for m in after["Mounts"] if "/vllm-console/trace-hook-" in m["Source"]]  # type: ignore[attr-defined]
+    assert len(hook) == 1, after["Mounts"]
+    assert hook[0]["RW"] is False, after["Mounts"]
+    env = dict(e.split("=", 1) for e in after["Config"]["Env"])  # type: ignore[index]
+    assert env["VLLM_CONSOLE_TRACE_HOOK"] == hook[0]["Destination"]
+    assert env["PYTHONPATH"].startswith(hook[0]["Destination"])
+    assert dockerd.docker("inspect", str(before["Id"]), check=False).returncode != 0, \
+        "the old container is removed"
+    left = dockerd.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert not [n for n in left if "-vllm-console-" in n], left
+    assert container_server.health() == 200
+    called = [e for e in _traces(container_server.logs()) if e.get("event") == "call"]
+    assert called, "the hook saw no call of a watched function inside the container"
+    assert {e["pid"] for e in called} - {1}, "from the engine's processes, not PID 1 alone"
+    done = cli("check", "box", "--config", str(hosts), "--json")
+    report = json.loads(done.stdout)
+    activation = {link["id"]: link for link in report["links"]}["runtime-activation"]
+    assert activation["status"] in ("pass", "fail"), activation
+    assert "trace" in json.dumps(activation["evidence"]).lower(), activation
+
+
+def test_a_plain_restart_after_a_traced_one_takes_the_hook_out(
+        container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
+    """The traced container carries the hook in its configuration: a plain restart makes it
+    again without (as a bare server's restart restores its original environment), never
+    `docker restart` with the hook still in."""
+    before = container_server.inspect()
+    hosts = local_entry(tmp_path / "hosts.toml", container_server)
+    done = cli("restart", "box", "--config", str(hosts), "--yes")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "made again without it" in out
+    after = container_server.inspect()
+    assert after["Id"] != before["Id"]
+    assert not [m for m in after["Mounts"] if "trace-hook" in m["Source"]]  # type: ignore[attr-defined]
+    env = dict(e.split("=", 1) for e in after["Config"]["Env"])  # type: ignore[index]
+    assert not [k for k in env if k.startswith("VLLM_CONSOLE_")], env
+    assert "PYTHONPATH" not in env
+    assert container_server.health() == 200
 
 
 def test_a_container_whose_mount_source_is_gone_is_not_stopped(

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from console.cli.commands.demo import demo_config, free_port, record
+from console.restart import RestartError, RestartPlan
 from console.session.host_session import HostSession
 from console.sim import materialise, start_background, stop
 from console.transport.local_host import LocalHost
@@ -124,26 +125,39 @@ async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edite
         stop(tree, timeout=5)
 
 
-async def test_a_containers_restart_dialog_says_docker_restart_and_refuses_an_edit() -> None:
-    """`r` on a containerised server: the dialog says `docker restart NAME` and what it does,
-    offers no edit, and `e` says in one line why (an edit recreates the container)."""
+def _container_plan(**extra: object) -> RestartPlan:
+    from console.restart import RestartPlan
+
+    argv = ("/venv/bin/vllm", "serve", "/models/target", "--port", "8000")
+    fields: dict[str, object] = dict(
+        host="box", mode="container", command="docker restart vllm-box", pid=4242,
+        members=((4242, 1, "vllm"),), port=8000, url="http://127.0.0.1:8000", argv=argv,
+        container_argv=argv, original_env={"HF_TOKEN": "hf_secret", "LANG": "C.UTF-8"},
+        launch_env={"HF_TOKEN": "hf_secret", "LANG": "C.UTF-8"},
+        container=("docker", "vllm-box", "abc123", "always"),
+        notes=("restart policy always: the daemon starts it again whenever it stops",))
+    fields.update(extra)
+    return RestartPlan(**fields)  # type: ignore[arg-type]
+
+
+def _editor(plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
+    # As the session's: the dialog's fields parsed, then console.restart.edit.
+    from console.restart.edit import edit_plan, parse_argv, parse_env
+    from console.session.host_session import ActionError
+
+    try:
+        return edit_plan(plan, env=parse_env(env), argv=parse_argv(argv) if argv else ())
+    except RestartError as exc:
+        raise ActionError(str(exc)) from None
+
+
+async def test_a_containers_edited_launch_recreates_it_and_the_dialog_says_so() -> None:
+    """`r` on a containerised server: the dialog says `docker restart NAME` and what it does;
+    `e` and an edit turn it into a recreation (the container made again with the change),
+    shown as a diff, secrets never shown."""
     from textual.app import App
 
-    from console.restart import RestartPlan
-    from console.restart.edit import edit_plan, parse_argv, parse_env
-
-    plan = RestartPlan(host="box", mode="container", command="docker restart vllm-box",
-                       pid=4242, members=((4242, 1, "vllm"),), port=8000,
-                       url="http://127.0.0.1:8000",
-                       container=("docker", "vllm-box", "abc123", "always"),
-                       notes=("restart policy always: the daemon starts it again whenever "
-                              "it stops",))
-
-    def editor(plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
-        # As the session's: the dialog's fields parsed, then console.restart.edit.
-        return edit_plan(plan, env=parse_env(env), argv=parse_argv(argv) if argv else ())
-
-    dialog = RestartScreen("Restart vllm serve on box", plan, editor)
+    dialog = RestartScreen("Restart vllm serve on box", _container_plan(), _editor)
     app: App[None] = App()
     async with app.run_test(size=SIZE) as pilot:
         app.push_screen(dialog)
@@ -152,10 +166,38 @@ async def test_a_containers_restart_dialog_says_docker_restart_and_refuses_an_ed
         assert "docker restart vllm-box: the container stops" in text
         assert "ready: its new server owns port 8000 and answers" in text
         assert "note: restart policy always" in text
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        assert dialog.error == ""
+        await pilot.press(*"VLLM_USE_V2_MODEL_RUNNER=1")
+        await pilot.pause(0.2)
+        text = body(app)  # type: ignore[arg-type]
+        assert "recreate: docker create, then stop vllm-box" in text
+        assert "+ env: VLLM_USE_V2_MODEL_RUNNER=1" in text
+        assert "command: /venv/bin/vllm serve /models/target --port 8000" in text
+        assert "hf_secret" not in text
+        assert dialog.plan.recreate
+        assert dialog.plan.launch_env["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+        assert dialog.plan.launch_env["HF_TOKEN"] == "hf_secret"  # kept, never shown
+        await pilot.click("#confirm")
+        await pilot.pause(0.1)
+        assert app.screen is not dialog
+
+
+async def test_a_compose_services_dialog_refuses_an_edit_in_one_line() -> None:
+    from textual.app import App
+
+    plan = _container_plan(compose=("llm", "vllm"))
+    dialog = RestartScreen("Restart vllm serve on box", plan, _editor)
+    app: App[None] = App()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(dialog)
+        await pilot.pause(0.2)
         assert not dialog.query("#edit")
         await pilot.press("e")
         await pilot.pause(0.1)
-        assert "an edited launch recreates the container" in dialog.error
+        assert "service vllm of the compose project llm" in dialog.error
+        assert "nothing was stopped" in dialog.error
         await pilot.click("#confirm")
         await pilot.pause(0.1)
         assert app.screen is dialog  # never confirmed with the refusal showing

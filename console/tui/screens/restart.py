@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.widgets import Button, Input, Static
 
 from console.restart import RestartPlan
-from console.restart.edit import recreation_refused
+from console.restart.edit import edit_refused
 from console.session.host_session import ActionError
 from console.tui.screens.confirm import ConfirmScreen
 
@@ -60,16 +60,13 @@ class RestartScreen(ConfirmScreen):
             yield Static("", id="restart-error", markup=False)
 
     def more_buttons(self) -> ComposeResult:
-        if self.planned.mode not in ("unit", "container"):
+        if not edit_refused(self.planned):
             yield Button("Edit env/args (e)", id="edit")
 
     def action_edit(self) -> None:
-        if self.planned.mode == "unit":
-            self._show_error(f"{self.planned.unit} is a systemd unit: its command and "
-                             "environment are the unit's to change")
-            return
-        if self.planned.container is not None:
-            self._show_error(recreation_refused(self.planned))
+        refused = edit_refused(self.planned)
+        if refused:
+            self._show_error(refused)
             return
         self.add_class("editing")
         for field in self.query(Input):
