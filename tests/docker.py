@@ -228,3 +228,35 @@ def run_server(daemon: Dockerd, fixture: RealVllm, *, name: str, port: int, volu
                   "--tmpfs", "/tmp", *env_args, *host_mounts(fixture),
                   "-v", f"{volume}:{MODELS}", "--entrypoint", argv[0], IMAGE, *argv[1:])
     return ContainerServer(daemon, name, port, target, tuple(argv))
+
+
+def compose_server(daemon: Dockerd, fixture: RealVllm, *, project: str, directory: Path,
+                   port: int, volume: str, speculative_config: str | None = None
+                   ) -> ContainerServer:
+    """The same server as `run_server`, as the service `vllm` of a compose project (Debian's
+    `docker-compose`): the compose file written in `directory`, `up -d` there (not waited
+    for). The file is YAML as a person writes it, with a `version:` line."""
+    target = f"{MODELS}/target"
+    argv = [str(fixture.vllm), "serve", target, "--host", "127.0.0.1", "--port", str(port),
+            "--max-model-len", "512", "--enforce-eager"]
+    if speculative_config:
+        argv += ["--speculative-config", speculative_config]
+    q = json.dumps  # a JSON string is a YAML double-quoted scalar
+    env = {"PATH": f"{fixture.venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+           "LANG": "C.UTF-8", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    binds = [m for m in host_mounts(fixture) if m != "-v"]
+    lines = ['version: "2.4"', "services:", "  vllm:", f"    image: {q(IMAGE)}",
+             "    network_mode: host", "    shm_size: 1g", "    tmpfs:", "      - /tmp",
+             f"    entrypoint: [{q(argv[0])}]",
+             f"    command: [{', '.join(q(w) for w in argv[1:])}]",
+             "    environment:", *(f"      {k}: {q(v)}" for k, v in env.items()),
+             "    volumes:", *(f"      - {q(b)}" for b in binds),
+             f"      - {q(f'{volume}:{MODELS}')}",
+             "volumes:", f"  {volume}:", "    external: true"]
+    (directory / "docker-compose.yml").write_text("\n".join(lines) + "\n")
+    done = subprocess.run(["docker-compose", "--project-name", project, "up", "-d"],
+                          cwd=directory, env=daemon.env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"docker-compose up failed:\n{done.stderr[-3000:]}")
+    return ContainerServer(daemon, f"{project}_vllm_1", port, target, tuple(argv))

@@ -97,7 +97,8 @@ def plan_document(plan: RestartPlan, options: RestartOptions, *, restart_id: str
         "url": plan.url, "port": plan.port, "nvidia_smi": nvidia_smi, "pid": plan.pid,
         "container": {"runtime": plan.container[0], "ref": plan.container[1],
                       "id": plan.container[2], "restart_policy": plan.container[3],
-                      "recreate": plan.recreate, "argv": list(plan.container_argv)}
+                      "recreate": plan.recreate, "argv": list(plan.container_argv),
+                      "compose": bool(plan.compose[0])}
         if plan.container else None,
         "timeouts": {"term": options.term_timeout_s, "kill": options.kill_timeout_s,
                      "free": options.free_timeout_s, "startup": options.startup_timeout_s},

@@ -19,7 +19,6 @@ from console.parsers.redact import REDACTED, is_secret_key
 from console.restart.model import RestartPlan, shown_argv
 from console.restart.plan import (
     RestartError,
-    compose_refusal,
     recreate_command,
     relaunch_inputs,
     server_address,
@@ -106,8 +105,6 @@ def edit_refused(plan: RestartPlan) -> str:
     if plan.mode == "unit":
         return (f"{plan.unit} is a systemd unit: its command and environment are the unit's "
                 "to change")
-    if plan.container is not None and plan.compose[0]:
-        return compose_refusal(plan.container[0], plan.container[1], *plan.compose)
     return ""
 
 
@@ -137,7 +134,7 @@ def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (
             return plan
         return plan.model_copy(update={
             "argv": new_argv, "recreate": True,
-            "command": recreate_command(plan.container[0], plan.container[1]),
+            "command": recreate_command(plan.container[0], plan.container[1], plan.compose),
             "original_env": _apply(plan.original_env, env),
             "launch_env": _apply(plan.launch_env, env),
             "env_edits": edits, "url": address, "port": port})

@@ -258,11 +258,19 @@ class RestartPlan(_Frozen):
     def _describe_recreation(self) -> str:
         runtime, ref = (self.container or ("docker", "?"))[:2]
         names = ", ".join(f"{name} {pid}" for pid, _s, name in self.members)
-        lines = [f"recreate: {runtime} create, then stop {ref} ({names}: SIGTERM, then "
-                 "SIGKILL), start the new one under its name; the old one is removed once the "
-                 "new server is ready, and started again if the new one cannot start",
-                 "kept: image, mounts, network, ports, devices and GPUs, shm size, limits, "
-                 "labels, restart policy"]
+        project, service = self.compose
+        if project:
+            lines = [f"recreate: {self.command}; compose stops {ref} ({names}: SIGTERM, "
+                     "then SIGKILL) and starts the new one under its name; if compose fails, "
+                     "the service is brought up again from its own files",
+                     "kept: everything the project's compose files say (they are not "
+                     "edited; the override holds only what changes)"]
+        else:
+            lines = [f"recreate: {runtime} create, then stop {ref} ({names}: SIGTERM, then "
+                     "SIGKILL), start the new one under its name; the old one is removed once "
+                     "the new server is ready, and started again if the new one cannot start",
+                     "kept: image, mounts, network, ports, devices and GPUs, shm size, "
+                     "limits, labels, restart policy"]
         if self.argv != self.container_argv:
             lines.append(f"- command: {shown_argv(self.container_argv)}")
             lines.append(f"+ command: {shown_argv(self.argv)}")

@@ -336,9 +336,6 @@ def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace:
     if recreate and not trace:
         notes.append("the container runs with the trace hook of an earlier traced restart: "
                      "it is made again without it")
-    if recreate and box.compose_project:
-        raise RestartError(f"{host.name}: " + compose_refusal(
-            box.runtime, box.ref, box.compose_project, box.compose_service or ""))
     if policy in POLICY_NOTES:
         how = "stop` and `start" if recreate else "restart"
         notes.append(f"restart policy {policy}: {POLICY_NOTES[policy]}; `{box.runtime} "
@@ -349,7 +346,8 @@ def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace:
     name = (argv[0].rsplit("/", 1)[-1] if argv else "") or "server"
     members = ((serve.pid, serve.start_ticks, name),
                *((c.pid, 0, c.comm) for c in serve.children))
-    command = recreate_command(box.runtime, box.ref) if recreate else \
+    compose = (box.compose_project or "", box.compose_service or "")
+    command = recreate_command(box.runtime, box.ref, compose) if recreate else \
         f"{box.runtime} restart {box.ref}"
     return RestartPlan(
         host=host.name, mode="container", command=command, argv=tuple(argv), pid=serve.pid,
@@ -358,22 +356,17 @@ def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace:
         notes=tuple(notes), original_env=original, launch_env=new_env, python="python3",
         bundle=bundle, hook_dir=hook_dir, recreate=recreate, container_argv=tuple(argv),
         container=(box.runtime, box.ref, box.id, policy), last_key=last_key(host.name),
-        compose=(box.compose_project or "", box.compose_service or ""))
+        compose=compose)
 
 
-def recreate_command(runtime: str, ref: str) -> str:
-    """What the confirm dialog names a recreation by."""
+def recreate_command(runtime: str, ref: str, compose: tuple[str, str] = ("", "")) -> str:
+    """What the confirm dialog names a recreation by: by hand, or through compose for a
+    compose service (its project's own files plus an override with the change; the files
+    are never edited)."""
+    if compose[0]:
+        return (f"{runtime} compose up --force-recreate {compose[1] or '?'} (project "
+                f"{compose[0]}: its own files plus an override file with the change)")
     return f"{runtime} create + start (the container {ref} made again with the change)"
-
-
-def compose_refusal(runtime: str, ref: str, project: str, service: str) -> str:
-    """Why a compose service's launch is not changed here: it is its project's to recreate
-    (through compose, with an override file), never by hand behind compose's back, which
-    would leave the project pointing at a container it no longer knows."""
-    return (f"the server runs in the {runtime} container {ref}, service {service or '?'} of "
-            f"the compose project {project}: a change to its launch recreates it through "
-            "compose, which the console does not do yet; nothing was stopped (restart "
-            "without a change restarts it in place)")
 
 
 def relaunch_inputs(argv: Sequence[str]) -> tuple[str, ...]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from console.hostside.restart import recreate
+from console.hostside.restart import compose, recreate
 from console.hostside.restart.container import ContainerFailed
-from console.restart import RestartError, RestartPlan
+from console.restart import RestartPlan
 from console.restart.edit import edit_plan
 
 SERVER = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "/models/t", "--port", "8000"]
@@ -89,6 +89,47 @@ def test_an_edit_makes_a_containers_restart_a_recreation() -> None:
     assert edit_plan(plan, env=(("LANG", "C"),)) is plan  # the same value: nothing to do
 
 
-def test_a_compose_services_edit_is_refused() -> None:
-    with pytest.raises(RestartError, match="compose project llm.*nothing was stopped"):
-        edit_plan(_plan(compose=("llm", "vllm")), env=(("A", "1"),))
+def test_a_compose_services_edit_goes_through_compose() -> None:
+    edited = edit_plan(_plan(compose=("llm", "vllm")), env=(("A", "1"),))
+    assert edited.recreate
+    assert edited.command.startswith("docker compose up --force-recreate vllm (project llm")
+    assert "+ env: A=1" in edited.describe()
+
+
+def _compose_info(env: list[str], files: str = "compose.yml,/state/"
+                  "vllm-console-compose-override-1.json") -> dict[str, object]:
+    return {"Path": "/venv/bin/vllm", "Args": ["serve", "/models/t", "--port", "8000"],
+            "Config": {"Env": env, "Labels": {
+                compose.PROJECT: "llm", compose.SERVICE: "vllm", compose.FILES: files,
+                compose.WORKDIR: "/srv/llm", compose.HASH: "h1"}}}
+
+
+def test_a_compose_override_carries_only_the_change() -> None:
+    """The override holds what differs from the container (a trace's env and the hook
+    mount; an edited command), never the unchanged rest, and cannot unset a variable."""
+    info = _compose_info(["PATH=/bin", "HF_TOKEN=x"])
+    project = compose.project_of(info)
+    assert project is not None
+    assert project["files"] == ["/srv/llm/compose.yml"]
+    assert project["hash"] == "h1"
+    argv = ["/venv/bin/vllm", "serve", "/models/t", "--port", "8000"]
+    plan = {"container": {"argv": argv}, "argv": argv,
+            "env": {"PATH": "/bin", "HF_TOKEN": "x", "PYTHONPATH": "/h",
+                    "VLLM_CONSOLE_TRACE_HOOK": "/h"}, "hook": {"dir": "/h"}}
+    doc = compose.override(info, {}, plan, "vllm", "h1")
+    assert doc == {"services": {"vllm": {
+        "labels": {compose.BASE: "h1"},
+        "environment": {"PYTHONPATH": "/h", "VLLM_CONSOLE_TRACE_HOOK": "/h"},
+        "volumes": ["/h:/h:ro"]}}}
+    edited = {**plan, "argv": [*argv, "--max-model-len", "512"], "hook": None,
+              "env": {"PATH": "/bin", "HF_TOKEN": "x"}}
+    doc = compose.override(info, {}, edited, "vllm", "h1")
+    assert doc["services"]["vllm"]["entrypoint"] == ["/venv/bin/vllm"]
+    assert doc["services"]["vllm"]["command"] == [*argv[1:], "--max-model-len", "512"]
+    assert "environment" not in doc["services"]["vllm"]
+    with pytest.raises(ContainerFailed, match="cannot unset HF_TOKEN"):
+        compose.override(info, {}, {**edited, "env": {"PATH": "/bin"}}, "vllm", "h1")
+    traced = _compose_info(["PATH=/bin", "PYTHONPATH=/h", "VLLM_CONSOLE_TRACE_HOOK=/h"])
+    back = compose.override(traced, {}, {**edited, "argv": argv, "env": {"PATH": "/bin"}},
+                            "vllm", "h1")
+    assert back == {"services": {"vllm": {"labels": {compose.BASE: "h1"}}}}

@@ -184,7 +184,9 @@ async def test_a_containers_edited_launch_recreates_it_and_the_dialog_says_so() 
         assert app.screen is not dialog
 
 
-async def test_a_compose_services_dialog_refuses_an_edit_in_one_line() -> None:
+async def test_a_compose_services_edited_launch_goes_through_compose() -> None:
+    """A compose service's edit recreates it through compose (its own files and an override
+    with the change), and the dialog says so before anything is confirmed."""
     from textual.app import App
 
     plan = _container_plan(compose=("llm", "vllm"))
@@ -193,11 +195,17 @@ async def test_a_compose_services_dialog_refuses_an_edit_in_one_line() -> None:
     async with app.run_test(size=SIZE) as pilot:
         app.push_screen(dialog)
         await pilot.pause(0.2)
-        assert not dialog.query("#edit")
         await pilot.press("e")
         await pilot.pause(0.1)
-        assert "service vllm of the compose project llm" in dialog.error
-        assert "nothing was stopped" in dialog.error
+        assert dialog.error == ""
+        await pilot.press(*"VLLM_USE_V2_MODEL_RUNNER=1")
+        await pilot.pause(0.2)
+        text = body(app)  # type: ignore[arg-type]
+        assert "docker compose up --force-recreate vllm (project llm" in text
+        assert "compose files say (they are not edited" in text
+        assert "+ env: VLLM_USE_V2_MODEL_RUNNER=1" in text
+        assert "hf_secret" not in text
+        assert "docker create" not in text
         await pilot.click("#confirm")
         await pilot.pause(0.1)
-        assert app.screen is dialog  # never confirmed with the refusal showing
+        assert app.screen is not dialog

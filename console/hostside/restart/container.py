@@ -107,14 +107,19 @@ def preflight(plan: dict[str, Any]) -> dict[str, Any]:
 
 def cli(runtime: str, *args: str, timeout: float, what: str = "") -> str:
     """Run the runtime's CLI; its stdout, or ContainerFailed with its last error line."""
-    what = what or f"{runtime} {args[0]}"
+    return run_tool([runtime, *args], timeout=timeout, what=what or f"{runtime} {args[0]}")
+
+
+def run_tool(argv: list[str], *, timeout: float, what: str) -> str:
+    """Run a container tool (`docker`, `docker-compose`); its stdout, or ContainerFailed
+    with its last error line."""
     try:
-        done = subprocess.run([runtime, *args], stdin=subprocess.DEVNULL, capture_output=True,
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise ContainerFailed(f"{what} did not finish in {timeout:g} s") from None
     except OSError as exc:
-        raise ContainerFailed(f"cannot run {runtime}: {exc}") from None
+        raise ContainerFailed(f"cannot run {argv[0]}: {exc}") from None
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or \
             [f"exit {done.returncode}"]

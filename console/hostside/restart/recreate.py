@@ -287,6 +287,11 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     name = str(before.get("Name") or "").lstrip("/") or ref
     old_id, old_pid = str(before["Id"]), _main_pid(before)
     image_ref, image = image_of(before, runtime)
+    labels = (before.get("Config") or {}).get("Labels") or {}
+    if labels.get("com.docker.compose.project"):
+        raise ContainerFailed(f"nothing was stopped: the container {name} is a service of "
+                              f"the compose project {labels['com.docker.compose.project']}, "
+                              "which compose recreates, not the console by hand")
     lost = not_carried(before, image)
     if lost:
         raise ContainerFailed(f"nothing was stopped: the container {name} has settings the "

@@ -34,8 +34,8 @@ from ..procfs import (
     user_name,
 )
 from ..vocabulary import RESTART_MARKER
+from . import compose, recreate
 from . import container as container_restart
-from . import recreate
 from .container import ContainerFailed
 from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
 from .status import StatusFile, take_lock, write_private
@@ -394,7 +394,10 @@ def run(plan_path: str) -> int:
             left = lambda: os.path.exists(paths["status"] + ".left")  # noqa: E731
             key = api_key_of(plan.get("argv") or [], plan.get("env") or {})
             with bounded("container restart", container_restart.wait_s(plan)):
-                if (plan.get("container") or {}).get("recreate"):
+                box = plan.get("container") or {}
+                if box.get("recreate") and box.get("compose"):
+                    compose.run(plan, status, left, key, _install_hook)
+                elif box.get("recreate"):
                     recreate.run(plan, status, left, key, _install_hook)
                 else:
                     container_restart.run(plan, status, left, key)
