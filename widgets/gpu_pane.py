@@ -40,6 +40,8 @@ class GpuView:
     history: dict[int, tuple[float, ...]] = field(default_factory=dict)
     error: str = ""
     """Why there is no sample, when there cannot be one (a URL-only server)."""
+    containers: dict[str, str] = field(default_factory=dict)
+    """Container names by id (the server's), for the processes that run in one."""
 
 
 def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
@@ -109,6 +111,8 @@ class GpuPane(Widget):
             proc = by_pid.get(gp.pid)
             name = proc.name if proc else "?"
             mem = "?" if gp.used_mib is None else f"{gp.used_mib / 1024:.1f} GiB"
+            if gp.container:
+                mem = f"[{self.view.containers.get(gp.container) or gp.container[:12]}] {mem}"
             if proc is not None and _is_orphan(proc, sample):
                 text.append(f" ORPHANED {name} pid {gp.pid} {mem} ",
                             style=status_style(self, "fail") + Style(bold=True, reverse=True))

@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Any
 
 from .argv import matches
 from .discover import choose_servers, holds, port_names, serve_log, server_entry
@@ -39,6 +40,7 @@ from .lifeline import on_stdin_eof
 from .procfs import (
     boot_time,
     cmdline,
+    container_from_cgroup,
     in_other_pid_namespace,
     pid_namespace,
     read_bytes,
@@ -318,6 +320,12 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+
+def _with_container(proc: dict[str, Any]) -> dict[str, Any]:
+    """A GPU process with the id of the container it runs in, when it runs in one."""
+    box = container_from_cgroup(int(proc.get("pid") or 0))
+    return {**proc, "container": box} if box else proc
+
 def main(argv=None):
     """The `agent` entry point."""
     args = parse_args(argv)
@@ -349,6 +357,7 @@ def main(argv=None):
     try:
         while not _stop.is_set():
             gpus, gpu_procs, age = gpu.read()
+            gpu_procs = [_with_container(p) for p in gpu_procs]
             seq += 1
             child_cpu = sum(_process_cpu_s(pid, clk) for pid in gpu.children())
             times = os.times()

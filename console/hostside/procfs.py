@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import time
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
@@ -253,6 +254,26 @@ def service_in_cgroup(text: str) -> tuple[str, bool]:
             if part.endswith(".service") and not part.startswith("user@"):
                 return part, user
     return "", False
+
+
+_CONTAINER_CGROUP = re.compile(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{64})\b")
+
+
+def container_from_cgroup(pid: int) -> str:
+    """The id of the container whose cgroup holds `pid` ("" when none or unreadable)."""
+    try:
+        with open(f"{PROC}/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
+            return container_in_cgroup(fh.read())
+    except OSError:
+        return ""
+
+
+def container_in_cgroup(text: str) -> str:
+    """The container id a /proc/PID/cgroup text names: Docker's `docker-ID.scope` (systemd
+    driver) or `/docker/ID` (cgroupfs), Podman's `libpod-ID.scope`, containerd's and CRI-O's
+    (`cri-containerd-ID.scope`, `crio-ID.scope`); "" for none."""
+    found = _CONTAINER_CGROUP.search(text)
+    return found.group(1) if found else ""
 
 
 def listening(port: int) -> bool:

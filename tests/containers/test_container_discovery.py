@@ -87,6 +87,19 @@ def test_discovery_finds_the_server_in_its_container(container_server: Container
     assert any(child.comm.startswith("VLLM::") for child in process.children)
 
 
+def test_the_servers_processes_are_mapped_to_their_container(
+        container_server: ContainerServer) -> None:
+    """The GPU pane's mapping (a process to its container, from its cgroup) on the real
+    daemon: the server and its engine are the container's; this test's own process is none's."""
+    from console.hostside.procfs import container_from_cgroup, tree_pids
+
+    inspected = container_server.inspect()
+    pids = tree_pids(int(inspected["State"]["Pid"]))  # type: ignore[index]
+    assert len(pids) > 1
+    assert {container_from_cgroup(pid) for pid in pids} == {inspected["Id"]}
+    assert container_from_cgroup(os.getpid()) == ""
+
+
 def test_status_json_shows_the_container_and_reads_its_log(
         container_server: ContainerServer, docker_host: str, tmp_path: Path) -> None:
     hosts = local_entry(tmp_path / "hosts.toml", container_server)

@@ -13,6 +13,7 @@ import pytest
 
 from console.hostside import containers
 from console.hostside.discover import server_entry
+from console.hostside.procfs import container_in_cgroup
 
 SERVE = ["/opt/venv/bin/vllm", "serve", "/models/target", "--port", "8001"]
 
@@ -122,3 +123,15 @@ def test_a_long_run_comes_back_as_its_start_up_and_its_end(
     assert out["skipped"] == 63 - 28
     assert out["skipped"] + len(out["head"]) + len(out["tail"]) == out["size"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docker"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("0::/system.slice/docker-" + "c" * 64 + ".scope\n", "c" * 64),
+    ("12:memory:/docker/" + "d" * 64 + "\n0::/docker/" + "d" * 64 + "\n", "d" * 64),
+    ("0::/machine.slice/libpod-" + "e" * 64 + ".scope/container\n", "e" * 64),
+    ("0::/kubepods.slice/cri-containerd-" + "f" * 64 + ".scope\n", "f" * 64),
+    ("0::/user.slice/user-1000.slice/session-3.scope\n", ""),
+    ("0::/system.slice/docker.service\n", ""),  # the daemon itself: no container
+])
+def test_the_container_of_a_process_is_read_from_its_cgroup(text: str, expected: str) -> None:
+    assert container_in_cgroup(text) == expected

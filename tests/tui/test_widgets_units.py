@@ -88,3 +88,24 @@ def test_one_host_line_never_shows_as_several_rows() -> None:
     assert shown.splitlines() == [shown]
     assert "<U+2028>" in shown
     assert "<U+2029>" in shown
+
+
+def test_a_gpu_process_in_a_container_is_shown_with_its_container() -> None:
+    """The GPU pane names the container a process holding GPU memory runs in: the server's
+    by its name, another by its short id (as `docker ps` shows it)."""
+    from widgets.gpu_pane import GpuPane, GpuView
+
+    ours, other = "a" * 64, "b" * 64
+    sample = AgentSample.from_json({
+        "serve": {"root": 10, "procs": [{"pid": 10, "ppid": 1, "comm": "vllm",
+                                         "argv": ["vllm", "serve"]}]},
+        "gpu_procs": [{"pid": 10, "gpu": 0, "used_mib": 2048, "container": ours},
+                      {"pid": 20, "gpu": 0, "used_mib": 1024, "container": other},
+                      {"pid": 30, "gpu": 0, "used_mib": 512}]}, 0.0)
+    pane = GpuPane()
+    pane.set_reactive(GpuPane.view, GpuView(sample, containers={ours: "vllm-box"}))
+    shown = pane._processes(sample)
+    assert shown is not None
+    assert "vllm pid 10 [vllm-box] 2.0 GiB" in shown.plain
+    assert f"? pid 20 [{'b' * 12}] 1.0 GiB" in shown.plain
+    assert "? pid 30 0.5 GiB" in shown.plain

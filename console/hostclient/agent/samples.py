@@ -76,11 +76,13 @@ class GpuProcess:
     pid: int
     gpu: int | None
     used_mib: float | None
+    container: str = ""
+    """The id of the container it runs in (from its cgroup), "" for none."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> GpuProcess:
         return cls(pid=_int(obj, "pid") or 0, gpu=_int(obj, "gpu"),
-                   used_mib=_float(obj, "used_mib"))
+                   used_mib=_float(obj, "used_mib"), container=_str(obj, "container"))
 
 
 @dataclass(frozen=True, slots=True)

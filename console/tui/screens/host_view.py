@@ -202,7 +202,9 @@ class HostView(Screen[None]):
         if isinstance(event, ev.LinkChanged):
             self._link = event.link
         elif isinstance(event, ev.GpuSampled):
-            self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample))
+            box = snap.serve.container
+            self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample),
+                                containers={box.id: box.name} if box is not None else {})
             self._last_data_at = time.monotonic()
         elif isinstance(event, ev.LogLinesReceived):
             self._last_data_at = time.monotonic()
