@@ -109,6 +109,9 @@ class Scenario:
     stall_after_s: float | None = None
     """The engine hangs this long after it starts serving: requests stay in flight, no token
     comes, `/health` keeps answering 200 (vllm#39863). None: it never does."""
+    container: bool = False
+    """The server runs as the main process of a (simulated) Docker container, started through
+    the tree's `docker` stand-in (`console.sim.container`), not as a bare process."""
 
 
 _PR_COMMIT = "3cfc8f8b7d1e4a2b9c6f5e0d8a7b3c2e1f4d6a95"
@@ -239,6 +242,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
             broken_link="runtime-activation", root_cause=None, acceptance=6.4,
             note="serve.engine turns `stalled` stall_s after the hang"),
         stall_after_s=20.0,
+    ),
+    Scenario(
+        name="container",
+        description="The incident host with its server in a Docker container (`docker run "
+                    "--network host`, `vllm serve` as the container's main process): found "
+                    "through `docker ps`, probed with `docker exec`, restarted in place",
+        build=PR_BUILD,
+        draft=WRONG_DRAFT,
+        expected=Expected(
+            links=_links("pass", "pass", "unknown", "fail"),
+            broken_link="runtime-activation", root_cause="config-correct", acceptance=1.17,
+            note="the incident's verdicts, reached inside the container"),
+        container=True,
     ),
 )}
 

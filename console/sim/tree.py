@@ -7,6 +7,8 @@
     ROOT/models/Qwen3.6-27B/config.json (+ generation/tokenizer config)
     ROOT/models/Qwen3.6-27B-DFlash/config.json
     ROOT/bin/nvidia-smi, sim_gpu.py  the GPUs' tool, and the simulated driver it reads
+    ROOT/bin/docker                 the Docker CLI's stand-in (simulated hosts only); its
+                                    containers live in ROOT/.sim/container/
     ROOT/logs/vllm-serve.log        where launchers send the server's output
     ROOT/.sim/sim.json              scenario and timings; .sim/gpu/ holds the GPU memory claims
 
@@ -32,6 +34,8 @@ from console.sim.scenarios import Scenario, get_scenario
 NVIDIA_SMI_SOURCE = Path(__file__).resolve().parent / "host-bin" / "nvidia_smi.py"
 #: The simulated driver nvidia-smi and the fake vLLM both read (written beside nvidia-smi).
 SIM_GPU_SOURCE = NVIDIA_SMI_SOURCE.with_name("sim_gpu.py")
+#: The `docker` stand-in: never installed anywhere but a simulated host's bin directory.
+DOCKER_SOURCE = NVIDIA_SMI_SOURCE.with_name("docker.py")
 MANAGED = ("venv", "models", "bin", ".sim")
 SERVE_LOG = "logs/vllm-serve.log"
 NUM_SPECULATIVE_TOKENS = 15
@@ -62,6 +66,11 @@ class SimTree:
     @property
     def sim_dir(self) -> Path:
         return self.root / ".sim"
+
+    @property
+    def docker(self) -> Path:
+        """The `docker` stand-in (beside nvidia-smi, so ROOT/bin first on PATH finds both)."""
+        return self.root / "bin" / "docker"
 
     @property
     def site_packages(self) -> Path:
@@ -163,6 +172,8 @@ def _write_nvidia_smi(tree: SimTree) -> None:
     tree.nvidia_smi.write_text(shebang(tree.python) + "\n" + NVIDIA_SMI_SOURCE.read_text())
     tree.nvidia_smi.chmod(0o755)
     shutil.copyfile(SIM_GPU_SOURCE, tree.nvidia_smi.with_name(SIM_GPU_SOURCE.name))
+    tree.docker.write_text(shebang(tree.python) + "\n" + DOCKER_SOURCE.read_text())
+    tree.docker.chmod(0o755)
 
 
 def materialise(scenario_name: str, root: Path | str, *, base_python: str | None = None,

@@ -45,8 +45,11 @@ def run(args: argparse.Namespace) -> int:
             tree_root = root / "host"
             if tree_root.exists():
                 from console.sim import SimTree
+                from console.sim.container import stop_containers
 
-                stop(SimTree.load(tree_root), timeout=5)
+                tree = SimTree.load(tree_root)
+                stop_containers(tree)
+                stop(tree, timeout=5)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -76,6 +79,26 @@ def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def
     )
 
 
+def container_demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def]
+    """The host configuration of a simulated host whose server runs in a container: this
+    machine and the server's URL, nothing else, so that the console finds the server as it
+    finds a real container's, through `docker ps` and `docker inspect` (the tree's stand-in,
+    first on PATH) and the port it answers on. Not an empty serve table: a bare `vllm serve`
+    of this user elsewhere on the machine would be found first, and `r` would restart it."""
+    from console.settings import HostConfig, ServeSettings
+
+    return HostConfig(name="demo", local=True, readonly=readonly,
+                      serve=ServeSettings(url=tree.url))
+
+
+def use_tree_bin(tree) -> None:  # type: ignore[no-untyped-def]
+    """The tree's bin directory first on this process's PATH, which the local host side
+    inherits: its `docker` and `nvidia-smi` are the ones the console runs."""
+    import os
+
+    os.environ["PATH"] = f"{tree.root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def open_console(scenario: str, where: Path, *, theme: str | None = None,
                  readonly: bool = False) -> int:
     """The console on a simulated host written into `where`: the tree, its server, the host's
@@ -86,12 +109,18 @@ def open_console(scenario: str, where: Path, *, theme: str | None = None,
 
     async def open_session():  # type: ignore[no-untyped-def]
         from console.session.host_session import HostSession
-        from console.sim import materialise, start_background
+        from console.sim import get_scenario, materialise, start_background
+        from console.sim.container import run_container
         from console.transport.local_host import LocalHost
 
         try:
             tree = materialise(scenario, where, port=free_port(), gpus=2, startup_s=4.0,
                                metrics_interval_s=2.0)
+            if get_scenario(scenario).container:
+                use_tree_bin(tree)
+                run_container(tree)
+                return HostSession(container_demo_config(tree, readonly=readonly),
+                                   LocalHost("demo"), scenario=scenario)
             pid = start_background(tree).pid
             session = HostSession(demo_config(tree, readonly=readonly), LocalHost("demo"),
                                   scenario=scenario)
