@@ -396,8 +396,13 @@ class HostTelemetry:
         self._emit(ev.SpecDecodeUpdated(self.host.name, state))
 
     def _running(self) -> bool | None:
+        """Whether the server lives: the agent's tree, or for a server that is a container's
+        main process (never in the agent's tree: another pid namespace) the container
+        discovery last found running it."""
         sample = self._snapshot.sample
-        return sample.serve.running if sample is not None else None
+        if sample is None:
+            return None
+        return sample.serve.running or self._snapshot.serve.container is not None
 
     def _startup_changed(self, force: bool = False) -> None:
         status = self.run_log.startup.status(self.clock.now(), self._running())
