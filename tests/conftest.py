@@ -22,6 +22,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 # The tests must not pick up the developer's agent or keys by accident.
 os.environ.pop("SSH_AUTH_SOCK", None)
 
+# Each pytest-xdist worker is a console of its own on this machine: its private directory for
+# local hosts (bundle, restart lock, last launches; `${XDG_CACHE_HOME}/vllm-console`) is its
+# own, as each worker has its own SSH login user. Shared, a restart by one worker's tests was
+# refused ("another restart is running on this host") while the other's ran, as the lock says.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    os.environ["XDG_CACHE_HOME"] = os.path.join(os.path.expanduser("~"), ".cache",
+                                                f"vllm-console-tests-{_WORKER}")
+
 
 @pytest.fixture(scope="session")
 def prometheus_world() -> Iterator[FleetWorld]:
