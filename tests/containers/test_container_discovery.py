@@ -214,6 +214,42 @@ async def test_the_live_log_is_the_containers_output_followed_as_it_comes(
         await asyncio.wait_for(task, 30)
 
 
+async def test_the_host_screen_shows_the_containers_server(
+        container_server: ContainerServer, real_vllm: RealVllm, docker_host: str) -> None:
+    """The TUI on the real container (Pilot, 160x50): the run reads ready (never `exited`),
+    the log pane follows `docker logs`, the chain reaches the incident's verdicts from inside
+    the container, and the draft diff shows the wrong draft config the container reads."""
+    from console.session.host_session import HostSession
+    from console.settings import ChecksSettings, HostConfig
+    from console.telemetry.startup import StartupState
+    from console.tui.app import ConsoleApp
+    from tests.app_support import screen_text, wait_until
+
+    config = HostConfig(name="box", local=True, serve=ServeSettings(url=container_server.url),
+                        checks=ChecksSettings(reference=str(real_vllm.reference)))
+    session = HostSession(config, LocalHost("box"))
+    app = ConsoleApp([session])
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen_for("box")
+        assert screen is not None
+        await wait_until(pilot, lambda: screen.checklist.state.report is not None
+                         and not screen.checklist.state.running, 120, "the checklist")
+        assert session.snapshot.startup.state is StartupState.READY, session.snapshot.startup
+        report = screen.checklist.state.report
+        assert report is not None
+        assert report.root_cause == "config-correct", \
+            "; ".join(f"{k.id}: {k.status.value}: {k.summary[-200:]}" for k in report.links)
+        await wait_until(pilot, lambda: screen.diff.diff is not None, 60, "the draft diff")
+        diff = screen.diff.diff
+        assert diff is not None
+        assert diff.error == ""
+        assert diff.path == f"{MODELS}/dflash-incident/config.json"
+        assert diff.wrong
+        text = screen_text(app)
+        assert "exited" not in text
+        assert "Application startup complete." in text, text
+
+
 def _complete(server: ContainerServer, prompt: str) -> None:
     body = json.dumps({"model": server.target, "prompt": prompt, "max_tokens": 4}).encode()
     req = urllib.request.Request(f"{server.url}/v1/completions", data=body,
