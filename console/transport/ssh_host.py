@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import os
 import sys
+import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -59,6 +60,12 @@ def _lazy_module(name: str) -> Any:
     spec.loader.exec_module(module)
     return module
 
+
+# cryptography 51 warns on stderr when asyncssh (2.24) touches its DSA names at import, on
+# every command a person runs ("CryptographyDeprecationWarning: DSA is deprecated"): the
+# console never offers nor accepts DSA keys of its own choosing, and the noise hid the one line
+# a failing command prints. Silenced for asyncssh's modules alone.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
 
 if TYPE_CHECKING:
     import asyncssh
