@@ -175,3 +175,46 @@ def test_a_container_with_a_setting_it_cannot_carry_is_not_recreated(
         status.close()
     after = inspect(dockerd, name)
     assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
+
+
+def test_under_restart_always_the_daemons_start_is_never_this_restart(
+        dockerd: Dockerd, real_vllm: RealVllm, docker_host: str, tmp_path: Path,
+        names: list[str]) -> None:
+    """`--restart always`: the console's `docker restart` starts a main process that exits at
+    once, and the daemon starts the container again by itself. The step reports a failure that
+    names the daemon's start, never the daemon's new process as this restart's server."""
+    from console.hostside.restart import container as step
+
+    name = "vllm-console-policy-always"
+    names.append(name)
+    state = tmp_path / "state"
+    state.mkdir()
+    # Run 1 (now) and run 3 (the daemon's) sleep; run 2 (the console's restart) exits 3.
+    script = ("n=$(cat /state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /state/n; "
+              "[ $n = 2 ] && exit 3; exec /usr/bin/sleep 600")
+    dockerd.docker("run", "-d", "--name", name, "--network", "host", "--restart", "always",
+                   *host_mounts(real_vllm), "-v", f"{state}:/state",
+                   "--entrypoint", "/bin/sh", IMAGE, "-c", script)
+    before = inspect(dockerd, name)
+    plan = {"id": "t3", "container": {"runtime": "docker", "ref": name, "id": before["Id"],
+                                      "restart_policy": "always"},
+            "argv": ["/bin/sh", "-c", script], "env": {}, "pid": before["State"]["Pid"],
+            "port": None, "url": "http://127.0.0.1:9/",
+            "timeouts": {"term": 1, "kill": 5, "free": 5, "startup": 30},
+            "paths": {"status": str(tmp_path / "s")}}
+    status = StatusFile(str(tmp_path / "s"))
+    failure = ""
+    try:
+        step.run(plan, status, lambda: False, "")
+    except step.ContainerFailed as exc:  # seen not running right after the restart
+        failure = str(exc)
+    finally:
+        status.close()
+    records = [json.loads(line) for line in (tmp_path / "s").read_text().splitlines()]
+    final = next((r for r in records if r.get("final")), {})
+    failure = failure or (final.get("message", "") if final.get("step") == "failed" else "")
+    assert "that restart is the daemon's, not this one" in failure, records
+    assert not [r for r in records if r["step"] == "ready"]
+    after = inspect(dockerd, name)
+    assert after["State"]["Running"] is True  # the daemon's start, left as it is
+    assert (state / "n").read_text().strip() == "3"

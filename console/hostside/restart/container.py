@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from typing import Any, Callable
 
 from ..containers import inspect
@@ -148,9 +149,13 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     after = _state(plan)
     pid = _main_pid(after)
     if not pid:
-        raise ContainerFailed(f"the container {box['ref']} is not running after "
-                              f"{box['runtime']} restart (exit code "
-                              f"{(after.get('State') or {}).get('ExitCode')})")
+        again = _daemon_start(plan, 0)
+        raise ContainerFailed(
+            f"the container {box['ref']} is not running after {box['runtime']} restart (exit "
+            f"code {(after.get('State') or {}).get('ExitCode')})" + (
+                f"; the daemon started it again (pid {again}, restart policy "
+                f"{box.get('restart_policy')}): that restart is the daemon's, not this one"
+                if again else ""))
     if pid == old_pid:
         raise ContainerFailed(f"the container {box['ref']}'s main process is still pid {pid}: "
                               "it was not restarted")
@@ -186,17 +191,29 @@ def follow_start(plan: dict[str, Any], status: StatusFile, pid: int, left: Calla
         on_ready()
         status.write("ready", message, final=True, pid=pid, start=start, ok=True)
         return True
-    try:
-        now = _main_pid(_state(plan))
-    except ContainerFailed:
-        now = 0
-    if outcome == "exited" and now and now != pid:
+    now = _daemon_start(plan, pid) if outcome == "exited" else 0
+    if now:
         message = (f"the server pid {pid} exited before it was ready, and the daemon started "
                    f"the container again (pid {now}, restart policy "
                    f"{box.get('restart_policy')}): that restart is the daemon's, not this one")
     status.write("failed", message + failed_note, final=True, pid=pid, outcome=outcome,
                  exit_status=code, ok=False)
     return False
+
+
+def _daemon_start(plan: dict[str, Any], pid: int, within: float = 5.0) -> int:
+    """The container's new main pid when the daemon started it again after `pid` exited (its
+    restart policy: it waits 100 ms, doubling, before it does), else 0."""
+    policy = str(plan["container"].get("restart_policy") or "no")
+    deadline = time.monotonic() + (within if policy != "no" else 0)
+    while True:
+        try:
+            now = _main_pid(_state(plan))
+        except ContainerFailed:
+            now = 0
+        if (now and now != pid) or time.monotonic() >= deadline:
+            return now if now != pid else 0
+        time.sleep(0.2)
 
 
 def wait_s(plan: dict[str, Any]) -> float:
