@@ -302,3 +302,24 @@ def test_restart_restarts_the_container_in_place(boxed: SimTree, tmp_path: Path)
     # The new run's log follows the old one in the same json-file log, from its new start.
     new_run = docker(boxed, "logs", "--since", after["State"]["StartedAt"], NAME)
     assert "Application startup complete." in new_run.stdout + new_run.stderr
+
+
+def test_a_traced_restart_stops_nothing_and_says_the_stand_in_makes_no_containers(
+        boxed: SimTree, tmp_path: Path) -> None:
+    """`R` on the simulated container needs it made again, which only a real daemon does
+    (tests/containers): the console says why, and the container runs on untouched."""
+    before = inspect(boxed)
+    image = docker(boxed, "image", "inspect", before["Config"]["Image"])
+    assert image.returncode == 0, image.stderr
+    assert json.loads(image.stdout)[0]["Id"] == before["Image"]
+    done = console("restart", "box", "--config", str(hosts_file(boxed, tmp_path / "h.toml")),
+                   "--yes", "--trace")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "Traceback" not in out
+    assert "nothing was stopped" in out
+    assert "stand-in does not create containers" in out
+    after = inspect(boxed)
+    assert after["State"]["Pid"] == before["State"]["Pid"]
+    assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
+    assert health(boxed) == 200

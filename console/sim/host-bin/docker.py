@@ -876,9 +876,38 @@ def _init(cid: str) -> int:
     return 0
 
 
+def cmd_image(argv: list[str]) -> int:
+    """`docker image inspect REF...`: the image a container was made from, as the daemon
+    describes it (no entry point, no command of its own: the stand-in's containers set both)."""
+    if argv[:1] != ["inspect"]:
+        raise DockerError(f"docker: 'image {' '.join(argv[:1])}' is not a docker command.\n"
+                          "See 'docker --help'", 1)
+    _opts, rest = _options("image inspect", argv[1:], {}, {"-f": "format", "--format": "format"})
+    _at_least("image inspect", rest, 1, "[OPTIONS] IMAGE [IMAGE...]")
+    made = {c["Image"]: c for c in _all()}
+    made.update({c["Config"]["Image"]: c for c in _all()})
+    found = [{"Id": made[ref]["Image"], "RepoTags": [made[ref]["Config"]["Image"]],
+              "Config": {"Env": [f"PATH={DEFAULT_PATH}"], "Entrypoint": None, "Cmd": None,
+                         "WorkingDir": "", "Labels": None, "Healthcheck": None}}
+             for ref in rest if ref in made]
+    print(json.dumps(found, indent=4))
+    for ref in rest:
+        if ref not in made:
+            print(f"Error response from daemon: No such image: {ref}", file=sys.stderr)
+    return 0 if len(found) == len(rest) else 1
+
+
+def cmd_create(argv: list[str]) -> int:
+    """Making a container again (a traced restart, an edited launch) is proven on a real
+    daemon only (tests/containers): the stand-in says so, and the console stops nothing."""
+    raise DockerError("docker: the simulated host's docker stand-in does not create "
+                      "containers: a traced restart or an edited launch of a container is for "
+                      "a real Docker daemon", 125)
+
+
 COMMANDS = {"ps": cmd_ps, "inspect": cmd_inspect, "logs": cmd_logs, "exec": cmd_exec,
             "run": cmd_run, "start": cmd_start, "stop": cmd_stop, "restart": cmd_restart,
-            "version": cmd_version}
+            "version": cmd_version, "image": cmd_image, "create": cmd_create}
 
 
 def main(argv: list[str]) -> int:
