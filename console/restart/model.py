@@ -238,15 +238,7 @@ class RestartPlan(_Frozen):
                 lines.append(f"start: {self.command}")
             if self.cwd:
                 lines.append(f"in: {self.cwd}")
-        for key, was, now in self.env_edits:
-            lines.append(f"- env: {_shown_env(key, was)}")
-            lines.append(f"+ env: {_shown_env(key, now)}")
-        edited = {key for key, _was, _now in self.env_edits}
-        for key, value in self.env_changes:
-            if key in edited:
-                continue
-            lines.append(f"env: {_shown_env(key, value)}" if value is not None
-                         else f"env: unset {key}")
+        lines.extend(self._env_lines())
         if self.log:
             lines.append(f"log: {self.log} (appended)")
         if self.trace:
@@ -254,6 +246,19 @@ class RestartPlan(_Frozen):
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 
+
+    def _env_lines(self) -> list[str]:
+        """The environment's diff as the dialog shows it: the person's edits as -/+ pairs,
+        then the plan's own changes (the trace hook's) they did not touch; secrets redacted."""
+        lines = []
+        for key, was, now in self.env_edits:
+            lines.append(f"- env: {_shown_env(key, was)}")
+            lines.append(f"+ env: {_shown_env(key, now)}")
+        edited = {key for key, _was, _now in self.env_edits}
+        lines.extend(f"env: {_shown_env(key, value)}" if value is not None
+                     else f"env: unset {key}"
+                     for key, value in self.env_changes if key not in edited)
+        return lines
 
     def _describe_recreation(self) -> str:
         runtime, ref = (self.container or ("docker", "?"))[:2]
@@ -276,13 +281,7 @@ class RestartPlan(_Frozen):
             lines.append(f"+ command: {shown_argv(self.argv)}")
         else:
             lines.append(f"command: {shown_argv(self.argv)}")
-        for key, was, now in self.env_edits:
-            lines.append(f"- env: {_shown_env(key, was)}")
-            lines.append(f"+ env: {_shown_env(key, now)}")
-        edited = {key for key, _was, _now in self.env_edits}
-        lines.extend(f"env: {_shown_env(key, value)}" if value is not None
-                     else f"env: unset {key}"
-                     for key, value in self.env_changes if key not in edited)
+        lines.extend(self._env_lines())
         if self.trace and self.hook_dir:
             lines.append(f"mount: {self.hook_dir} (the trace hook, read-only)")
             lines.append("trace: " + ", ".join(self.watch))

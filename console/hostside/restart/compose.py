@@ -31,8 +31,8 @@ import re
 from typing import Any, Callable
 
 from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight, run_tool
-from .recreate import command_args, full_command, image_of
-from .status import StatusFile
+from .recreate import command_args, full_command, image_of, install_hook
+from .status import StatusFile, write_private
 
 PROJECT = "com.docker.compose.project"
 SERVICE = "com.docker.compose.service"
@@ -134,12 +134,6 @@ def _version(info: dict[str, Any]) -> str:
     return ""
 
 
-def _write_private(path: str, document: dict[str, Any]) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(document, fh, indent=1)
-
-
 def _one_container(runtime: str, project: dict[str, Any]) -> None:
     found = cli(runtime, "ps", "-a", "-q", "--filter", f"label={PROJECT}={project['project']}",
                 "--filter", f"label={SERVICE}={project['service']}", timeout=30).split()
@@ -182,11 +176,7 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
             "restart")
     _, image = image_of(before, runtime)
     document = override(before, image, plan, service, hashed[-1] if hashed else "")
-    hook_dir = (plan.get("hook") or {}).get("dir") or ""
-    if hook_dir:
-        hook(plan)
-        os.chmod(hook_dir, 0o755)  # the container's user may be another: nothing secret here
-        os.chmod(os.path.join(hook_dir, "sitecustomize.py"), 0o644)
+    install_hook(plan, hook)
     stamp = plan.get("id") or "0"
     path = os.path.join(os.path.dirname(plan["paths"]["status"]), f"{OVERRIDE}{stamp}.json")
     up = ["up", "-d", "--no-deps", "--force-recreate", "--no-build", "-t", str(int(t["term"])),
@@ -199,7 +189,7 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     status.write("term-sent", f"{' '.join(compose)} up --force-recreate {service}")
     wait = float(t["term"]) + float(t["kill"]) + 180
     try:
-        _write_private(path, document)
+        write_private(path, document)
         run_tool([*base, "-f", path, *up], timeout=wait, what="compose up")
     except ContainerFailed as exc:
         try:

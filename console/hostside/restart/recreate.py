@@ -276,6 +276,17 @@ def full_command(info: dict[str, Any], old_server: list[str], new_server: list[s
                           "line, so an edited one cannot replace it")
 
 
+def install_hook(plan: dict[str, Any], hook: Callable[[dict[str, Any]], None]) -> str:
+    """The plan's trace hook installed for a container to mount (readable by the container's
+    user, whoever that is: nothing secret in it); its directory, "" when the plan has none."""
+    hook_dir = (plan.get("hook") or {}).get("dir") or ""
+    if hook_dir:
+        hook(plan)
+        os.chmod(hook_dir, 0o755)
+        os.chmod(os.path.join(hook_dir, "sitecustomize.py"), 0o644)
+    return hook_dir
+
+
 def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
         api_key: str, hook: Callable[[dict[str, Any]], None]) -> None:
     """Recreate the container with the plan's command line and environment (and trace hook)
@@ -299,11 +310,7 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     command = full_command(before, list(box.get("argv") or plan.get("argv") or []),
                            list(plan.get("argv") or []))
     entry, words = command_args(before, image, command)
-    hook_dir = (plan.get("hook") or {}).get("dir") or ""
-    if hook_dir:
-        hook(plan)
-        os.chmod(hook_dir, 0o755)  # the container's user may be another: nothing secret here
-        os.chmod(os.path.join(hook_dir, "sitecustomize.py"), 0o644)
+    hook_dir = install_hook(plan, hook)
     stamp = plan.get("id") or str(int(time.time()))
     fresh, aside = f"{name}-vllm-console-new-{stamp}", f"{name}-vllm-console-old-{stamp}"
     envs = os.path.join(os.path.dirname(plan["paths"]["status"]), f"env-{stamp}.list")
