@@ -30,12 +30,12 @@ import os
 import re
 from typing import Any, Callable
 
+from ..containers import _COMPOSE_PROJECT, _COMPOSE_SERVICE
 from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight, run_tool
 from .recreate import command_args, full_command, image_of, install_hook
 from .status import StatusFile, write_private
 
-PROJECT = "com.docker.compose.project"
-SERVICE = "com.docker.compose.service"
+PROJECT, SERVICE = _COMPOSE_PROJECT, _COMPOSE_SERVICE  # the labels discovery reads
 WORKDIR = "com.docker.compose.project.working_dir"
 FILES = "com.docker.compose.project.config_files"
 HASH = "com.docker.compose.config-hash"

@@ -33,6 +33,7 @@ import os
 import time
 from typing import Any, Callable
 
+from ..containers import _COMPOSE_PROJECT
 from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight
 from .status import StatusFile
 
@@ -299,9 +300,9 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     old_id, old_pid = str(before["Id"]), _main_pid(before)
     image_ref, image = image_of(before, runtime)
     labels = (before.get("Config") or {}).get("Labels") or {}
-    if labels.get("com.docker.compose.project"):
+    if labels.get(_COMPOSE_PROJECT):
         raise ContainerFailed(f"nothing was stopped: the container {name} is a service of "
-                              f"the compose project {labels['com.docker.compose.project']}, "
+                              f"the compose project {labels[_COMPOSE_PROJECT]}, "
                               "which compose recreates, not the console by hand")
     lost = not_carried(before, image)
     if lost:
