@@ -137,6 +137,43 @@ def test_nvml_missing_falls_back_to_one_looping_nvidia_smi(sim: SimTree) -> None
         assert parsed.gpus[0].name == "NVIDIA H200"
 
 
+def test_the_first_sample_does_not_wait_for_nvidia_smis_second_reading(sim: SimTree) -> None:
+    """nvidia-smi's loop prints every GPU's row and then waits its period. A reading was taken
+    as whole only when the next one began, so the first sample (and the console's first GPU
+    figures) came a whole period late: with a 30 s period, not before 30 s."""
+    lines = agent_lines("--interval", "30", "--count", "1", "--nvidia-smi",
+                        str(sim.nvidia_smi), *NO_NVML, timeout=10)
+    parsed = AgentSample.from_json(lines[1], time.time())
+    assert [g.index for g in parsed.gpus] == [0, 1]
+
+
+def test_a_first_reading_whose_rows_straggle_is_shown_whole(tmp_path: Path) -> None:
+    """A first reading is shown once its rows stop coming; a row that comes later still joins
+    it, and from the second reading on each is whole, never one GPU alone."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        "case \"$1\" in --query-gpu=*) ;; *) sleep 60; exit 0;; esac\n"
+        "while true; do\n"
+        "  echo '0, GPU-a, NVIDIA H200, 10, 100, 143771, 40, 100'\n"
+        "  sleep 0.4\n"
+        "  echo '1, GPU-b, NVIDIA H200, 20, 200, 143771, 41, 110'\n"
+        "  sleep 0.6\n"
+        "done\n")
+    script.chmod(0o755)
+    source = smi.SmiSource(str(script), 1.0)
+    try:
+        first, _, _ = source.read()
+        assert [g["index"] for g in first] == [0]  # the rows stopped coming: shown at once
+        time.sleep(0.6)
+        for _ in range(8):
+            gpus, _, _ = source.read()
+            assert [g["index"] for g in gpus] == [0, 1]
+            time.sleep(0.2)
+    finally:
+        source.close()
+
+
 def test_a_broken_pynvml_falls_back_too(sim: SimTree, tmp_path: Path) -> None:
     (tmp_path / "pynvml.py").write_text("def nvmlInit():\n    raise OSError('no driver')\n")
     hello = agent_lines("--once", "--nvidia-smi", str(sim.nvidia_smi), *NO_NVML,

@@ -77,6 +77,10 @@ def parse_app_row(line):
     return {"pid": pid, "used_mib": _round(_number(parts[1])), "gpu_uuid": parts[2]}
 
 
+# nvidia-smi prints a reading's rows together; this long without another row ends the first.
+FIRST_QUIET_S = 0.1
+
+
 class _LoopReader:
     """One long-running `nvidia-smi ... -lms N` child, read in chunks by a thread."""
 
@@ -145,6 +149,7 @@ class SmiSource:
         self.burst = []
         self.burst_t = 0.0
         self.last_app_t = 0.0
+        self.last_row_t = 0.0
         self.restarted_t = time.monotonic()
         self.gpu_loop = None
         self.app_loop = None
@@ -154,6 +159,7 @@ class SmiSource:
             if self.gpu_loop.exited is not None:
                 break
             time.sleep(0.02)
+            self._first_reading()
         if self.latest is None:
             why = "; ".join(self.gpu_loop.messages) or (
                 f"exit {self.gpu_loop.exited}" if self.gpu_loop.exited is not None
@@ -177,9 +183,22 @@ class SmiSource:
             if row["index"] in self.rows:
                 self._publish()
             self.rows[row["index"]] = row
+            self.last_row_t = time.monotonic()
             if self.expected is not None and len(self.rows) >= self.expected:
                 self._publish()
+            elif self.latest is not None and self.expected is None:
+                self.latest = [self.rows[k] for k in sorted(self.rows)]  # a straggler joins
         return True
+
+    def _first_reading(self):
+        """The first reading, shown once its rows stop coming (FIRST_QUIET_S): how many GPUs
+        a reading has is known only when the next one begins, a whole period later. Its rows
+        stay pending, so a row that comes later joins it and the next reading still counts
+        them."""
+        with self.lock:
+            if self.rows and time.monotonic() - self.last_row_t >= FIRST_QUIET_S:
+                self.latest = [self.rows[k] for k in sorted(self.rows)]
+                self.latest_t = self.last_row_t
 
     def _publish(self):
         self.expected = len(self.rows)
