@@ -55,7 +55,7 @@ from console.telemetry.server import (
 from console.telemetry.serving import ServingStatus, ServingWatch
 from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
 from console.telemetry.spec_decode import SpecSource
-from console.telemetry.startup import STALL_AFTER_S
+from console.telemetry.startup import STALL_AFTER_S, StartupState
 from console.transport.aio import cancel_and_wait
 from console.transport.host import ConnectionState, Host, HostError, LinkStatus, backoff
 from console.transport.remote_scripts import RemoteScripts
@@ -156,6 +156,7 @@ class HostTelemetry:
         self._follow_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop: asyncio.Event | None = None
+        self._ask_now = asyncio.Event()  # set: ask the server now (its log just said ready)
         self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
         self.last_process: ServeProcess | None = None
         """The last serve process the resolver found: what `r` starts again once it exited
@@ -410,6 +411,8 @@ class HostTelemetry:
         if force or status.state is not old.state or status.text != old.text:
             self._update(startup=status)
             self._emit(ev.StartupProgress(self.host.name, status))
+        if status.state is StartupState.READY and not self._snapshot.readiness.ready:
+            self._ask_now.set()  # the log says ready: ask the server now, not a period later
 
     async def _tick_loop(self) -> None:
         while True:
@@ -425,8 +428,10 @@ class HostTelemetry:
             except Exception as exc:  # a bug must not silently end the server's checks
                 self._update(readiness=replace(self._snapshot.readiness,
                                                detail=f"{type(exc).__name__}: {exc}"))
-            await asyncio.sleep(self.options.metrics_interval_s if healthy
-                                else self.options.health_interval_s)
+            self._ask_now.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ask_now.wait(), self.options.metrics_interval_s
+                                       if healthy else self.options.health_interval_s)
 
     async def _server_step(self) -> bool:
         """Ask /health (and /v1/models, /metrics when healthy); True when healthy."""
