@@ -174,7 +174,7 @@ class ConsoleApp(App[int]):
             self._start_telemetry(session)
         if self._autostart_checks:
             for screen in self._screens.values():
-                self.set_timer(1.5, screen.run_checks)  # when its session can
+                self.set_timer(1.5, screen.checks_at_start)  # unless it became ready
         self.refresh_bindings()
         # Everything built so far (Textual, the widgets, the modules) lives as long as the app:
         # take it out of the cyclic collector's scans, whose full passes otherwise stall the UI

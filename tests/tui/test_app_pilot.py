@@ -39,6 +39,27 @@ async def wait_checked(pilot, sim: SimApp) -> None:  # type: ignore[no-untyped-d
                      and not host_screen(sim).checklist.state.running, 30, "the checklist")
 
 
+async def test_a_server_ready_at_start_is_checked_once(sim: SimApp) -> None:
+    """The chain ran when the run became ready and again on a fixed timer 1.5 s after the
+    console opened: the checklist went back to "running" and every probe ran twice on the
+    host. The timer is for a server that never becomes ready; it runs the chain only when
+    nothing did yet."""
+    runs = []
+    original = sim.session.run_checks
+
+    async def counted():  # type: ignore[no-untyped-def]
+        runs.append(time.monotonic())
+        return await original()
+
+    sim.session.run_checks = counted  # type: ignore[method-assign]
+    opened = time.monotonic()
+    async with sim.app.run_test(size=SIZE) as pilot:
+        await wait_checked(pilot, sim)
+        await pilot.pause(max(0.0, opened + 2.0 - time.monotonic()))  # past the timer
+        assert len(runs) == 1
+        assert host_screen(sim).checklist.state.report is not None
+
+
 async def test_incident_story_on_one_screen(sim: SimApp) -> None:
     async with sim.app.run_test(size=SIZE) as pilot:
         screen = host_screen(sim)

@@ -74,6 +74,7 @@ class HostScreen(HostView):
         self.session: HostSession | None = None
         """The host's session, once open (`attach`)."""
         self.export_dir = export_dir
+        self._checks_started = False  # the chain ran (or runs) once at least
 
     def attach(self, session: HostSession) -> None:
         """The session is open: the keys act, the panes it cannot fill say why."""
@@ -118,10 +119,17 @@ class HostScreen(HostView):
     def action_run_checks(self) -> None:
         self.run_checks()
 
+    def checks_at_start(self) -> None:
+        """The first run of the chain, for a server that did not become ready since the
+        console opened (one that did was checked then)."""
+        if not self._checks_started:
+            self.run_checks()
+
     def run_checks(self) -> None:
         """Run the chain and load the draft diff (when the session can)."""
         if not self.can(Capability.CHECKS):
             return
+        self._checks_started = True
         self.show_checks(ChecklistState(running=True))
         self._checks_worker()
         if self.can(Capability.DRAFT_DIFF):
