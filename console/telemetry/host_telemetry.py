@@ -61,6 +61,8 @@ from console.transport.host import ConnectionState, Host, HostError, LinkStatus,
 from console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
+SECOND_SCRAPE_S = 1.0
+"""How soon the scrape after a first one comes: rates, latency and the engine's state need two."""
 CONTAINER_LOOK_S = 10.0
 """While no bare server runs and one in a container does: how often to look again (a
 `docker restart` is a new run)."""
@@ -421,6 +423,7 @@ class HostTelemetry:
 
     # -- the server's answers -----------------------------------------------------------
     async def _server_loop(self) -> None:
+        healthy_in_a_row = 0
         while True:
             healthy = False
             try:
@@ -428,10 +431,14 @@ class HostTelemetry:
             except Exception as exc:  # a bug must not silently end the server's checks
                 self._update(readiness=replace(self._snapshot.readiness,
                                                detail=f"{type(exc).__name__}: {exc}"))
+            wait = self.options.metrics_interval_s if healthy else \
+                self.options.health_interval_s
+            healthy_in_a_row = healthy_in_a_row + 1 if healthy else 0
+            if healthy_in_a_row == 1:
+                wait = min(wait, SECOND_SCRAPE_S)  # one scrape so far: no window yet
             self._ask_now.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ask_now.wait(), self.options.metrics_interval_s
-                                       if healthy else self.options.health_interval_s)
+                await asyncio.wait_for(self._ask_now.wait(), wait)
 
     async def _server_step(self) -> bool:
         """Ask /health (and /v1/models, /metrics when healthy); True when healthy."""
