@@ -3,6 +3,7 @@ another (Pilot, two real simulated hosts plus one that cannot be reached)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,10 @@ def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     sessions = []
     for name, tree in zip(("gpu-a", "gpu-b"), trees, strict=True):
         config = demo_config(tree).model_copy(update={"name": name})
-        sessions.append(HostSession(config, LocalHost(name), scenario=tree.scenario))
+        session = HostSession(config, LocalHost(name), scenario=tree.scenario)
+        # A scrape a second: the serving columns need a request finished between two.
+        session.telemetry.options = replace(session.telemetry.options, metrics_interval_s=1.0)
+        sessions.append(session)
     # A third host nobody answers for: its link must fail alone.
     dead = HostConfig(name="gpu-dead", hostname="127.0.0.1", port=free_port(),
                       known_hosts=str(tmp_path / "known_hosts"))

@@ -33,14 +33,14 @@ def body(app: ConsoleApp) -> str:
 
 async def open_dialog(pilot, app: ConsoleApp) -> RestartScreen:  # type: ignore[no-untyped-def]
     """`r`, again while the last restart is still being verified ("already under way")."""
-    for _ in range(12):
+    for _ in range(60):
         await pilot.press("r")
         with contextlib.suppress(AssertionError):
             await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
-                             and app.screen.focused is not None, 5, "the restart dialog")
+                             and app.screen.focused is not None, 1, "the restart dialog")
         if isinstance(app.screen, RestartScreen):
             return app.screen
-    raise AssertionError("no restart dialog after 12 presses of r")
+    raise AssertionError("no restart dialog after 60 presses of r")
 
 
 @pytest.mark.usefixtures("state_home")

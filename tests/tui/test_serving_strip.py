@@ -48,7 +48,7 @@ def healthy(tmp_path: Path, state_home: Path) -> Iterator[Served]:
 
 @pytest.fixture
 def stalled(tmp_path: Path, state_home: Path) -> Iterator[Served]:
-    served = Served(tmp_path / "host", "stalled", stall_after_s=4.0)
+    served = Served(tmp_path / "host", "stalled", stall_after_s=2.5)
     yield served
     stop(served.tree, timeout=5)
 
