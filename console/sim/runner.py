@@ -118,10 +118,15 @@ def tree_processes(tree: SimTree) -> list[int]:
 
 
 def _kill(pids: Iterable[int], sig: int, group: int | None) -> None:
+    """`sig` to the group and to each of `pids` outside it, once: a second SIGTERM could find
+    a server past its shutdown, its handler gone, and kill it (exit -15, not 0)."""
     if group is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, sig)
     for pid in pids:
+        stat = _stat(pid)
+        if stat is None or group is not None and int(stat[2]) == group:
+            continue  # gone, or the group's signal reached it
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 

@@ -8,6 +8,7 @@ import csv
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from console.sim import SCENARIOS, SimTree, materialise
+from console.sim import SCENARIOS, SimTree, materialise, runner
 from console.sim.configs import draft_config, speculators_draft_config
 from console.sim.scenarios import RIGHT_DRAFT
 
@@ -342,3 +343,27 @@ def test_nvidia_smi_loops_one_block_per_period(tmp_path: Path) -> None:
     assert 8 <= len(lines) <= 18
     assert len(lines) % 2 == 0
     assert lines[:2] == ["0, 0", "1, 0"]
+
+
+def test_stop_signals_each_process_of_the_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stop` signalled a server's group, then each of its processes again: a leader that had
+    finished its shutdown between the two (the simulated server takes a tenth of a second)
+    was killed by the second SIGTERM, after Python had put the default action back, and
+    exited -15 instead of 0 (seen on a busy machine)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            start_new_session=True)
+    sent: list[tuple[int, int]] = []
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        sent.append((pid, sig))
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    try:
+        assert runner.stop(proc, timeout=5) == [proc.pid]
+    finally:
+        monkeypatch.undo()
+        proc.kill()
+        proc.wait()
+    assert (proc.pid, signal.SIGTERM) not in sent  # the group's signal reached it
