@@ -8,30 +8,19 @@ leaves out so the external contract stays exactly as documented.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LINK_IDS = ("code-present", "fields-extracted", "runtime-activation", "config-correct")
-"""The links, in the contract's fixed order."""
+# Theirs, named here too for the chain's users.
+from checks.verdicts import EXIT_CRITICAL as EXIT_CRITICAL
+from checks.verdicts import EXIT_OK as EXIT_OK
+from checks.verdicts import EXIT_UNKNOWN as EXIT_UNKNOWN
+from checks.verdicts import EXIT_WARNING as EXIT_WARNING
+from checks.verdicts import LINK_IDS as LINK_IDS
+from checks.verdicts import Status as Status
 
 EXCERPT_MAX = 4000
-
-# `check`'s exit statuses, the monitoring-plugin convention (Nagios, Icinga, Sensu, Zabbix).
-EXIT_OK = 0
-EXIT_WARNING = 1
-EXIT_CRITICAL = 2
-EXIT_UNKNOWN = 3
-
-
-class Status(StrEnum):
-    """A link's verdict. `unknown` is "no evidence either way" and never counts as a pass."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    UNKNOWN = "unknown"
-    ERROR = "error"
 
 
 class _Frozen(BaseModel):

@@ -16,12 +16,9 @@ from typing import Any
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-APP_NAME = "vllm-console"
-
-
-class ConfigError(Exception):
-    """The hosts file or a command-line setting is wrong; the message says where and how."""
-
+# The package's, named here too for the settings' users.
+from console import APP_NAME as APP_NAME
+from console import ConfigError as ConfigError
 
 # Every setting is a path, a URL or a few words: a longer value is a mistake (a pasted file),
 # and it must not reach the host's shell ("Argument list too long" from discovery, read later

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 from rich.text import Text
@@ -16,8 +17,11 @@ from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from checks.models import LINK_IDS, ChainReport, LinkResult, Status
+from checks.verdicts import LINK_IDS, Status
 from widgets.status import STATUS_CLASSES, status_style
+
+if TYPE_CHECKING:
+    from checks.models import ChainReport, LinkResult
 
 _ICON = {Status.PASS: "✔", Status.FAIL: "✘", Status.UNKNOWN: "?", Status.ERROR: "!"}
 STATUS_COLOUR = {Status.PASS: "ok", Status.FAIL: "fail", Status.UNKNOWN: "warn",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.style import Style
@@ -13,12 +14,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from checks.profile import Acceptance
 from console.telemetry.history import RestartMark
 from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
 from widgets.gpu_pane import SPARK
 from widgets.row_repaint import refresh_rows
 from widgets.status import STATUS_CLASSES, status_style
+
+if TYPE_CHECKING:
+    from checks.profile import Acceptance
 
 RESTART_GLYPH = "┃"
 

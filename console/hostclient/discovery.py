@@ -26,13 +26,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from console.hostside.vocabulary import DEFAULT_PORT, reachable
-from console.settings import ServeSettings
 from console.transport.host import Host, HostError
 from console.transport.remote_scripts import RemoteScripts, run_json
+
+if TYPE_CHECKING:  # the hosts file's models: not loaded by a console on a URL alone
+    from console.settings import ServeSettings
 
 DEFAULT_HOST = "127.0.0.1"
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from console.settings import ConfigError, HostEntry
+from console import ConfigError
 from console.sources import web
+
+if TYPE_CHECKING:
+    from console.settings import HostEntry
 
 DEFAULT_KEY_ENV = "VLLM_API_KEY"
 """vLLM's own default for `--api-key`: read when the command line gives only `--url`."""

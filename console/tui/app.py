@@ -32,10 +32,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from console import APP_NAME
 from console.output.display import safe_text
 from console.output.messages import failure_line
 from console.session.pending import PendingSession
-from console.settings import APP_NAME
 from console.telemetry import events as ev
 from console.transport.host import ConnectionState
 from console.tui.screens.evidence import EvidenceScreen

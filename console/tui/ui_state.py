@@ -12,7 +12,7 @@ from typing import Any
 
 import platformdirs
 
-from console.settings import APP_NAME
+from console import APP_NAME
 
 
 def state_path() -> Path:

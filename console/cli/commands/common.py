@@ -13,9 +13,9 @@ import os
 import sys
 from typing import TextIO
 
+from console import ConfigError
 from console.output.messages import failure_line, one_line, reason
 from console.parsers.redact import redact, redact_text
-from console.settings import ConfigError
 from console.transport.host import HostError
 
 EXIT_COULD_NOT_RUN = 2

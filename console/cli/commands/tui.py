@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.cli.commands.common import CommandError
-from console.settings import HostEntry, HostsFile, default_hosts_path, load_hosts_file
-from console.transport.connect import host_config_from_args, make_host
 
 if TYPE_CHECKING:
     from console.session.host_session import HostSession
     from console.session.pending import PendingSession
+    from console.settings import HostEntry, HostsFile
 
 
 def check_theme(name: str | None) -> None:
@@ -47,6 +46,15 @@ def run(args: argparse.Namespace) -> int:
     from console.tui import hangup
     from console.tui.app import ConsoleApp
 
+    check_theme(args.theme)
+    if args.url and not args.host and not args.config:
+        # A server's URL alone: no hosts file to read, and its models (pydantic) not loaded
+        # before the first frame.
+        app = ConsoleApp([url_pending(args.url, args.url)], theme=args.theme)
+        return hangup.run(app) or app.return_code or 0
+    from console.settings import default_hosts_path, load_hosts_file
+    from console.transport.connect import host_config_from_args, make_host
+
     def session(name: str | None, hosts: HostsFile) -> HostSession | PendingSession:
         """A session on the hosts-file entry `name`, or on the HOST typed (None). An SSH or
         local one is made after the console's first frame (`PendingSession`); its settings are
@@ -64,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
 
         return PendingSession(config.name, open_session, readonly=config.readonly)
 
-    check_theme(args.theme)
     path = Path(args.config).expanduser() if args.config else default_hosts_path()
     hosts = load_hosts_file(path, required=args.config is not None)
     sessions: list[HostSession | PendingSession]

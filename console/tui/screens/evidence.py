@@ -4,6 +4,7 @@ the verdict or run the command again (`y` copies the commands, by OSC 52)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 from rich.text import Text
@@ -13,10 +14,12 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from checks.models import LinkResult
 from console.output.display import safe_text
 from widgets.checklist import STATUS_COLOUR
 from widgets.status import STATUS_CLASSES, status_style
+
+if TYPE_CHECKING:
+    from checks.models import LinkResult
 
 
 def evidence_text(link: LinkResult, style_of: Callable[[str], Style]) -> Text:
