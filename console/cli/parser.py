@@ -11,8 +11,9 @@ a traceback. The options that override a host's settings are generated from the 
 Start-up is on the user's clock (`--help`, `--version`, the console's first frame): this module
 imports only argparse at the top. `vllm-console --help` and `--version` build the parser without
 the settings model (pydantic and the models cost ~0.1 s of CPU; their options appear only in the
-subcommands' help, so the text is the same: tests/cli/test_cli_fast_help.py); a command's
-own imports are its module's (`console/cli/commands/<name>.py`).
+subcommands' help, so the text is the same: tests/cli/test_cli_fast_help.py), and so does
+`vllm-console --url URL`, whose one override it adds by hand (`parser_for`); a command's own
+imports are its module's (`console/cli/commands/<name>.py`).
 """
 
 from __future__ import annotations
@@ -232,9 +233,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.enable()
 
 
+def url_alone(args_in: Sequence[str]) -> bool:
+    """`vllm-console [tui] --url URL [--theme THEME]`: the console on a server's URL alone,
+    which reads no hosts file and needs none of the settings' options."""
+    words = list(args_in[1:] if args_in[:1] == ["tui"] else args_in)
+    seen = False
+    while words:
+        word = words.pop(0)
+        name = word.split("=", 1)[0]
+        if name not in ("--url", "--theme"):
+            return False
+        if "=" not in word:
+            if not words:
+                return False
+            words.pop(0)
+        seen = seen or name == "--url"
+    return seen
+
+
+def parser_for(args_in: Sequence[str]) -> argparse.ArgumentParser:
+    """The command line for these words: without the settings' generated options (pydantic
+    and the models: ~0.1 s before the first frame) for `--help`, `--version` and a URL alone."""
+    if args_in and _TOP_LEVEL_ONLY.issuperset(args_in):
+        return build_parser(settings=False)  # nothing but the top level
+    if url_alone(args_in):
+        parser = build_parser(settings=False)
+        subcommands(parser)["tui"].add_argument("--url", metavar="URL")  # the override's
+        return parser
+    return build_parser()
+
+
 def _main(args_in: list[str]) -> int:
-    # `vllm-console --help` / `--version`: nothing but the top level (see the module's doc).
-    parser = build_parser(settings=not args_in or not _TOP_LEVEL_ONLY.issuperset(args_in))
+    parser = parser_for(args_in)
     words = _normalise(args_in, parser)
     command = words[0] if words and words[0] in subcommands(parser) else "tui"
     try:

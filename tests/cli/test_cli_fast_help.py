@@ -1,6 +1,7 @@
 """`vllm-console --help` and `--version` without the settings model: the top level's text is the
 full parser's, and they import neither pydantic nor the settings (they took ~0.6 s on a busy
-machine when the parser was built from the models first)."""
+machine when the parser was built from the models first). Nor does `vllm-console --url URL`
+before its first frame."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from console.cli.parser import build_parser, subcommands
+from console.cli.parser import _normalise, build_parser, parser_for, subcommands, url_alone
 
 TOP_LEVEL = ["--help", "-h", "--version"]
 
@@ -49,3 +50,42 @@ def test_help_and_version_import_neither_pydantic_nor_the_settings(word: str) ->
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.splitlines()[-1] == "EXIT 0 HEAVY -"
+
+
+URL_ALONE = [["--url", "http://127.0.0.1:8000"], ["tui", "--url=http://127.0.0.1:8000"],
+             ["--theme", "vllm-light", "--url", "http://127.0.0.1:8000"]]
+
+
+@pytest.mark.parametrize("words", URL_ALONE)
+def test_a_url_alone_reads_as_the_full_parser_reads_it(words: list[str]) -> None:
+    assert url_alone(words)
+    full = build_parser()
+    fast, slow = (p.parse_args(_normalise(words, p)) for p in (parser_for(words), full))
+    assert (fast.command, fast.host, fast.url, fast.theme, fast.config) == (
+        slow.command, slow.host, slow.url, slow.theme, slow.config)
+
+
+@pytest.mark.parametrize("words", [["--url"], ["--url", "http://h:1", "--log", "/x.log"],
+                                   ["gpu1", "--url", "http://h:1"], ["status", "--url", "u"],
+                                   ["--url", "http://h:1", "--help"], ["--theme", "x"]])
+def test_anything_more_than_a_url_gets_the_whole_command_line(words: list[str]) -> None:
+    assert not url_alone(words)
+    assert "--log" in subcommands(parser_for(words))["tui"]._option_string_actions
+
+
+def test_the_url_consoles_first_frame_needs_no_settings_models() -> None:
+    """`vllm-console --url URL` draws its first frame before the URL session is made; what it
+    imports until then is its start-up time. The hosts file's models (pydantic: 0.11-0.14 s of
+    the ~0.5 s to the first screen) were among it, for a command that reads no hosts file."""
+    code = ("import sys\n"
+            "from console.cli import parser\n"
+            "words = ['--url', 'http://127.0.0.1:8000', '--theme', 'vllm-light']\n"
+            "p = parser.parser_for(words)\n"
+            "args = p.parse_args(parser._normalise(words, p))\n"
+            "import console.cli.commands.tui as tui, console.tui.app\n"
+            "tui.url_pending(args.url, args.url)\n"
+            "print(sorted(m for m in ('pydantic', 'console.settings') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
