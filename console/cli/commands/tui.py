@@ -42,16 +42,25 @@ def url_pending(name: str, url: str, entry: HostEntry | None = None) -> PendingS
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.session.pending import PendingSession
     from console.tui import hangup
     from console.tui.app import ConsoleApp
 
     check_theme(args.theme)
+    sessions: list[HostSession | PendingSession]
     if args.url and not args.host and not args.config:
         # A server's URL alone: no hosts file to read, and its models (pydantic) not loaded
         # before the first frame.
-        app = ConsoleApp([url_pending(args.url, args.url)], theme=args.theme)
-        return hangup.run(app) or app.return_code or 0
+        sessions = [url_pending(args.url, args.url)]
+    else:
+        sessions = hosts_sessions(args)
+    app = ConsoleApp(sessions, theme=args.theme)
+    return hangup.run(app) or app.return_code or 0
+
+
+def hosts_sessions(args: argparse.Namespace) -> list[HostSession | PendingSession]:
+    """The sessions the command line and the hosts file ask for: HOST, a hosts file's
+    `--url`, or every host of the hosts file."""
+    from console.session.pending import PendingSession
     from console.settings import default_hosts_path, load_hosts_file
     from console.transport.connect import host_config_from_args, make_host
 
@@ -74,18 +83,14 @@ def run(args: argparse.Namespace) -> int:
 
     path = Path(args.config).expanduser() if args.config else default_hosts_path()
     hosts = load_hosts_file(path, required=args.config is not None)
-    sessions: list[HostSession | PendingSession]
     if args.host:
-        sessions = [session(None, hosts)]
-    elif args.url:
-        sessions = [url_pending(args.url, args.url)]
-    else:
-        if not hosts.hosts:
-            said = "has no hosts" if path.exists() else "does not exist"
-            raise CommandError(f"no HOST given and the hosts file {path} {said}: "
-                               f"`vllm-console init` writes a commented one to fill in, "
-                               f"`vllm-console HOST` opens one host, `vllm-console --url URL` "
-                               f"one server without SSH, `vllm-console demo` tries it offline")
-        sessions = [session(name, hosts) for name in hosts.hosts]
-    app = ConsoleApp(sessions, theme=args.theme)
-    return hangup.run(app) or app.return_code or 0
+        return [session(None, hosts)]
+    if args.url:
+        return [url_pending(args.url, args.url)]
+    if not hosts.hosts:
+        said = "has no hosts" if path.exists() else "does not exist"
+        raise CommandError(f"no HOST given and the hosts file {path} {said}: "
+                           f"`vllm-console init` writes a commented one to fill in, "
+                           f"`vllm-console HOST` opens one host, `vllm-console --url URL` "
+                           f"one server without SSH, `vllm-console demo` tries it offline")
+    return [session(name, hosts) for name in hosts.hosts]
