@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.request import urlopen
@@ -36,10 +37,24 @@ def server() -> Iterator[str]:
     proc = start_sim(tree, "127.0.0.1", "--api-key", KEY)
     try:
         wait_http(f"{tree.url}/health")
+        drafted(tree.url)
         yield tree.url
     finally:
         stop(proc, timeout=5)
         stop(tree, timeout=5)
+
+
+def drafted(url: str, timeout: float = 30.0) -> None:
+    """Wait until the server has drafted: its counters since start-up are then what a first
+    read finds (a test that ran first found none, and the next read gave an interval)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = urlopen(f"{url}/metrics", timeout=5).read().decode()
+        if any(line.startswith("vllm:spec_decode_num_drafts_total") and
+               float(line.rsplit(" ", 1)[1]) > 0 for line in text.splitlines()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} drafted nothing in {timeout} s")
 
 
 def entry(tmp_path: Path, url: str, key: str | None = KEY) -> HostEntry:
