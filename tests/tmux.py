@@ -64,6 +64,10 @@ class Terminal:
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {predicate!r}; screen was:\n{screen}")
 
+    def pane_pid(self) -> int:
+        """The program's pid (`env -i` execs it in the pane)."""
+        return int(self._tmux("display-message", "-p", "-t", "main", "#{pane_pid}").stdout)
+
     def alive(self) -> bool:
         out = self._tmux("list-panes", "-t", "main", "-F", "#{pane_dead}", check=False).stdout
         return out.strip() == "0"

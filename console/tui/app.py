@@ -28,6 +28,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
+from textual.driver import Driver
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -90,6 +91,11 @@ class ConsoleApp(App[int]):
         Binding("shift+tab", "app.focus_previous", "Previous pane", show=False,
                 id="app.focus_previous"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        from console.tui.driver import quiet  # its input thread sleeps until a key
+
+        return quiet(super().get_driver_class())
 
     def __init__(self, sessions: Sequence[HostSession | PendingSession], *,
                  theme: str | None = None, export_dir: Path | None = None,

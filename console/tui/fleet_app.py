@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.message import Message
 
 from console.settings import FleetSettings, HostsFile
@@ -50,6 +51,11 @@ class FleetApp(App[OpenTarget | None]):
     TITLE = "vllm-console fleet"
     BINDINGS = [Binding("q", "quit", "Quit", id="fleet.quit"),
                 Binding("question_mark", "help", "Help", id="fleet.help")]
+
+    def get_driver_class(self) -> type[Driver]:
+        from console.tui.driver import quiet  # its input thread sleeps until a key
+
+        return quiet(super().get_driver_class())
 
     def __init__(self, prom: Prometheus, fleet: FleetSettings, selector: str, hosts: HostsFile,
                  *, state: TableState | None = None, theme: str | None = None,

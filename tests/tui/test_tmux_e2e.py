@@ -156,3 +156,42 @@ def test_unknown_scenario_is_a_clear_message(tmp_path: Path) -> None:
     assert "unknown scenario 'nope'" in result.stderr
     assert "incident" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _select_sleepers(pid: int) -> list[Path]:
+    """The program's threads that sleep in select or poll: Textual's terminal reader, and the
+    console's hang-up watcher, which wakes only on a hang-up (Python names no thread for the
+    kernel; where a thread sleeps tells them apart from the event loop's and the writer's)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = [task for task in Path(f"/proc/{pid}/task").iterdir()
+                 if task.name != str(pid)  # the main thread: the event loop, in epoll
+                 and ("poll_schedule_timeout" in (wchan := (task / "wchan").read_text())
+                      or "select" in wchan)]
+        if len(found) >= 2:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no terminal reader and hang-up watcher found in {pid}")
+
+
+def _wakeups(tasks: list[Path]) -> int:
+    """How often these threads have woken (voluntary context switches, from /proc)."""
+    return sum(int((task / "status").read_text().split("voluntary_ctxt_switches:")[1]
+                   .split()[0]) for task in tasks)
+
+
+def test_the_console_left_alone_does_not_poll_the_terminal(terminal: Terminal) -> None:
+    """Textual's input thread woke ten times a second to look for a stop: most of an idle
+    console's CPU (0.15-0.2% of a core for an empty app). It sleeps until a key now; Escape
+    alone still closes a dialog and q still quits at once."""
+    terminal.wait_for(lambda s: "acceptance length" in s and "GPU0" in s, timeout=40)
+    pid = terminal.pane_pid()
+    sleepers = _select_sleepers(pid)
+    before = _wakeups(sleepers)
+    time.sleep(2.0)
+    assert _wakeups(sleepers) - before <= 2  # was ~20
+    terminal.keys("?")
+    terminal.wait_for("Keys", timeout=5)
+    terminal.keys("Escape")
+    terminal.wait_for(lambda s: "command palette" not in s, timeout=5)
+    assert terminal.quit(), "q did not quit"
