@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 
 import platformdirs
 from textual import on
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.dom import DOMNode
-from textual.driver import Driver
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -39,6 +38,7 @@ from console.output.messages import failure_line
 from console.session.pending import PendingSession
 from console.telemetry import events as ev
 from console.transport.host import ConnectionState
+from console.tui.driver import QuietApp
 from console.tui.screens.evidence import EvidenceScreen
 from console.tui.screens.fleet import FleetRow, FleetScreen
 from console.tui.screens.host import HostScreen, url_only_line
@@ -72,7 +72,7 @@ class TelemetryArrived(Message):
                 and not isinstance(self.event, ev.LogLinesReceived | ev.RunUpdated))
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(QuietApp[int]):
     """vllm-console."""
 
     TITLE = "vllm-console"
@@ -91,11 +91,6 @@ class ConsoleApp(App[int]):
         Binding("shift+tab", "app.focus_previous", "Previous pane", show=False,
                 id="app.focus_previous"),
     ]
-
-    def get_driver_class(self) -> type[Driver]:
-        from console.tui.driver import quiet  # its input thread sleeps until a key
-
-        return quiet(super().get_driver_class())
 
     def __init__(self, sessions: Sequence[HostSession | PendingSession], *,
                  theme: str | None = None, export_dir: Path | None = None,

@@ -17,12 +17,13 @@ import os
 import selectors
 import threading
 from codecs import getincrementaldecoder
-from typing import Any
+from typing import Any, TypeVar
 
 from textual._loop import loop_last
 from textual._parser import ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
+from textual.app import App
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 
@@ -96,7 +97,14 @@ class QuietDriver(LinuxDriver):
                 os.close(fd)
 
 
-def quiet(driver: type[Driver]) -> type[Driver]:
-    """The driver to run with: `QuietDriver` where Textual chose its `LinuxDriver` (not on
-    Windows, headless, inline, nor a driver named by `TEXTUAL_DRIVER`)."""
-    return QuietDriver if driver is LinuxDriver else driver
+ReturnType = TypeVar("ReturnType")
+
+
+class QuietApp(App[ReturnType]):
+    """An app that reads its terminal with `QuietDriver` where Textual would use its
+    `LinuxDriver` (not on Windows, headless, inline, nor a driver named by `TEXTUAL_DRIVER`):
+    both of the console's apps."""
+
+    def get_driver_class(self) -> type[Driver]:
+        driver = super().get_driver_class()
+        return QuietDriver if driver is LinuxDriver else driver

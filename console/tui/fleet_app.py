@@ -12,15 +12,14 @@ import asyncio
 from dataclasses import dataclass
 
 from textual import on, work
-from textual.app import App
 from textual.binding import Binding
-from textual.driver import Driver
 from textual.message import Message
 
 from console.settings import FleetSettings, HostsFile
 from console.sources.fleet_hosts import OpenKind, OpenTarget, hosts_by_label, open_target
 from console.sources.fleet_query import FleetReport, query_fleet
 from console.sources.prometheus import Prometheus
+from console.tui.driver import QuietApp
 from console.tui.screens.prom_fleet import PromFleetScreen, PromServerScreen
 from themes import DEFAULT_THEME, THEMES
 
@@ -45,17 +44,12 @@ class TableState:
     """Why the last Enter opened nothing (shown once the table is back)."""
 
 
-class FleetApp(App[OpenTarget | None]):
+class FleetApp(QuietApp[OpenTarget | None]):
     """The Prometheus fleet table."""
 
     TITLE = "vllm-console fleet"
     BINDINGS = [Binding("q", "quit", "Quit", id="fleet.quit"),
                 Binding("question_mark", "help", "Help", id="fleet.help")]
-
-    def get_driver_class(self) -> type[Driver]:
-        from console.tui.driver import quiet  # its input thread sleeps until a key
-
-        return quiet(super().get_driver_class())
 
     def __init__(self, prom: Prometheus, fleet: FleetSettings, selector: str, hosts: HostsFile,
                  *, state: TableState | None = None, theme: str | None = None,
