@@ -187,7 +187,7 @@ class SmiSource:
             if self.expected is not None and len(self.rows) >= self.expected:
                 self._publish()
             elif self.latest is not None and self.expected is None:
-                self.latest = [self.rows[k] for k in sorted(self.rows)]  # a straggler joins
+                self.latest = self._reading()  # a straggler joins
         return True
 
     def _first_reading(self):
@@ -197,12 +197,16 @@ class SmiSource:
         them."""
         with self.lock:
             if self.rows and time.monotonic() - self.last_row_t >= FIRST_QUIET_S:
-                self.latest = [self.rows[k] for k in sorted(self.rows)]
+                self.latest = self._reading()
                 self.latest_t = self.last_row_t
+
+    def _reading(self):
+        """The rows taken so far, in GPU order."""
+        return [self.rows[k] for k in sorted(self.rows)]
 
     def _publish(self):
         self.expected = len(self.rows)
-        self.latest = [self.rows[k] for k in sorted(self.rows)]
+        self.latest = self._reading()
         self.latest_t = time.monotonic()
         self.rows = {}
 
