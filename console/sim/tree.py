@@ -167,12 +167,27 @@ def _write_models(tree: SimTree, scenario: Scenario) -> None:
     _write_json(tree.draft / "config.json", configs.draft_config(scenario.draft))
 
 
+FUTURE = "from __future__ import annotations\n"
+
+
+def script_text(python: Path, source: str) -> str:
+    """`source` as an executable run by `python`.
+
+    The future import comes right after the shebang: under a long path the shebang is pip's
+    /bin/sh trampoline, a string statement that takes the docstring's place, and a future import
+    after a second string would be a SyntaxError.
+    """
+    if FUTURE in source:
+        return shebang(python) + "\n" + FUTURE + source.replace(FUTURE, "", 1)
+    return shebang(python) + "\n" + source
+
+
 def _write_nvidia_smi(tree: SimTree) -> None:
     tree.nvidia_smi.parent.mkdir(parents=True, exist_ok=True)
-    tree.nvidia_smi.write_text(shebang(tree.python) + "\n" + NVIDIA_SMI_SOURCE.read_text())
+    tree.nvidia_smi.write_text(script_text(tree.python, NVIDIA_SMI_SOURCE.read_text()))
     tree.nvidia_smi.chmod(0o755)
     shutil.copyfile(SIM_GPU_SOURCE, tree.nvidia_smi.with_name(SIM_GPU_SOURCE.name))
-    tree.docker.write_text(shebang(tree.python) + "\n" + DOCKER_SOURCE.read_text())
+    tree.docker.write_text(script_text(tree.python, DOCKER_SOURCE.read_text()))
     tree.docker.chmod(0o755)
 
 

@@ -242,6 +242,25 @@ def test_tree_refers_to_nothing_outside_itself(tmp_path: Path) -> None:
     assert os.readlink(tree.root / "venv/bin/python3") == "/usr/bin/python3"
 
 
+def test_host_commands_run_when_the_tree_lies_under_a_long_path(tmp_path: Path) -> None:
+    # A Python path of 120 characters or more gets pip's /bin/sh trampoline instead of `#!`
+    # (a kernel limit); the demo's host under a deep temporary directory hits it.
+    root = tmp_path / ("deep-" + "d" * 60) / ("er-" + "e" * 60) / "host"
+    tree = materialise("healthy", root)
+    assert len(str(tree.python)) >= 120
+    listing = subprocess.run([str(tree.nvidia_smi), "-L"], capture_output=True, text=True,
+                             timeout=30)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.startswith("GPU 0: NVIDIA H200")
+    version = subprocess.run([str(tree.docker), "version", "--format", "{{.Server.Version}}"],
+                             capture_output=True, text=True, timeout=30)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip()
+    vllm = subprocess.run([str(tree.root / "venv/bin/vllm"), "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert vllm.returncode == 0, vllm.stderr
+
+
 def test_materialise_refuses_foreign_dirs_and_redoes_its_own(tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
     foreign.mkdir()
