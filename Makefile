@@ -30,8 +30,10 @@ test: $(VENV)/.installed-test
 # their time; measured 136 s against 175 s on two workers.
 FAST := not (ssh or tmux or real_vllm or prometheus or docker or sim_servers)
 CHECK_WORKERS ?= 4
+# The property tests draw at most 40 examples each here (HYPOTHESIS_PROFILE=loop,
+# tests/examples.py); `make test` draws all they ask for.
 check: lint
-	$(BIN)/pytest -q -p no:cacheprovider -n $(CHECK_WORKERS) -m "$(FAST)"
+	HYPOTHESIS_PROFILE=loop $(BIN)/pytest -q -p no:cacheprovider -n $(CHECK_WORKERS) -m "$(FAST)"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -9,14 +9,17 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from tests.examples import LOOP_EXAMPLES
 from tests.fleet_support import FleetWorld, fleet_world
 from tests.sshd import Sshd, start_sshd
 
 # The suite is deterministic: the property tests draw the same examples on every run (a
 # randomly drawn example once failed one CI run and passed the next). To look for new
 # examples, run them with HYPOTHESIS_PROFILE=explore (random draws, different on each run).
+# The developer's loop (`make check`) draws fewer of the same examples (tests/examples.py).
 settings.register_profile("suite", derandomize=True)
 settings.register_profile("explore", derandomize=False)
+settings.register_profile("loop", derandomize=True, max_examples=LOOP_EXAMPLES)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 # The tests must not pick up the developer's agent or keys by accident.

@@ -30,8 +30,9 @@ from console.settings import ConfigError, load_hosts_file
 from console.transport.host import HostError
 from console.transport.local_host import LocalHost
 from console.transport.remote_scripts import parse_answer
+from tests.examples import examples
 
-FAST = settings(max_examples=100, deadline=None,
+FAST = settings(max_examples=examples(100), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
@@ -169,7 +170,7 @@ toml_fragments = st.sampled_from([
 
 
 @given(parts=st.lists(toml_fragments | st.text(max_size=10), max_size=10))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_hosts_file_raises_only_config_errors(parts: list[str], tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path_factory.mktemp("hosts") / "hosts.toml"
     path.write_bytes("".join(parts).encode("utf-8", "surrogatepass"))

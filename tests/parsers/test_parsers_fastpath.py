@@ -39,8 +39,9 @@ from console.parsers.prefix import (
 from console.parsers.sieve import Sieve, batch_keys
 from console.telemetry.logclock import LogClock
 from console.telemetry.run_log import Changed, RunLog, _per_request, _throughput
+from tests.examples import examples
 
-SETTINGS = settings(max_examples=400, deadline=None,
+SETTINGS = settings(max_examples=examples(400), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 # Pieces of real lines and of what breaks them: prefixes whole and cut, colour codes known and
@@ -421,7 +422,7 @@ screen_line = st.lists(st.one_of(st.sampled_from(SECRETISH), st.sampled_from(PIE
                                  st.text(max_size=4)), max_size=12).map(" ".join)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(screen_line, max_size=8), st.sampled_from([30, 80, 2000]))
 def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
                                                              width: int) -> None:
@@ -442,7 +443,7 @@ def _shown(text: str, width: int) -> str:
     return LogEntry(0, text).display(width)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(screen_line, min_size=1, max_size=8), st.permutations("0123456789"),
        st.sampled_from([30, 80, 2000]))
 def test_plain_lines_leave_out_only_lines_shown_as_they_are(

@@ -40,6 +40,7 @@ from console.parsers import (
 )
 from console.parsers.classifier import _classify
 from console.parsers.redact import REDACTED, is_secret_key
+from tests.examples import examples
 
 # Every message-level parser; `_classify` is classify without its safety net, so a parser
 # that raises fails here instead of being swallowed.
@@ -92,7 +93,7 @@ texts = st.one_of(any_text, vllmish_text)
 
 @pytest.mark.parametrize("parser", MESSAGE_PARSERS)
 @given(text=texts)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_no_parser_raises_on_any_text(parser: Callable[[str], Any], text: str) -> None:
     parser(text)
 

@@ -22,6 +22,7 @@ from console.parsers import (
     split_lines,
     strip_ansi,
 )
+from tests.examples import examples
 
 DATA = Path(__file__).parents[1] / "data" / "real_formats"
 VERSIONS = ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
@@ -267,7 +268,7 @@ def test_metrics_without_created_series(version: str) -> None:
 ALL_LINES = sorted({ln for v in VERSIONS for name in FILES for ln in lines(v, name)})
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(ALL_LINES), st.integers(0, 400), st.integers(0, 400), st.text(max_size=8))
 def test_real_lines_cut_and_spliced_never_raise(line: str, a: int, b: int, junk: str) -> None:
     """Any piece of a real line, with anything spliced in, classifies without raising."""
@@ -276,7 +277,7 @@ def test_real_lines_cut_and_spliced_never_raise(line: str, a: int, b: int, junk:
         assert ev.kind in LineKind
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.sampled_from(ALL_LINES))
 def test_real_lines_classify_the_same_every_time(line: str) -> None:
     assert classify_text(line) == classify_text(line)
