@@ -84,7 +84,7 @@ class ContainerLogFollower(LogFollower):
             args += ["--after", self._stamp, "--skip", str(self._same), "--offset",
                      str(pos.offset)]
         return python_line(await self.scripts.bundle(), "follow-container", args,
-                           python=self.python)
+                           python=self.python, python3=self.scripts.interpreter("python3"))
 
     def _data(self, header: dict[str, Any], payload: bytes) -> None:
         super()._data(header, payload)

@@ -320,7 +320,8 @@ class LogFollower:
                 args += ["--offset", str(self.offset)]
         if once:
             args.append("--once")
-        return python_line(await self.scripts.bundle(), "follow", args, python=self.python)
+        return python_line(await self.scripts.bundle(), "follow", args, python=self.python,
+                           python3=self.scripts.interpreter("python3"))
 
     # -- following ----------------------------------------------------------------------
     async def run(self, on_batch: OnBatch) -> None:

@@ -1,11 +1,12 @@
 """What both sides of the link agree on: how an entry point gets its input and gives its answer.
 
 A one-shot entry (discovery, a probe, a restart query) reads its parameters as one JSON object
-on stdin and writes its answer as one JSON object after the `MARKER` line, so that whatever an
-import prints before it (vLLM's logger does) cannot corrupt the answer; the console reads it with
-`console.transport.remote_scripts.run_json`. Expected problems are facts in the answer and the exit
-status is 0; a crash exits non-zero with its traceback on stderr. A long-lived entry (agent, follow)
-gets its arguments in `ARGS_ENV` (a JSON list) and writes JSON lines or frames of its own.
+on stdin and writes its answer as one JSON object after the `MARKER` line (which also names the
+interpreter that ran), so that whatever an import prints before it (vLLM's logger does) cannot
+corrupt the answer; the console reads it with `console.transport.remote_scripts.run_json`.
+Expected problems are facts in the answer and the exit status is 0; a crash exits non-zero with
+its traceback on stderr. A long-lived entry (agent, follow) gets its arguments in `ARGS_ENV` (a
+JSON list) and writes JSON lines or frames of its own.
 
 Written in the oldest Python 3 syntax, like `__main__`, which reads `TOO_OLD_EXIT` from here
 before it knows whether this Python is new enough for the rest.
@@ -29,7 +30,10 @@ def read_params():
 
 
 def answer(value, **dumps):
-    """Write `value` (a dict) after the marker line; the entry's exit status (0)."""
-    sys.stdout.write(MARKER + "\n" + json.dumps(value, **dumps) + "\n")
+    """Write `value` (a dict) after the marker line, which names the interpreter that ran
+    (the console runs it directly next time, not through a version manager's shim); the
+    entry's exit status (0)."""
+    sys.stdout.write(MARKER + " " + (sys.executable or "") + "\n" + json.dumps(value, **dumps)
+                     + "\n")
     sys.stdout.flush()
     return 0

@@ -113,11 +113,23 @@ def trace_hook_source() -> bytes:
 
 
 class RemoteScripts:
-    """The bundle on one host: installed on first use, its path remembered."""
+    """The bundle on one host: installed on first use, its path remembered; and the
+    interpreter each bare name (`python3`) turned out to be there."""
 
     def __init__(self, host: Host) -> None:
         self._host = host
         self._path = ""
+        self._resolved: dict[str, str] = {}
+
+    def interpreter(self, name: str) -> str:
+        """What runs for `name`: the interpreter a bare name ran last time, else the name. A
+        version manager's `python3` (pyenv, asdf) is a shell script that starts some 30
+        processes to pick one; each entry paid that before."""
+        return self._resolved.get(name, name)
+
+    def learn(self, name: str, executable: str) -> None:
+        if "/" not in name and executable.startswith("/"):
+            self._resolved[name] = executable
 
     async def bundle(self) -> str:
         """The remote path of the bundle (uploaded once per content hash)."""
@@ -142,15 +154,17 @@ class RemoteScripts:
 
 
 def python_line(bundle: str, entry: str, args: Sequence[str], *, python: str = "",
-                merge_stderr: bool = False) -> str:
+                merge_stderr: bool = False, python3: str = "python3") -> str:
     """A shell line that runs `entry` of the bundle with the host's python3 (else the serving
     interpreter): the first of them that is new enough, or one `{"t": "error"}` JSON line
-    saying there is none.
+    saying there is none. `python3`: the interpreter the host's python3 turned out to be,
+    when known (`RemoteScripts.interpreter`), tried first.
 
     The arguments travel in the environment (`VLLM_CONSOLE_ARGS`, a JSON list), not on the
     command line: a helper whose argv held the match words or a `vllm-serve.log` path would
     itself look like `vllm serve` to anything that finds the server by its command line."""
-    candidates = ["python3", "/usr/bin/python3"] + ([python] if python else [])
+    candidates = list(dict.fromkeys([python3, "python3", "/usr/bin/python3"]
+                                    + ([python] if python else [])))
     tried = " ".join(candidates)
     run = '"$p" ' + quote_argv([bundle, entry])
     if merge_stderr:
@@ -188,13 +202,20 @@ def _reason(exc: HostError) -> str:
 def parse_answer(stdout: str) -> dict[str, Any] | None:
     """The JSON object after the last marker line (or on the last line, for an answer that
     came without one: the too-old message)."""
-    text = stdout.rsplit(MARKER, 1)[-1].strip() if MARKER in stdout else \
+    text = stdout.rsplit(MARKER, 1)[-1].partition("\n")[2].strip() if MARKER in stdout else \
         (stdout.strip().splitlines() or [""])[-1]
     try:
         value = json.loads(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def answering_interpreter(stdout: str) -> str:
+    """The interpreter the marker line names ("" when there is none)."""
+    if MARKER not in stdout:
+        return ""
+    return stdout.rsplit(MARKER, 1)[-1].partition("\n")[0].strip()
 
 
 def shown_command(interpreter: str, bundle: str, entry: str, args: Sequence[str] = (),
@@ -257,7 +278,7 @@ async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: 
     except HostError as exc:
         return ScriptRun(f"{interpreter} {entry}", None, link_failed=True,
                          error=f"{entry} did not run on {host.name}: {_reason(exc)}")
-    line: Sequence[str] | str = [interpreter, bundle, entry, *args]
+    line: Sequence[str] | str = [scripts.interpreter(interpreter), bundle, entry, *args]
     command = shown_command(interpreter, bundle, entry, args, payload)
     where = f"on {host.name}"
     if inside is not None:
@@ -291,4 +312,6 @@ async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: 
         return ScriptRun(command, result.exit_status,
                          error=f"{entry} failed (exit {result.exit_status}): {why}",
                          stderr=stderr, link_failed=lost)
+    if inside is None:
+        scripts.learn(interpreter, answering_interpreter(result.text))
     return ScriptRun(command, result.exit_status, data=data, stderr=stderr)

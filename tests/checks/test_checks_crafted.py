@@ -27,8 +27,7 @@ from checks.links import code_present
 from checks.models import Evidence, Status
 from checks.profile import load_profile
 from console.hostside.probes import code_probe
-from console.hostside.wire import MARKER
-from console.transport.remote_scripts import ScriptRun
+from console.transport.remote_scripts import ScriptRun, parse_answer
 from tests.hostside.bundle import entry_argv
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -215,9 +214,9 @@ def run_script(entry: str, python: Path | str, params: dict[str, Any],
                           capture_output=True, timeout=60, env={**os.environ, **(env or {})},
                           check=False)
     assert proc.returncode == 0, proc.stderr.decode()
-    text = proc.stdout.decode()
-    body = text.rsplit(MARKER, 1)[-1]
-    return json.loads(body)  # type: ignore[no-any-return]
+    answer = parse_answer(proc.stdout.decode())
+    assert answer is not None, proc.stdout.decode()
+    return answer
 
 
 PROFILE = load_profile()

@@ -20,6 +20,7 @@ from console.hostside import MIN_PYTHON
 from console.hostside.__main__ import ENTRIES
 from console.hostside.argv import matches
 from console.hostside.procfs import parse_stat, read_stat
+from console.hostclient.agent.client import AgentClient
 from console.hostside.wire import MARKER, TOO_OLD_EXIT
 from console.transport import remote_scripts
 from console.transport.local_host import LocalHost
@@ -146,6 +147,37 @@ async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
     assert run.data is not None
     assert run.data["serves"] == []
     assert run.command.endswith(" discover")
+
+
+async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """A `python3` on PATH that is a version manager's shim (pyenv, asdf: a shell script that
+    starts ~30 processes to pick the interpreter) is run once; the interpreter it picked runs
+    the later entries."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    calls = tmp_path / "calls"
+    shim = shims / "python3"
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {PYTHON} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    host = LocalHost("here")
+    scripts = RemoteScripts(host)
+    params = {"match": ["no-such-server-here"], "port": None}
+    runs = [await run_json(host, scripts, "discover", "python3", params) for _ in range(3)]
+    assert [run.error for run in runs] == [None] * 3
+    assert [run.data["serves"] for run in runs if run.data] == [[]] * 3
+    assert len(calls.read_text().splitlines()) == 1
+    assert all("| python3 " in run.command for run in runs)  # as a person re-runs it
+    agent = AgentClient(host, match="no-such-server-here", scripts=scripts)  # a stream too
+    await agent.once()
+    assert len(calls.read_text().splitlines()) == 1
+    elsewhere = LocalHost("elsewhere")  # what one host's PATH says is its own
+    run = await run_json(elsewhere, RemoteScripts(elsewhere), "discover", "python3", params)
+    assert run.error is None
+    assert len(calls.read_text().splitlines()) == 2
 
 
 @pytest.mark.ssh

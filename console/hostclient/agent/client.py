@@ -28,7 +28,8 @@ class AgentError(HostError):
 
 def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = "vllm serve",
                   port: int | None = None, nvidia_smi: str = "nvidia-smi",
-                  gpu_source: str = "auto", python: str = "", once: bool = False) -> str:
+                  gpu_source: str = "auto", python: str = "", once: bool = False,
+                  python3: str = "python3") -> str:
     """The shell line that runs the agent of the installed `bundle`."""
     args = ["--interval", f"{interval_s:g}", "--match", match, "--nvidia-smi",
             nvidia_smi or "nvidia-smi", "--gpu-source", gpu_source]
@@ -36,7 +37,7 @@ def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = "vllm se
         args += ["--port", str(port)]
     if once:
         args.append("--once")
-    return python_line(bundle, "agent", args, python=python, merge_stderr=True)
+    return python_line(bundle, "agent", args, python=python, merge_stderr=True, python3=python3)
 
 
 class AgentClient:
@@ -60,7 +61,8 @@ class AgentClient:
     async def _command(self, *, once: bool) -> str:
         return agent_command(await self.scripts.bundle(), interval_s=self.interval_s,
                              match=self.match, port=self.port, nvidia_smi=self.nvidia_smi,
-                             gpu_source=self.gpu_source, python=self.python, once=once)
+                             gpu_source=self.gpu_source, python=self.python, once=once,
+                             python3=self.scripts.interpreter("python3"))
 
     async def once(self, timeout: float = 60.0) -> tuple[AgentHello, AgentSample]:
         """Run the agent for one sample (a one-shot status)."""
