@@ -61,10 +61,13 @@ def strip_lines(app: ConsoleApp, rows: int = 3) -> list[str]:
 
 async def test_a_serving_host_shows_its_figures_with_source_and_age(healthy: Served) -> None:
     async with healthy.app.run_test(size=(160, 50)) as pilot:
+        # The engine's state needs two scrapes (1 s apart), the rates and the prefix hit rate
+        # the log's first stat line (every 2 s): either may come first.
         await wait_until(pilot, lambda: healthy.screen().serving.view.latency is not None
                          and healthy.screen().serving.view.latency.get("ttft_s") is not None
-                         and healthy.screen().serving.view.engine == "ok", 30,
-                         "the serving figures")
+                         and healthy.screen().serving.view.engine == "ok"
+                         and healthy.screen().serving.view.prefix_cache_hit_pct is not None,
+                         30, "the serving figures")
         load, latency, requests = strip_lines(healthy.app)
         assert "engine ok" in load
         assert "running " in load
