@@ -1,5 +1,6 @@
 """The serving strip's figures, taken from the host's newest snapshot, their ages moving on
-between events (the view asks again on its 1 s tick; an unchanged view draws nothing)."""
+between events (the view asks again when `next_change_s` says the time alone changes what it
+shows; an unchanged view draws nothing)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,27 @@ class ServingFigures:
             if at and value is not None and self._seen.get(name) != at:
                 self._seen[name] = at
                 self._trends[name].append(float(value))
+
+    def next_change_s(self) -> float | None:
+        """Seconds until the view changes with the passage of time alone (a stall's length
+        each second, an age at its next step), None when nothing shown ages."""
+        snap = self._snap
+        if snap is None:
+            return None
+        now = self._host_now + (time.monotonic() - self._taken_at)
+        engine = self._engine[0]
+        waits: list[float] = []
+        if engine in ("stalled", "dead"):
+            waits.append(1.0)
+        shown = [snap.serving.at if snap.serving.latency is not None
+                 or snap.serving.requests is not None else None,
+                 snap.load.at if snap.load is not None else None]
+        for at in shown:
+            if at and self._host_now:
+                age = max(0.0, now - at)
+                step = 5.0 if age < 60 else 60.0
+                waits.append(step - age % step)
+        return max(0.05, min(waits)) if waits else None
 
     def view(self) -> ServingView:
         snap = self._snap

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from console.hostclient.agent.client import AgentClient
 from console.hostside import MIN_PYTHON
 from console.hostside.__main__ import ENTRIES
 from console.hostside.argv import matches
 from console.hostside.procfs import parse_stat, read_stat
-from console.hostclient.agent.client import AgentClient
 from console.hostside.wire import MARKER, TOO_OLD_EXIT
 from console.transport import remote_scripts
 from console.transport.local_host import LocalHost

@@ -160,3 +160,37 @@ def test_ages_move_in_steps_so_an_idle_screen_is_not_redrawn_each_second() -> No
     assert [describe_age(age_step(s)) for s in (3, 12, 185)] == ["<5 s ago", "10 s ago",
                                                                  "3 min ago"]
     assert describe_age(None) == "none yet"
+
+
+def test_the_screen_wakes_when_an_age_steps_not_every_second(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`next_change_s`: the host view's next tick. Ages move in steps (5 s, then minutes), so a
+    screen left alone wakes once per step; a stall's length moves every second."""
+    from console.telemetry.server import ServerLoad
+    from console.telemetry.serving import EngineState, ServingStatus
+    from console.telemetry.snapshot import HostSnapshot
+    from console.tui import serving_figures
+    from console.tui.serving_figures import ServingFigures
+
+    clock = [1000.0]
+    monkeypatch.setattr(serving_figures.time, "monotonic", lambda: clock[0])
+    figures = ServingFigures()
+    assert figures.next_change_s() is None  # nothing shown yet
+    load = ServerLoad(running=2, waiting=0, at=500.0, source="log")
+    figures.take(HostSnapshot("h", load=load))
+    assert figures.next_change_s() == pytest.approx(5.0)
+    clock[0] += 3.5
+    assert figures.next_change_s() == pytest.approx(1.5)
+    assert figures.view().load_age_s == 0
+    clock[0] += 1.5
+    assert figures.view().load_age_s == 5
+    assert figures.next_change_s() == pytest.approx(5.0)
+    clock[0] += 70  # 75 s old: the next step is the minute's
+    assert figures.next_change_s() == pytest.approx(45.0)
+    stalled = ServingStatus(progress=EngineState.STALLED, reason="no token for 30 s",
+                            stalled_since=470.0, latency={"ttft_s": None}, at=500.0)
+    monkeypatch.setattr(HostSnapshot, "engine_state",  # the verdict is tested on its own
+                        lambda self: (EngineState.STALLED, "no token for 30 s"))
+    figures.take(HostSnapshot("h", load=load, serving=stalled))
+    assert figures.view().engine == "stalled"
+    assert figures.next_change_s() == pytest.approx(1.0)

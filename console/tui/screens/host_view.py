@@ -44,6 +44,8 @@ from widgets.serving_strip import ServingStrip, ServingView
 from widgets.spec_pane import SpecPane, SpecView
 
 if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
+    from textual.timer import Timer
+
     from checks.draft_diff import DraftDiff
     from checks.profile import Acceptance
     from console.restart import RestartStep
@@ -115,6 +117,8 @@ class HostView(Screen[None]):
         self._last_data_at: float | None = None
         self._serving_figures = ServingFigures()
         self._serving = ServingView()
+        self._tick_timer: Timer | None = None
+        self._tick_due = 0.0
         self._server_only = ""
 
     # -- layout ----------------------------------------------------------------------------
@@ -166,7 +170,7 @@ class HostView(Screen[None]):
         self._render_all()
         self._apply_server_only()
         self._apply_layout()
-        self.set_interval(1.0, self._tick)
+        self._arm_tick()
 
     def on_unmount(self) -> None:
         self.ready = False
@@ -232,6 +236,8 @@ class HostView(Screen[None]):
         if isinstance(event, _SERVING_EVENTS):
             self._serving_figures.take(snap)
             self._serving = self._serving_figures.view()
+        if isinstance(event, (*_SERVING_EVENTS, ev.LinkChanged)) and self.ready:
+            self._arm_tick(sooner_only=True)
         self._sources = Sources(gpu=snap.gpu_source,
                                 log=str(snap.follow.value) if snap.follow else "none",
                                 metrics=snap.readiness.health.value)
@@ -283,7 +289,23 @@ class HostView(Screen[None]):
         return self._link.state is not ConnectionState.CONNECTED and \
             self._last_data_at is not None
 
+    def _arm_tick(self, sooner_only: bool = False) -> None:
+        """The next tick: when what is shown moves on with time alone (a stale screen's age
+        and a stall's length each second, a figure's age at its next step), not every second:
+        a screen left alone wakes once per step."""
+        wait = 1.0 if self.stale else self._serving_figures.next_change_s()
+        if wait is None:
+            return
+        due = time.monotonic() + wait
+        if sooner_only and self._tick_timer is not None and due >= self._tick_due - 0.05:
+            return
+        if self._tick_timer is not None:
+            self._tick_timer.stop()
+        self._tick_due = due
+        self._tick_timer = self.set_timer(wait, self._tick)
+
     def _tick(self) -> None:
+        self._tick_timer = None
         serving = self._serving_figures.view()
         if serving != self._serving:  # an age or a stall's length moved on
             self._serving = serving
@@ -291,6 +313,7 @@ class HostView(Screen[None]):
             self._render_header()
         if self.stale:
             self._show_staleness()  # the age goes on
+        self._arm_tick()
 
     def _show_staleness(self) -> None:
         if not self.ready:
