@@ -175,3 +175,47 @@ async def test_a_refresh_before_the_table_is_on_screen_is_shown_once_it_is() -> 
         table = screen.query_one("DataTable")
         assert table.row_count == 3
         assert "3/3 servers" in str(screen.query_one("#promfleet-title").render())
+
+
+async def test_a_refresh_cancelled_before_its_thread_started_leaves_no_coroutine_behind(
+        ) -> None:
+    """`r` cancels the refresh under way; one whose query had not yet reached a thread (all
+    busy with slow answers) must not leave its coroutine behind, never awaited (a
+    RuntimeWarning seen in CI): the query is made in the thread that runs it."""
+    import asyncio
+    import concurrent.futures
+    import gc
+    import warnings
+
+    from console.settings import FleetSettings, HostsFile
+    from console.sources.prometheus import Prometheus
+    from console.tui.fleet_app import FleetApp
+    from tests.prometheus import free_port
+
+    class BusyThreads(concurrent.futures.ThreadPoolExecutor):
+        """Every thread busy: what is handed in waits (and is never run here)."""
+
+        def __init__(self) -> None:
+            super().__init__(max_workers=1)
+            self.waiting: list[concurrent.futures.Future[object]] = []
+
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+            future: concurrent.futures.Future[object] = concurrent.futures.Future()
+            self.waiting.append(future)
+            return future
+
+    busy = BusyThreads()
+    asyncio.get_running_loop().set_default_executor(busy)
+    url = f"http://127.0.0.1:{free_port()}"
+    app = FleetApp(Prometheus(url), FleetSettings(prometheus=url), "", HostsFile())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with app.run_test(size=(200, 50)) as pilot:
+            for _ in range(3):
+                await pilot.press("r")
+                await pilot.pause()
+            assert len(busy.waiting) == 4  # the first refresh and three more
+            assert [f.cancelled() for f in busy.waiting] == [True, True, True, False]
+        del app, pilot
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
