@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,15 +97,18 @@ async def test_a_refused_key_is_shown_and_not_retried_on_a_timer(sshd_up: Sshd,
         await host.close()
 
 
-async def test_no_agent_forwarding(sshd_up: Sshd, tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    agent = subprocess.run(["ssh-agent", "-s", "-a", str(tmp_path / "agent.sock")],
+async def test_no_agent_forwarding(sshd_up: Sshd, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A socket's path holds at most 107 bytes: a short directory, not pytest's (which may be
+    # deep; a run under a long --basetemp failed here).
+    sock_dir = Path(tempfile.mkdtemp(prefix="vc-agent-", dir="/tmp"))
+    sock = str(sock_dir / "agent.sock")
+    agent = subprocess.run(["ssh-agent", "-s", "-a", sock],
                            capture_output=True, text=True, check=True).stdout
     pid = int(agent.split("SSH_AGENT_PID=")[1].split(";")[0])
     try:
         subprocess.run(["ssh-add", str(sshd_up.client_key)], check=True, capture_output=True,
-                       env={**os.environ, "SSH_AUTH_SOCK": str(tmp_path / "agent.sock")})
-        monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+                       env={**os.environ, "SSH_AUTH_SOCK": sock})
+        monkeypatch.setenv("SSH_AUTH_SOCK", sock)
         host = SSHHost(sshd_up.host_config())
         try:
             result = await host.run('echo "agent=${SSH_AUTH_SOCK:-none}"')
@@ -113,6 +117,7 @@ async def test_no_agent_forwarding(sshd_up: Sshd, tmp_path: Path,
             await host.close()
     finally:
         os.kill(pid, 15)
+        shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 def test_no_password_can_be_configured_or_is_ever_held() -> None:
