@@ -116,8 +116,10 @@ async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edite
                              10, f"the diff ({dialog.error or 'no error'})")
             assert "- env: VLLM_USE_V2_MODEL_RUNNER=0" in body(app)
             await pilot.click("#confirm")
-            await wait_until(pilot, lambda: session.snapshot.readiness.ready, 60,
-                             "the relaunched server to be ready")
+            # Ready (/health) and found (the next discovery) come in either order.
+            await wait_until(pilot, lambda: session.snapshot.readiness.ready
+                             and session.snapshot.serve.pid is not None, 60,
+                             "the relaunched server to be ready and found")
             pid = session.snapshot.serve.pid
             assert pid is not None
             assert environ(pid)["VLLM_USE_V2_MODEL_RUNNER"] == "1"
