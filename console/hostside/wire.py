@@ -31,9 +31,9 @@ def read_params():
 
 def answer(value, **dumps):
     """Write `value` (a dict) after the marker line, which names the interpreter that ran
-    (the console runs it directly next time, not through a version manager's shim); the
-    entry's exit status (0)."""
-    sys.stdout.write(MARKER + " " + (sys.executable or "") + "\n" + json.dumps(value, **dumps)
-                     + "\n")
+    (the console runs it directly next time, not through a version manager's shim) as a JSON
+    string: a path may hold a newline; the entry's exit status (0)."""
+    sys.stdout.write(MARKER + " " + json.dumps(sys.executable or "") + "\n"
+                     + json.dumps(value, **dumps) + "\n")
     sys.stdout.flush()
     return 0

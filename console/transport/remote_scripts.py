@@ -212,10 +212,14 @@ def parse_answer(stdout: str) -> dict[str, Any] | None:
 
 
 def answering_interpreter(stdout: str) -> str:
-    """The interpreter the marker line names ("" when there is none)."""
+    """The interpreter the marker line names, a JSON string ("" when there is none)."""
     if MARKER not in stdout:
         return ""
-    return stdout.rsplit(MARKER, 1)[-1].partition("\n")[0].strip()
+    try:
+        named = json.loads(stdout.rsplit(MARKER, 1)[-1].partition("\n")[0])
+    except ValueError:
+        return ""
+    return named if isinstance(named, str) else ""
 
 
 def shown_command(interpreter: str, bundle: str, entry: str, args: Sequence[str] = (),

@@ -180,6 +180,28 @@ async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
     assert len(calls.read_text().splitlines()) == 2
 
 
+async def test_an_interpreter_whose_path_holds_a_newline_still_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker line names the interpreter that ran; a path with a newline, quotes or `$()`
+    in it (a serving venv under a hostile directory) must not split the answer."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    venv = tmp_path / "venv \"x'\n$(touch y)\n{\"t\" 1}"
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    odd = venv / "bin"  # a venv's python names itself by the venv's path
+    for name in ("python3", str(odd / "python3")):  # looked up on PATH, and named in full
+        monkeypatch.setenv("PATH", f"{odd}:{os.environ['PATH']}")
+        host = LocalHost("here")
+        scripts = RemoteScripts(host)
+        params = {"match": ["no-such-server-here"], "port": None}
+        for _ in range(2):  # the second runs the interpreter the first one named
+            run = await run_json(host, scripts, "discover", name, params)
+            assert run.error is None, run.stderr
+            assert run.data is not None
+            assert run.data["serves"] == []
+        if name == "python3":
+            assert scripts.interpreter("python3") == str(odd / "python3")
+
+
 @pytest.mark.ssh
 @pytest.mark.parametrize(("interpreter", "says"), [
     ("/no/such/python3", "/no/such/python3: not found on gpu1"),
