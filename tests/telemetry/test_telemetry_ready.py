@@ -52,14 +52,16 @@ async def test_the_log_saying_ready_asks_the_server_at_once(tmp_path: Path) -> N
 
 async def test_the_second_scrape_comes_soon_after_the_first(tmp_path: Path) -> None:
     """Rates, latency percentiles and the engine's state need two `/metrics` scrapes. The
-    second came a whole metrics period after the first (5 s by default, a minute here), so the
-    serving strip said nothing of them for that long after the server was found healthy."""
-    options = TelemetryOptions(health_interval_s=0.3, metrics_interval_s=60.0,
+    second came a whole metrics period after the first (5 s by default, two minutes here), so
+    the serving strip said nothing of them for that long after the server was found healthy.
+    It now comes a second later; the margins are for a busy machine (a scrape of the simulated
+    server took seconds with four test workers on two cores)."""
+    options = TelemetryOptions(health_interval_s=0.3, metrics_interval_s=120.0,
                                gpu_source="none")
     async with live(tmp_path / "sim", "healthy", options) as telemetry:
         await until(lambda: telemetry.snapshot.readiness.ready, 30)
-        await until(lambda: telemetry.snapshot.serving.latency is not None, 10)
+        await until(lambda: telemetry.snapshot.serving.latency is not None, 40)
     serving = telemetry.snapshot.serving
     assert serving.window_s is not None
-    assert serving.window_s < 5
+    assert serving.window_s < 30
     assert serving.progress.value in ("ok", "idle")
