@@ -63,6 +63,7 @@ from console.transport.remote_scripts import RemoteScripts
 MIB = 1024 * 1024
 SECOND_SCRAPE_S = 1.0
 """How soon the scrape after a first one comes: rates, latency and the engine's state need two."""
+SECOND_SCRAPE_TRIES = 3
 CONTAINER_LOOK_S = 10.0
 """While no bare server runs and one in a container does: how often to look again (a
 `docker restart` is a new run)."""
@@ -423,7 +424,7 @@ class HostTelemetry:
 
     # -- the server's answers -----------------------------------------------------------
     async def _server_loop(self) -> None:
-        healthy_in_a_row = 0
+        soon = 0  # second scrapes asked soon since the window last stood
         while True:
             healthy = False
             try:
@@ -433,9 +434,15 @@ class HostTelemetry:
                                                detail=f"{type(exc).__name__}: {exc}"))
             wait = self.options.metrics_interval_s if healthy else \
                 self.options.health_interval_s
-            healthy_in_a_row = healthy_in_a_row + 1 if healthy else 0
-            if healthy_in_a_row == 1:
-                wait = min(wait, SECOND_SCRAPE_S)  # one scrape so far: no window yet
+            if self.serving.has_window:
+                soon = 0
+            elif healthy and soon < SECOND_SCRAPE_TRIES:
+                # Fewer than two good scrapes (since the start, or a restart's counter
+                # reset): the rates and percentiles wait for them. Counted by the scrapes
+                # that worked, not by healthy answers (a first /metrics may fail); a few
+                # tries, so that a /metrics failing for good is asked at its period.
+                soon += 1
+                wait = min(wait, SECOND_SCRAPE_S)
             self._ask_now.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ask_now.wait(), wait)

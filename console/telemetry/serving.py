@@ -174,6 +174,12 @@ class ServingWatch:
         self._history.clear()
         self._last = None
 
+    @property
+    def has_window(self) -> bool:
+        """Two scrapes with serving series since the start or a counter reset: what the
+        rates and percentiles need."""
+        return len(self._history) >= 2
+
     def progressed_since(self, at: float) -> bool:
         """Some engine generated a token after `at` (as the scrapes since then saw it)."""
         return any(p.progress_at is not None and p.progress_at > at

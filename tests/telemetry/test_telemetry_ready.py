@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from console.cli.commands.demo import demo_config, free_port
+from console.parsers.metrics import MetricsSnapshot
 from console.sim import materialise, start_background, stop
 from console.telemetry import HostTelemetry, TelemetryOptions
+from console.telemetry.http import ServeUrl
 from console.telemetry.server import Health
 from console.telemetry.startup import StartupState
 from console.transport.local_host import LocalHost
@@ -65,3 +67,27 @@ async def test_the_second_scrape_comes_soon_after_the_first(tmp_path: Path) -> N
     assert serving.window_s is not None
     assert serving.window_s < 30
     assert serving.progress.value in ("ok", "idle")
+
+
+async def test_a_first_scrape_that_failed_still_gets_its_second_soon(tmp_path: Path) -> None:
+    """The second scrape was timed by the count of healthy answers, not by the scrapes that
+    worked: when the first `/metrics` answer failed (it timed out on a busy machine), the
+    first good one came a second later and the second good one a whole metrics period after
+    that (two minutes here), with the strip empty meanwhile."""
+    options = TelemetryOptions(health_interval_s=0.3, metrics_interval_s=120.0,
+                               gpu_source="none")
+    async with live(tmp_path / "sim", "healthy", options) as telemetry:
+        scrape = telemetry.metrics.scrape
+        failed: list[bool] = []
+
+        async def first_fails(url: ServeUrl, *, timeout: float = 5.0) -> MetricsSnapshot | None:
+            if not failed:
+                failed.append(True)
+                telemetry.metrics.last_error = "timed out after 5 s"
+                return None
+            return await scrape(url, timeout=timeout)
+        telemetry.metrics.scrape = first_fails  # type: ignore[method-assign]
+        await until(lambda: telemetry.snapshot.readiness.ready, 30)
+        await until(lambda: telemetry.snapshot.serving.latency is not None, 40)
+    assert failed
+    assert telemetry.snapshot.serving.window_s is not None
