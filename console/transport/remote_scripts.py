@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any
 
 from console.hostside import MIN_PYTHON
-from console.hostside.wire import ARGS_ENV, MARKER, TOO_OLD_EXIT
+from console.hostside.wire import ARGS_ENV, MARKER, TOO_OLD_EXIT, interpreter_flags
 from console.transport.host import Host, HostError, quote_argv
 
 REMOTE_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-console"'
@@ -166,7 +166,7 @@ def python_line(bundle: str, entry: str, args: Sequence[str], *, python: str = "
     candidates = list(dict.fromkeys([python3, "python3", "/usr/bin/python3"]
                                     + ([python] if python else [])))
     tried = " ".join(candidates)
-    run = '"$p" ' + quote_argv([bundle, entry])
+    run = '"$p" ' + quote_argv([*interpreter_flags(entry), bundle, entry])
     if merge_stderr:
         run += " 2>&1"
     need = ".".join(map(str, MIN_PYTHON))
@@ -225,7 +225,8 @@ def answering_interpreter(stdout: str) -> str:
 def shown_command(interpreter: str, bundle: str, entry: str, args: Sequence[str] = (),
                   payload: Mapping[str, Any] | None = None) -> str:
     """The command as a person would re-run it (payload shown inline, cut when huge)."""
-    return _shown_with(payload, quote_argv([interpreter, bundle, entry, *args]))
+    return _shown_with(payload, quote_argv([interpreter, *interpreter_flags(entry), bundle, entry,
+                                            *args]))
 
 
 def _shown_with(payload: Mapping[str, Any] | None, line: str) -> str:
@@ -282,7 +283,8 @@ async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: 
     except HostError as exc:
         return ScriptRun(f"{interpreter} {entry}", None, link_failed=True,
                          error=f"{entry} did not run on {host.name}: {_reason(exc)}")
-    line: Sequence[str] | str = [scripts.interpreter(interpreter), bundle, entry, *args]
+    line: Sequence[str] | str = [scripts.interpreter(interpreter), *interpreter_flags(entry),
+                                 bundle, entry, *args]
     command = shown_command(interpreter, bundle, entry, args, payload)
     where = f"on {host.name}"
     if inside is not None:

@@ -180,6 +180,31 @@ async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
     assert len(calls.read_text().splitlines()) == 2
 
 
+async def test_the_helpers_start_without_the_interpreters_site_packages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `.pth` file in the interpreter's site-packages runs at every start of that Python (a
+    sandbox's certificate hook here cost 35 ms a start; a broken one prints on stderr). The
+    helpers use the standard library alone and start without it; the probes that import the
+    serving vLLM keep it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    venv = tmp_path / "venv"
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "noisy.pth").write_text("import sys; sys.stderr.write('the .pth ran\\n')\n")
+    python = str(venv / "bin" / "python3")
+    assert "the .pth ran" in subprocess.run([python, "-c", "pass"], capture_output=True,
+                                            text=True).stderr
+    host = LocalHost("here")
+    scripts = RemoteScripts(host)
+    run = await run_json(host, scripts, "discover", python,
+                         {"match": ["no-such-server-here"], "port": None})
+    assert run.error is None, run.stderr
+    assert "the .pth ran" not in run.stderr
+    assert f"{python} -S " in run.command  # what ran, as a person re-runs it
+    probe = await run_json(host, scripts, "probe-code", python, {})
+    assert "the .pth ran" in probe.stderr  # its vLLM lives in site-packages
+
+
 async def test_an_interpreter_whose_path_holds_a_newline_still_answers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The marker line names the interpreter that ran; a path with a newline, quotes or `$()`
