@@ -7,6 +7,7 @@ quoted with `shlex.quote` when they cross a shell, so paths with spaces, quotes 
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -181,6 +182,12 @@ class StreamHandle:
     _closer: object = field(default=None, repr=False)
 
     async def close(self) -> None:
+        # The reader first: one left at a `yield` would be finished by the garbage
+        # collector on some later loop turn (and run its clean-up there).
+        aclose = getattr(self.chunks, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):  # already running in a cancelled reader
+                await aclose()
         closer = self._closer
         if closer is not None:
             await closer()  # type: ignore[operator]
