@@ -3,6 +3,7 @@ each key flow, asserted on the app's state and what the widgets hold."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -58,6 +59,39 @@ async def test_a_server_ready_at_start_is_checked_once(sim: SimApp) -> None:
         await pilot.pause(max(0.0, opened + 2.0 - time.monotonic()))  # past the timer
         assert len(runs) == 1
         assert host_screen(sim).checklist.state.report is not None
+
+
+async def test_the_newest_check_run_is_the_one_shown(sim: SimApp) -> None:
+    """`c` while a run was going (the run at ready, or an earlier `c`): both ran side by side
+    and whichever finished last was shown, though it had looked at the host first: a stale
+    verdict on screen (CI saw a draft spoiled between two runs stay `fail`, not `error`)."""
+    async with sim.app.run_test(size=SIZE) as pilot:
+        await wait_checked(pilot, sim)
+        screen = host_screen(sim)
+        original = sim.session.run_checks
+        release = asyncio.Event()
+        looked: list[object] = []
+
+        async def slow_to_answer():  # type: ignore[no-untyped-def]
+            report = await original()
+            if not looked:  # the first run looked at the host, then answers late
+                looked.append(report)
+                await release.wait()
+            return report
+
+        sim.session.run_checks = slow_to_answer  # type: ignore[method-assign]
+        await pilot.press("c")
+        await wait_until(pilot, lambda: looked, 30, "the first run's look at the host")
+        sim.tree.draft.joinpath("config.json").write_bytes(b'{"layer_types": [')
+        await pilot.press("c")
+
+        def verdict() -> str | None:
+            report = screen.checklist.state.report
+            return None if report is None else report.links[3].status.value
+        await wait_until(pilot, lambda: verdict() == "error", 30, "the second run's verdict")
+        release.set()
+        await pilot.pause(0.5)
+        assert verdict() == "error"  # not the first run's `fail`, answered after it
 
 
 async def test_incident_story_on_one_screen(sim: SimApp) -> None:

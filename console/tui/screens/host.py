@@ -135,7 +135,9 @@ class HostScreen(HostView):
         if self.can(Capability.DRAFT_DIFF):
             self._diff_worker()
 
-    @work(group="checks", exclusive=False, exit_on_error=False)
+    # Exclusive: a newer run cancels the one going, whose answer would describe the host
+    # as it was before (and could come last, over the newer one's).
+    @work(group="checks", exclusive=True, exit_on_error=False)
     async def _checks_worker(self) -> None:
         from console.session.host_session import ActionError
 
@@ -147,7 +149,7 @@ class HostScreen(HostView):
             return
         self.show_checks(ChecklistState(report))
 
-    @work(group="diff", exclusive=False, exit_on_error=False)
+    @work(group="diff", exclusive=True, exit_on_error=False)
     async def _diff_worker(self) -> None:
         assert self.session is not None
         diff: DraftDiff = await self.session.load_diff()
