@@ -18,13 +18,13 @@ import sys
 MARKER = "@@vllm-console-json@@"
 ARGS_ENV = "VLLM_CONSOLE_ARGS"
 TOO_OLD_EXIT = 3
+"""The exit status of an entry started by a Python older than `MIN_PYTHON` (with one JSON line
+saying so, `too_old` set)."""
 NEEDS_SITE = ("probe-code", "probe-fields")
 """The entries that import the serving vLLM, so need its interpreter's site-packages. The
 rest use the standard library alone and run with `-S`: no site-packages, so no `.pth` file
 runs at each start (one that imports a package costs every helper run: 35 ms with this
 project's CI Python; one that fails prints on stderr)."""
-"""The exit status of an entry started by a Python older than `MIN_PYTHON` (with one JSON line
-saying so, `too_old` set)."""
 
 
 def read_params():

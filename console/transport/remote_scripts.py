@@ -202,7 +202,7 @@ def _reason(exc: HostError) -> str:
 def parse_answer(stdout: str) -> dict[str, Any] | None:
     """The JSON object after the last marker line (or on the last line, for an answer that
     came without one: the too-old message)."""
-    text = stdout.rsplit(MARKER, 1)[-1].partition("\n")[2].strip() if MARKER in stdout else \
+    text = _after_marker(stdout)[1].strip() if MARKER in stdout else \
         (stdout.strip().splitlines() or [""])[-1]
     try:
         value = json.loads(text)
@@ -211,12 +211,19 @@ def parse_answer(stdout: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _after_marker(stdout: str) -> tuple[str, str]:
+    """The rest of the last marker line (the interpreter, a JSON string) and the answer after
+    it."""
+    line, _, answer = stdout.rsplit(MARKER, 1)[-1].partition("\n")
+    return line, answer
+
+
 def answering_interpreter(stdout: str) -> str:
     """The interpreter the marker line names, a JSON string ("" when there is none)."""
     if MARKER not in stdout:
         return ""
     try:
-        named = json.loads(stdout.rsplit(MARKER, 1)[-1].partition("\n")[0])
+        named = json.loads(_after_marker(stdout)[0])
     except ValueError:
         return ""
     return named if isinstance(named, str) else ""
