@@ -19,6 +19,8 @@ from console.sources.fleet_query import ABSENT, IDLE, FleetServer, query_fleet
 from console.sources.prometheus import Prometheus
 from tests.prometheus import PrometheusServer, running_prometheus
 
+pytestmark = pytest.mark.prometheus
+
 STEP = 15
 
 
