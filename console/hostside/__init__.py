@@ -9,11 +9,12 @@ detached restart step and its queries). Shared parts: `procfs` (one reader of
 `lifeline` (the long-lived helpers end when their stdin, the SSH channel, does) and `wire` (the
 one JSON framing both sides read).
 
-The laptop ships the package as one content-hashed zipapp (`console.transport.remote_scripts`). It
-is stdlib only and imports nothing from the rest of the console (import-linter enforces it): it runs
-under the host's own Python, so it is written for the oldest one supported, `MIN_PYTHON` (Ubuntu
-20.04's and RHEL 8's python38; see tests/hostside/test_hostside.py). This file, `__main__` and
-`wire` stay parseable by any Python 3, so that an older one says so instead of failing with a
-SyntaxError. """
+The laptop ships the package as one content-hashed zipapp (`console.transport.remote_scripts`),
+run from a compiled copy each host Python makes beside it once (`zipapp_main`). It is stdlib
+only and imports nothing from the rest of the console (import-linter enforces it): it runs under
+the host's own Python, so it is written for the oldest one supported, `MIN_PYTHON` (Ubuntu
+20.04's and RHEL 8's python38; see tests/hostside/test_hostside.py). This file, `__main__`,
+`wire` and `zipapp_main` stay parseable by any Python 3, so that an older one says so instead
+of failing with a SyntaxError. """
 
 MIN_PYTHON = (3, 8)

@@ -26,13 +26,10 @@ from typing import Any
 
 from console.hostside import MIN_PYTHON
 from console.hostside.wire import ARGS_ENV, MARKER, TOO_OLD_EXIT, interpreter_flags
+from console.hostside.zipapp_main import PACKAGE
 from console.transport.host import Host, HostError, quote_argv
 
 REMOTE_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-console"'
-PACKAGE = "vllm_console_host"
-"""The package's name inside the bundle: one no serving interpreter has on its path (the probes
-run under it and import vLLM beside it)."""
-_ROOT_MAIN = f"import sys\nfrom {PACKAGE}.__main__ import main\nsys.exit(main())\n".encode()
 SHOWN_PAYLOAD_MAX = 1500
 
 BOOT_INSIDE = (
@@ -101,7 +98,9 @@ def bundle_bytes() -> bytes:
     """The zipapp of `console.hostside`: `python3 BUNDLE ENTRY ...` runs its `__main__`."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr(*_entry("__main__.py", _ROOT_MAIN))
+        # The root `__main__`: the package's, from a compiled copy made beside the bundle.
+        zf.writestr(*_entry("__main__.py", resources.files("console.hostside").joinpath(
+            "zipapp_main.py").read_bytes()))
         for name, data in _sources(resources.files("console.hostside"), f"{PACKAGE}/"):
             zf.writestr(*_entry(name, data))
     return buf.getvalue()

@@ -238,7 +238,7 @@ async def test_a_session_leaves_only_the_restarted_server_and_private_helpers(
         assert cache.owner() == private.user
         # What this session put there (the private sshd's user shares the cache with the
         # other tests: only files written since this test began count).
-        for helper in cache.iterdir():
+        for helper in cache.rglob("*"):  # the bundles and their compiled copies
             if helper.stat().st_mtime >= began:
                 assert stat.S_IMODE(helper.stat().st_mode) & 0o077 == 0, helper
 

@@ -38,7 +38,7 @@ from tests.sshd import Sshd
 HOSTSIDE = Path(__file__).resolve().parents[2] / "console" / "hostside"
 SOURCES = sorted(HOSTSIDE.rglob("*.py"))
 # What tells an older Python that it is too old: parseable by any Python 3 that ast knows.
-GATE = ("__init__.py", "__main__.py", "wire.py")
+GATE = ("__init__.py", "__main__.py", "wire.py", "zipapp_main.py")
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 
@@ -132,6 +132,75 @@ async def test_consoles_installing_at_once_all_get_a_whole_bundle(
         assert all(isinstance(p, str) for p in paths), paths
         assert {Path(p).read_bytes() == bundle_bytes() for p in paths} == {True}
         assert [p.name for p in (cache / "vllm-console").iterdir()] == [Path(paths[0]).name]
+
+
+def _imports_from(python: str, bundle: Path, entry: str = "discover") -> tuple[str, str]:
+    """Where a run of `entry` took the package's modules from (python -v), and its answer."""
+    done = subprocess.run([python, "-S", "-v", str(bundle), entry], input="{}",
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "VLLM_CONSOLE_ARGS": "[]"})
+    assert MARKER in done.stdout, done.stderr[-2000:]
+    loaded = [line for line in done.stderr.splitlines()
+              if f"{PACKAGE}.discover'" in line or f"{PACKAGE}/__pycache__/discover" in line]
+    return "\n".join(loaded), done.stdout
+
+
+def test_a_host_compiles_the_bundle_once_and_later_runs_import_the_bytecode(
+        tmp_path: Path) -> None:
+    """A zipapp holds no bytecode the host's Python can use: every helper run compiled each
+    module it imported (a third of a discovery's CPU). The first run on a host, for each
+    Python version, leaves a compiled copy beside the bundle, private like it; the later runs
+    import from it, and answer the same."""
+    cache = tmp_path / "vllm-console"
+    cache.mkdir(mode=0o700)
+    bundle = cache / "hostside-0123456789abcdef.pyz"
+    bundle.write_bytes(bundle_bytes())
+    first_from, first = _imports_from(PYTHON, bundle)
+    tag = subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    copy = cache / f"hostside-0123456789abcdef.{tag}"
+    assert copy.is_dir()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([bundle.name, copy.name])
+    compiled = copy / PACKAGE / "__pycache__" / f"discover.{tag}.pyc"
+    assert compiled.is_file()
+    assert {oct(p.stat().st_mode & 0o077) for p in copy.rglob("*")} == {"0o0"}  # private
+    then_from, then = _imports_from(PYTHON, bundle)
+    assert str(compiled) in then_from, then_from  # "code object from '...discover...pyc'"
+    assert str(bundle) not in then_from
+    assert json.loads(then.split(MARKER)[1].split("\n", 1)[1])["uid"] == os.getuid()
+    assert first.split("\n", 1)[1] == then.split("\n", 1)[1]
+
+
+def test_a_bundle_beside_which_no_copy_can_be_made_still_runs(tmp_path: Path) -> None:
+    """A full disk, a read-only cache directory, something in the copy's place: the run
+    imports from the bundle itself, as before, and leaves nothing half-written."""
+    cache = tmp_path / "vllm-console"
+    cache.mkdir(mode=0o700)
+    bundle = cache / "hostside-0123456789abcdef.pyz"
+    bundle.write_bytes(bundle_bytes())
+    tag = subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    (cache / f"hostside-0123456789abcdef.{tag}").write_text("not a directory")
+    for _ in range(2):
+        where, answer = _imports_from(PYTHON, bundle)
+        assert str(bundle) in where
+        assert json.loads(answer.split(MARKER)[1].split("\n", 1)[1])["uid"] == os.getuid()
+        assert sorted(p.name for p in cache.iterdir()) == sorted(
+            [bundle.name, f"hostside-0123456789abcdef.{tag}"])
+
+
+def test_first_runs_at_once_leave_one_compiled_copy(tmp_path: Path) -> None:
+    cache = tmp_path / "vllm-console"
+    cache.mkdir(mode=0o700)
+    bundle = cache / "hostside-0123456789abcdef.pyz"
+    bundle.write_bytes(bundle_bytes())
+    runs = [subprocess.Popen([PYTHON, "-S", str(bundle), "discover"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, "VLLM_CONSOLE_ARGS": "[]"}) for _ in range(6)]
+    answers = [run.communicate(b"{}", timeout=60) for run in runs]
+    assert [MARKER.encode() in out for out, _ in answers] == [True] * 6, answers
+    assert [run.returncode for run in runs] == [0] * 6
+    assert len(list(cache.iterdir())) == 2  # the bundle and one copy, no temporary left
 
 
 # -- one run_json, one line per failure ----------------------------------------------------
