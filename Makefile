@@ -15,6 +15,15 @@ demo: $(VENV)/.installed
 demo-real: $(VENV)/.installed
 	$(BIN)/python -m tests.real_vllm demo
 
+# The tests run as in the activated venv: its bin first on PATH (the `python3` that the tests'
+# local and simulated hosts find is then the venv's, not a version manager's shim: pyenv's
+# starts some 15 processes to pick one, ~80 ms of CPU, 13,000 processes in a `make check`), and
+# bytecode cached as Python does by default (an environment that sets PYTHONDONTWRITEBYTECODE
+# has each worker rewrite every test module's asserts at its start, ~6 s of CPU each, and every
+# process the tests start compile the console from source).
+check test bench: export PATH := $(abspath $(BIN)):$(PATH)
+check test bench: export PYTHONDONTWRITEBYTECODE :=
+
 # Two workers (pytest-xdist): a tier that starts something big for the session (the real-vLLM
 # servers and the containers, the sshd, Prometheus) stays on one of them (tests/conftest.py).
 # WORKERS=0 runs everything in this one process.
