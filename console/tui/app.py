@@ -16,6 +16,7 @@ then the host's actions are shown disabled.
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import gc
 from collections.abc import Iterable, Sequence
@@ -52,6 +53,10 @@ from widgets.log_pane import LogPane
 if TYPE_CHECKING:  # the sessions' modules load after the first frame (`_open_sessions`)
     from checks.profile import Acceptance
     from console.session.host_session import HostSession
+
+WORKERS_END_S = 10.0
+"""How long leaving waits for the cancelled workers' own clean-up (a restart's log drain)."""
+
 
 def _bindings(items: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
     return [b for b in items if isinstance(b, Binding)]
@@ -195,6 +200,14 @@ class ConsoleApp(QuietApp[int]):
                         group=f"telemetry:{session.name}", exit_on_error=False)
 
     async def on_unmount(self) -> None:
+        # The workers end before the loop does: one still starting a process when the loop's
+        # own teardown cancels every task (asyncio's pipe-connecting one too) waits forever,
+        # and the console would not give the shell back. Textual cancels them on the way out
+        # without waiting; some still clean up on the host (the restart reads the log's rest).
+        self.workers.cancel_all()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(worker.wait() for worker in self.workers),
+                                                  return_exceptions=True), WORKERS_END_S)
         for session in self.sessions.values():
             with contextlib.suppress(Exception):  # leaving anyway
                 await session.close()
