@@ -14,7 +14,7 @@ from tests.prometheus import Job, running_prometheus
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env
 
-pytestmark = [pytest.mark.ssh, pytest.mark.tmux]
+pytestmark = [pytest.mark.ssh, pytest.mark.tmux, pytest.mark.prometheus]
 
 ROOT = Path(__file__).resolve().parents[2]
 
