@@ -41,7 +41,8 @@ from tests.real_vllm.support import (
 )
 from tests.sshd import Sshd
 
-pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.prometheus, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.prometheus,
+              pytest.mark.timeout(900)]
 
 PROMPT = "the the the the the the the the the the the the"
 KEY = "sk-planted-a9f3c1e7"
