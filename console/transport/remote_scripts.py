@@ -96,12 +96,12 @@ def _sources(folder: Any, prefix: str) -> list[tuple[str, bytes]]:
 @functools.cache
 def bundle_bytes() -> bytes:
     """The zipapp of `console.hostside`: `python3 BUNDLE ENTRY ...` runs its `__main__`."""
+    package = resources.files("console.hostside")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         # The root `__main__`: the package's, from a compiled copy made beside the bundle.
-        zf.writestr(*_entry("__main__.py", resources.files("console.hostside").joinpath(
-            "zipapp_main.py").read_bytes()))
-        for name, data in _sources(resources.files("console.hostside"), f"{PACKAGE}/"):
+        zf.writestr(*_entry("__main__.py", package.joinpath("zipapp_main.py").read_bytes()))
+        for name, data in _sources(package, f"{PACKAGE}/"):
             zf.writestr(*_entry(name, data))
     return buf.getvalue()
 

@@ -4,6 +4,7 @@ and started, and the parts its entry points share (the argv rule, the /proc stat
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import os
@@ -28,6 +29,7 @@ from console.transport.remote_scripts import (
     PACKAGE,
     RemoteScripts,
     bundle_bytes,
+    parse_answer,
     python_line,
     run_json,
 )
@@ -134,6 +136,22 @@ async def test_consoles_installing_at_once_all_get_a_whole_bundle(
         assert [p.name for p in (cache / "vllm-console").iterdir()] == [Path(paths[0]).name]
 
 
+def _installed(tmp_path: Path) -> Path:
+    """The bundle as the console installs it: in a private directory, named by its hash."""
+    cache = tmp_path / "vllm-console"
+    cache.mkdir(mode=0o700)
+    bundle = cache / "hostside-0123456789abcdef.pyz"
+    bundle.write_bytes(bundle_bytes())
+    return bundle
+
+
+@functools.cache
+def _cache_tag() -> str:
+    """PYTHON's tag for its bytecode (`cpython-311`)."""
+    return subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def _imports_from(python: str, bundle: Path, entry: str = "discover") -> tuple[str, str]:
     """Where a run of `entry` took the package's modules from (python -v), and its answer."""
     done = subprocess.run([python, "-S", "-v", str(bundle), entry], input="{}",
@@ -151,13 +169,10 @@ def test_a_host_compiles_the_bundle_once_and_later_runs_import_the_bytecode(
     module it imported (a third of a discovery's CPU). The first run on a host, for each
     Python version, leaves a compiled copy beside the bundle, private like it; the later runs
     import from it, and answer the same."""
-    cache = tmp_path / "vllm-console"
-    cache.mkdir(mode=0o700)
-    bundle = cache / "hostside-0123456789abcdef.pyz"
-    bundle.write_bytes(bundle_bytes())
-    first_from, first = _imports_from(PYTHON, bundle)
-    tag = subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    bundle = _installed(tmp_path)
+    cache = bundle.parent
+    _, first = _imports_from(PYTHON, bundle)
+    tag = _cache_tag()
     copy = cache / f"hostside-0123456789abcdef.{tag}"
     assert copy.is_dir()
     assert sorted(p.name for p in cache.iterdir()) == sorted([bundle.name, copy.name])
@@ -167,33 +182,28 @@ def test_a_host_compiles_the_bundle_once_and_later_runs_import_the_bytecode(
     then_from, then = _imports_from(PYTHON, bundle)
     assert str(compiled) in then_from, then_from  # "code object from '...discover...pyc'"
     assert str(bundle) not in then_from
-    assert json.loads(then.split(MARKER)[1].split("\n", 1)[1])["uid"] == os.getuid()
+    assert (parse_answer(then) or {}).get("uid") == os.getuid()
     assert first.split("\n", 1)[1] == then.split("\n", 1)[1]
 
 
 def test_a_bundle_beside_which_no_copy_can_be_made_still_runs(tmp_path: Path) -> None:
     """A full disk, a read-only cache directory, something in the copy's place: the run
     imports from the bundle itself, as before, and leaves nothing half-written."""
-    cache = tmp_path / "vllm-console"
-    cache.mkdir(mode=0o700)
-    bundle = cache / "hostside-0123456789abcdef.pyz"
-    bundle.write_bytes(bundle_bytes())
-    tag = subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    bundle = _installed(tmp_path)
+    cache = bundle.parent
+    tag = _cache_tag()
     (cache / f"hostside-0123456789abcdef.{tag}").write_text("not a directory")
     for _ in range(2):
         where, answer = _imports_from(PYTHON, bundle)
         assert str(bundle) in where
-        assert json.loads(answer.split(MARKER)[1].split("\n", 1)[1])["uid"] == os.getuid()
+        assert (parse_answer(answer) or {}).get("uid") == os.getuid()
         assert sorted(p.name for p in cache.iterdir()) == sorted(
             [bundle.name, f"hostside-0123456789abcdef.{tag}"])
 
 
 def test_first_runs_at_once_leave_one_compiled_copy(tmp_path: Path) -> None:
-    cache = tmp_path / "vllm-console"
-    cache.mkdir(mode=0o700)
-    bundle = cache / "hostside-0123456789abcdef.pyz"
-    bundle.write_bytes(bundle_bytes())
+    bundle = _installed(tmp_path)
+    cache = bundle.parent
     runs = [subprocess.Popen([PYTHON, "-S", str(bundle), "discover"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env={**os.environ, "VLLM_CONSOLE_ARGS": "[]"}) for _ in range(6)]
