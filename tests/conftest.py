@@ -71,11 +71,13 @@ _TIER_OF_FIXTURE = {"sshd": "ssh", "sshd_up": "ssh", "prometheus_world": "promet
 
 # `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). The tests of a
 # tier that starts something big for the session run on one worker, in one group, so it is
-# started once: the real-vLLM servers (the container tests run the same fixture's vLLM, and a
-# fixture test stops every fixture process of the login user: one group), the sshd (the fault
-# tests stop and start it), the Prometheus world, the simulated servers of every scenario. The
-# rest go to whichever worker is free.
-_GROUP_OF_TIER = (("real_vllm", "engines"), ("docker", "engines"), ("ssh", "sshd"),
+# started once: the real-vLLM servers, the containers (their tests run the same fixture's vLLM
+# too, as root in the tests' own Docker daemon; a real-vLLM test stops every fixture process of
+# its worker's login user, never a container's), the sshd (the fault tests stop and start it),
+# the Prometheus world, the simulated servers of every scenario. The rest go to whichever
+# worker is free. The two engine tiers are the longest by far (~17 and ~12 minutes of a
+# 2-core machine's 28 in one group): apart, they start together, one on each worker.
+_GROUP_OF_TIER = (("docker", "containers"), ("real_vllm", "real_vllm"), ("ssh", "sshd"),
                   ("prometheus", "prometheus"), ("sim_servers", "sim_servers"))
 
 

@@ -213,16 +213,26 @@ class ContainerServer:
         self.daemon.docker("rm", "-f", "-t", "10", self.name, check=False, timeout=60)
 
 
-def run_server(daemon: Dockerd, fixture: RealVllm, *, name: str, port: int, volume: str,
-               speculative_config: str | None = None) -> ContainerServer:
-    """Start the container (not waited for: `wait_ready`)."""
+def _serve(fixture: RealVllm, port: int, speculative_config: str | None
+           ) -> tuple[str, list[str], dict[str, str]]:
+    """The container's model path, `vllm serve` command line and environment. Its engine runs
+    on the last CPU: the bare servers' engines bind the first (vLLM's `auto` binding), and
+    `make test` runs the two tiers side by side on two workers."""
     target = f"{MODELS}/target"
     argv = [str(fixture.vllm), "serve", target, "--host", "127.0.0.1", "--port", str(port),
             "--max-model-len", "512", "--enforce-eager"]
     if speculative_config:
         argv += ["--speculative-config", speculative_config]
     env = {"PATH": f"{fixture.venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
-           "LANG": "C.UTF-8", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+           "LANG": "C.UTF-8", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+           "VLLM_CPU_OMP_THREADS_BIND": str(max(os.sched_getaffinity(0)))}
+    return target, argv, env
+
+
+def run_server(daemon: Dockerd, fixture: RealVllm, *, name: str, port: int, volume: str,
+               speculative_config: str | None = None) -> ContainerServer:
+    """Start the container (not waited for: `wait_ready`)."""
+    target, argv, env = _serve(fixture, port, speculative_config)
     env_args = [w for key, value in env.items() for w in ("-e", f"{key}={value}")]
     daemon.docker("run", "-d", "--name", name, "--network", "host", "--shm-size", "1g",
                   "--tmpfs", "/tmp", *env_args, *host_mounts(fixture),
@@ -236,14 +246,8 @@ def compose_server(daemon: Dockerd, fixture: RealVllm, *, project: str, director
     """The same server as `run_server`, as the service `vllm` of a compose project (Debian's
     `docker-compose`): the compose file written in `directory`, `up -d` there (not waited
     for). The file is YAML as a person writes it, with a `version:` line."""
-    target = f"{MODELS}/target"
-    argv = [str(fixture.vllm), "serve", target, "--host", "127.0.0.1", "--port", str(port),
-            "--max-model-len", "512", "--enforce-eager"]
-    if speculative_config:
-        argv += ["--speculative-config", speculative_config]
+    target, argv, env = _serve(fixture, port, speculative_config)
     q = json.dumps  # a JSON string is a YAML double-quoted scalar
-    env = {"PATH": f"{fixture.venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
-           "LANG": "C.UTF-8", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
     binds = [m for m in host_mounts(fixture) if m != "-v"]
     lines = ['version: "2.4"', "services:", "  vllm:", f"    image: {q(IMAGE)}",
              "    network_mode: host", "    shm_size: 1g", "    tmpfs:", "      - /tmp",
