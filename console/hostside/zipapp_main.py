@@ -8,8 +8,8 @@ The first run on a host, for each Python (`sys.implementation.cache_tag`), extra
 next to itself (`hostside-HASH.cpython-311/`, in the same private directory, private like it)
 and compiles it there; later runs import from that copy, whatever PYTHONDONTWRITEBYTECODE says.
 The copy appears whole or not at all (made under a temporary name, then renamed); anything going
-wrong on the way (a read-only or full disk, something in its place) leaves the run to the
-zipapp, as before.
+wrong on the way (a read-only or full disk, something in its place, a copy another user made
+and this one cannot read) leaves the run to the zipapp, as before.
 
 Written in the oldest Python 3 syntax (no f-strings, no annotations), like `__main__`: the
 version gate comes after it.
@@ -30,10 +30,8 @@ def compiled_copy(bundle):
     if not tag or not bundle.endswith(".pyz"):
         return None
     where = bundle[:-len(".pyz")] + "." + tag
-    if os.path.isdir(where):
-        return where
     if os.path.lexists(where):
-        return None
+        return where if _readable(where) else None  # another user's copy is private to them
     temporary = "{}.{}.tmp".format(where, os.getpid())
     mask = os.umask(0o077)
     try:
@@ -52,7 +50,12 @@ def compiled_copy(bundle):
             import shutil
 
             shutil.rmtree(temporary, ignore_errors=True)
-    return where if os.path.isdir(where) else None
+    return where if _readable(where) else None
+
+
+def _readable(where):
+    """True when this user can import the package from the copy `where`."""
+    return os.access(os.path.join(where, PACKAGE, "__main__.py"), os.R_OK)
 
 
 def run():

@@ -8,9 +8,11 @@ import functools
 import io
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -199,6 +201,30 @@ def test_a_bundle_beside_which_no_copy_can_be_made_still_runs(tmp_path: Path) ->
         assert (parse_answer(answer) or {}).get("uid") == os.getuid()
         assert sorted(p.name for p in cache.iterdir()) == sorted(
             [bundle.name, f"hostside-0123456789abcdef.{tag}"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the bundle as another user")
+def test_a_copy_another_user_made_is_passed_over(tmp_path: Path) -> None:
+    """A copy this user cannot read (made by root running the same bundle: private to root)
+    leaves the run to the bundle itself. It was taken for this user's, and every helper run
+    ended in `No module named 'vllm_console_host'`."""
+    shared = Path(tempfile.mkdtemp(prefix="vc-shared-bundle-"))
+    try:
+        shared.chmod(0o755)
+        bundle = shared / "hostside-0123456789abcdef.pyz"
+        bundle.write_bytes(bundle_bytes())
+        bundle.chmod(0o644)
+        _imports_from(PYTHON, bundle)  # root's run makes root's copy
+        assert (shared / f"hostside-0123456789abcdef.{_cache_tag()}").is_dir()
+        done = subprocess.run([PYTHON, "-S", str(bundle), "discover"], input="{}",
+                              capture_output=True, text=True, timeout=60, user="nobody",
+                              group="nogroup", extra_groups=[], cwd="/",
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                   "VLLM_CONSOLE_ARGS": "[]"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert (parse_answer(done.stdout) or {}).get("uid") == pwd.getpwnam("nobody").pw_uid
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_first_runs_at_once_leave_one_compiled_copy(tmp_path: Path) -> None:
