@@ -17,6 +17,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -185,7 +186,10 @@ async def test_the_live_log_is_the_containers_output_followed_as_it_comes(
         # The follower's host process dies (as on a lost link): it resumes after the last
         # line sent, and a second request's line is there once, the first one still once.
         before = sum("POST /v1/completions" in t for t in lines())
-        subprocess.run(["pkill", "-f", "-TERM", "follow-container"], check=False)
+        followers = _container_followers(container_server.name)
+        assert followers, "no follow-container process of this container"
+        for pid in followers:
+            os.kill(pid, signal.SIGTERM)
         await until(lambda: telemetry.follower is not None
                     and telemetry.follower.reconnects >= 1, "the follower never came back")
         await asyncio.to_thread(_complete, container_server, marker)
@@ -593,3 +597,22 @@ def test_a_container_whose_mount_source_is_gone_is_not_stopped(
         assert after["StartedAt"] == info["State"]["StartedAt"]
     finally:
         dockerd.docker("rm", "-f", name, check=False)
+
+
+def _container_followers(name: str) -> list[int]:
+    """The host-side `follow-container` processes following the container `name` (its name is
+    in their VLLM_CONSOLE_ARGS), never another test's: the suite's other worker may be
+    following a simulated container at the same time."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"follow-container" in argv and any(
+                e.startswith(b"VLLM_CONSOLE_ARGS=") and name.encode() in e for e in environ):
+            found.append(int(entry.name))
+    return found
