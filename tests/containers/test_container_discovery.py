@@ -32,7 +32,7 @@ from console.hostside.containers import started_at as inspected_started_at
 from console.settings import ServeSettings
 from console.transport.local_host import LocalHost
 from tests.docker import IMAGE, MODELS, ContainerServer, Dockerd, host_mounts
-from tests.hostside.bundle import entry_argv
+from tests.hostside.bundle import entry_argv, helpers_of
 from tests.real_vllm.fixture import RealVllm
 from tests.real_vllm.support import cli
 from tests.sshd import Sshd
@@ -186,7 +186,9 @@ async def test_the_live_log_is_the_containers_output_followed_as_it_comes(
         # The follower's host process dies (as on a lost link): it resumes after the last
         # line sent, and a second request's line is there once, the first one still once.
         before = sum("POST /v1/completions" in t for t in lines())
-        followers = _container_followers(container_server.name)
+        # Its own container's followers only: the other worker may be following a
+        # simulated container at the same time.
+        followers = helpers_of(container_server.name, entry="follow-container")
         assert followers, "no follow-container process of this container"
         for pid in followers:
             os.kill(pid, signal.SIGTERM)
@@ -597,22 +599,3 @@ def test_a_container_whose_mount_source_is_gone_is_not_stopped(
         assert after["StartedAt"] == info["State"]["StartedAt"]
     finally:
         dockerd.docker("rm", "-f", name, check=False)
-
-
-def _container_followers(name: str) -> list[int]:
-    """The host-side `follow-container` processes following the container `name` (its name is
-    in their VLLM_CONSOLE_ARGS), never another test's: the suite's other worker may be
-    following a simulated container at the same time."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"follow-container" in argv and any(
-                e.startswith(b"VLLM_CONSOLE_ARGS=") and name.encode() in e for e in environ):
-            found.append(int(entry.name))
-    return found

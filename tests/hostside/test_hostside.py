@@ -204,10 +204,11 @@ def test_a_bundle_beside_which_no_copy_can_be_made_still_runs(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the bundle as another user")
-def test_a_copy_another_user_made_is_passed_over(tmp_path: Path) -> None:
+def test_a_copy_another_user_made_is_passed_over() -> None:
     """A copy this user cannot read (made by root running the same bundle: private to root)
     leaves the run to the bundle itself. It was taken for this user's, and every helper run
-    ended in `No module named 'vllm_console_host'`."""
+    ended in `No module named 'vllm_console_host'`. (Not in tmp_path: `nobody` cannot reach
+    it.)"""
     shared = Path(tempfile.mkdtemp(prefix="vc-shared-bundle-"))
     try:
         shared.chmod(0o755)

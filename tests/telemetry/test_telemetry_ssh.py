@@ -9,7 +9,6 @@ import contextlib
 import subprocess
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -36,28 +35,10 @@ from console.telemetry import (
 )
 from console.transport.host import ConnectionState
 from console.transport.ssh_host import SSHHost
+from tests.hostside.bundle import helpers_of
 from tests.sshd import Sshd, chown_to, free_port, start_as
 
 pytestmark = pytest.mark.ssh
-
-
-def helpers_of(marker: str) -> list[int]:
-    """The Python processes (agent, follower, the simulated nvidia-smi) whose command line or
-    environment names `marker`: this test's own, whoever else shares the login user. The
-    helpers get their arguments in the environment; their shell wrappers are not Python."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"python" not in argv[0]:
-                continue
-            if marker.encode() in b"\0".join(argv) + (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 async def test_a_server_coming_up_and_going_away(sshd: Sshd) -> None:
