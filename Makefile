@@ -33,16 +33,16 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m tests.real_vllm build
 	$(BIN)/pytest -q -rs -p no:cacheprovider -n $(WORKERS) --dist loadgroup
 
-# The developer's loop: the linters and every test that needs no sshd, tmux, Prometheus, Docker
-# or real vLLM (the tiers' markers, docs/testing.md). `make test` is the whole suite.
-# Four workers on two cores: these tests wait (for a simulated server, a frame) about half of
-# their time; measured 136 s against 175 s on two workers.
-FAST := not (ssh or tmux or real_vllm or prometheus or docker or sim_servers)
+# The developer's loop: the linters and the fast tier, every test that needs no sshd, tmux,
+# Prometheus, Docker, real vLLM, shell or simulated server (the tiers' markers, all `slow`:
+# tests/conftest.py, docs/testing.md). `make test` is the whole suite.
+# Four workers on two cores: the Pilot tests wait for frames part of their time (51 s against
+# 57 s on three workers and 66 s on two, docs/testing.md).
 CHECK_WORKERS ?= 4
 # The property tests draw at most 40 examples each here (HYPOTHESIS_PROFILE=loop,
 # tests/examples.py); `make test` draws all they ask for.
 check: lint
-	HYPOTHESIS_PROFILE=loop $(BIN)/pytest -q -p no:cacheprovider -n $(CHECK_WORKERS) -m "$(FAST)"
+	HYPOTHESIS_PROFILE=loop $(BIN)/pytest -q -p no:cacheprovider -n $(CHECK_WORKERS) -m "not slow"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -65,8 +66,9 @@ def sshd_up(sshd: Sshd) -> Sshd:
 # A tier's marker follows from the real part a test uses, so `make check` (which deselects
 # the slow tiers) can never run one by accident, whatever its module forgot to mark.
 _TIER_OF_FIXTURE = {"sshd": "ssh", "sshd_up": "ssh", "prometheus_world": "prometheus",
-                    "scenario_servers": "sim_servers", "dockerd": "docker",
-                    "container_server": "docker", "real_vllm": "real_vllm"}
+                    "scenario_servers": "sim_servers", "sim_server": "programs",
+                    "sim_trees": "programs", "dockerd": "docker", "container_server": "docker",
+                    "real_vllm": "real_vllm"}
 
 
 # `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). The tests of a
@@ -81,12 +83,56 @@ _GROUP_OF_TIER = (("docker", "containers"), ("real_vllm", "real_vllm"), ("ssh", 
                   ("prometheus", "prometheus"), ("sim_servers", "sim_servers"))
 
 
+# The tiers `make check` leaves out (`-m "not slow"`; pyproject.toml says what each needs).
+# What is left runs inside the test's own process, and that is what makes it a one-minute loop.
+SLOW_TIERS = ("ssh", "tmux", "real_vllm", "prometheus", "docker", "sim_servers", "programs")
+
+# A test of the fast tier that starts a program (a host-side helper, a simulated server, the
+# CLI as a process, a shell: each costs 0.05-1 s of CPU, the loop's whole budget is a minute)
+# fails, naming the marker it lacks: Python's audit events see every process it starts,
+# through subprocess, asyncio, os.system or os.posix_spawn.
+_SPAWNS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.system", "os.fork",
+                     "os.forkpty", "os.exec"})
+_spawned: list[str] = []
+
+
+def _note_spawns(event: str, args: tuple[object, ...]) -> None:
+    if event in _SPAWNS:
+        _spawned.append(f"{event} {str(args[:2])[:200]}")
+
+
+sys.addaudithook(_note_spawns)
+
+
+def _fast(item: pytest.Item) -> bool:
+    return not any(item.get_closest_marker(tier) for tier in SLOW_TIERS)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _spawned.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[None]:
+    report = yield
+    if call.when == "teardown" and report.passed and _spawned and _fast(item):
+        report.outcome = "failed"
+        report.longrepr = (f"this test started {len(_spawned)} program(s), the first: "
+                           f"{_spawned[0]}; mark it `programs` (pyproject.toml's markers) or "
+                           "keep it in the test's process")
+    return report
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for fixture, marker in _TIER_OF_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
+        if not _fast(item):
+            item.add_marker(pytest.mark.slow)  # what `make check` leaves out
         for tier, group in _GROUP_OF_TIER:
             if item.get_closest_marker(tier) is not None:
                 item.add_marker(pytest.mark.xdist_group(group))

@@ -36,6 +36,7 @@ def test_every_module_is_in_the_core_or_the_tui() -> None:
     assert not loose, f"add these to the core list in pyproject.toml (or to TUI): {loose}"
 
 
+@pytest.mark.programs
 def test_core_modules_do_not_import_textual() -> None:
     code = ("import importlib, pkgutil, sys\n"
             f"for name in {CORE!r}:\n"
@@ -49,6 +50,7 @@ def test_core_modules_do_not_import_textual() -> None:
     assert result.stdout.strip() == ""
 
 
+@pytest.mark.programs
 def test_import_linter_contract_holds() -> None:
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if lint is None:

@@ -3,9 +3,15 @@ carries that part's tier marker, so the developer's loop (`make check`, which de
 tiers) never runs it on a machine that has not installed the part. Tests that ask for the
 session's fixtures get their marker from tests/conftest.py; this catches a module that starts
 the part itself and forgot its `pytestmark` (seen: the backfilled-Prometheus fleet tests erred
-in `make check` on a machine without promtool)."""
+in `make check` on a machine without promtool). And the loop runs in the test's process: a
+test that starts any program is `programs` (tests/conftest.py watches for it)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +28,27 @@ def test_a_test_that_starts_a_real_part_carries_its_tier(request: pytest.Fixture
         if name in getattr(getattr(item, "module", None), "__dict__", {})
         and item.get_closest_marker(tier) is None})
     assert not unmarked, unmarked
+
+
+# Started by the test below, in a pytest of its own: a fast-tier test that starts a program.
+_PROBE = "VLLM_CONSOLE_TIERS_PROBE"
+
+
+@pytest.mark.skipif(os.environ.get(_PROBE) != "1", reason="the next test runs it")
+def test_probe_a_fast_test_that_starts_a_program() -> None:
+    subprocess.run(["true"], check=True)
+
+
+@pytest.mark.programs
+def test_a_fast_test_that_starts_a_program_fails_naming_the_marker() -> None:
+    """The loop stays in the test's process: a test of it that starts a program (the host's
+    helpers, a simulated server, the CLI, a shell) fails and says which marker it lacks."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         f"{__file__}::test_probe_a_fast_test_that_starts_a_program"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, _PROBE: "1"},
+        cwd=Path(__file__).parent.parent)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "1 passed, 1 error" in done.stdout, done.stdout[-2000:]
+    assert "started 1 program(s), the first: subprocess.Popen" in done.stdout
+    assert "mark it `programs`" in done.stdout

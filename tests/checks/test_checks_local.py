@@ -56,6 +56,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+@pytest.mark.programs
 async def test_the_serve_processes_pythonpath_reaches_the_probes(root: Path) -> None:
     install = make_install(root)
     target, draft = make_models(root, "healthy")
@@ -75,6 +76,7 @@ async def test_the_serve_processes_pythonpath_reaches_the_probes(root: Path) -> 
     assert str(install.pkg) in report.link("code-present").evidence[1].excerpt
 
 
+@pytest.mark.programs
 async def test_a_checkout_in_the_working_directory_shadows_the_install(root: Path) -> None:
     install = make_install(root / "installed")  # the PR branch, whole
     checkout = root / "checkout"
@@ -104,6 +106,7 @@ async def test_a_checkout_in_the_working_directory_shadows_the_install(root: Pat
     assert f"the source read ({checkout}/vllm) is not the tree RECORD describes" in code.hint
 
 
+@pytest.mark.programs
 async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path) -> None:
     """A relaunch the engine refused leaves no process to discover: the chain reads the log,
     interpreter and models of this host entry's last launch by the console (the restart's

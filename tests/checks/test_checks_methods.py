@@ -343,6 +343,7 @@ def root() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.programs
 async def test_the_chain_picks_eagle3_from_the_log_and_blames_the_config(root: Path) -> None:
     """No server left (it died): the log's engine line names the method, the default aux
     layers are invalid for the 2-layer target, the crash is runtime activation's evidence."""

@@ -176,6 +176,7 @@ def test_the_human_table(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "every link passed" in render(_report(*(Status.PASS,) * 4))
 
 
+@pytest.mark.programs
 def test_checks_and_the_check_command_never_import_textual() -> None:
     code = ("import sys, checks, checks.chain, checks.links.runtime_activation, "
             "console.hostclient.discovery, console.cli.commands.check; "

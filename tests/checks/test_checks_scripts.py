@@ -199,6 +199,7 @@ def test_missing_directory_and_empty_logs(tmp_path: Path) -> None:
     assert facts["lines"] == []
 
 
+@pytest.mark.programs
 def test_a_log_rotated_away_is_read_through_the_process(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     lines = tmp_path / "lines.txt"
@@ -268,6 +269,7 @@ def _fields(python: Path | str, config: dict[str, Any], tmp_path: Path) -> dict[
                       fields_extracted.payload(spec, str(path), "vllm"))
 
 
+@pytest.mark.programs
 def test_speculators_extraction_that_keeps_or_drops_the_fields(tmp_path: Path) -> None:
     keeps = make_install(tmp_path / "keeps")
     facts = _fields(keeps.python, draft_config("speculators"), tmp_path)
@@ -281,6 +283,7 @@ def test_speculators_extraction_that_keeps_or_drops_the_fields(tmp_path: Path) -
     assert set(facts["source"]) == {"layer_types", "use_sliding_window", "sliding_window"}
 
 
+@pytest.mark.programs
 def test_an_interpreter_that_cannot_import_vllm(tmp_path: Path) -> None:
     broken = make_install(tmp_path, import_breaks=True)
     facts = _fields(broken.python, draft_config("speculators"), tmp_path)
@@ -292,6 +295,7 @@ def test_an_interpreter_that_cannot_import_vllm(tmp_path: Path) -> None:
     assert facts["extraction"]["error"]["type"] == "ModuleNotFoundError"
 
 
+@pytest.mark.programs
 def test_native_configs_are_rebuilt_with_the_hosts_transformers(tmp_path: Path) -> None:
     install = make_install(tmp_path)
     fake = install.site / "transformers"
@@ -326,6 +330,7 @@ def test_the_fields_probe_reports_a_bad_config_file(tmp_path: Path) -> None:
     assert fields_probe.read_config(str(path))[1]["state"] == "not-an-object"
 
 
+@pytest.mark.programs
 def test_output_printed_by_imports_does_not_corrupt_the_answer(tmp_path: Path) -> None:
     install = make_install(tmp_path)
     base = install.pkg / "transformers_utils/configs/speculators/base.py"

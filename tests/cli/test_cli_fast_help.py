@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,7 @@ def test_the_fast_parser_differs_only_in_the_settings_options_which_the_top_leve
     assert full["demo"].format_help() == fast["demo"].format_help()
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("word", TOP_LEVEL)
 def test_help_and_version_import_neither_pydantic_nor_the_settings(word: str) -> None:
     code = ("import sys\n"
@@ -50,6 +52,22 @@ def test_help_and_version_import_neither_pydantic_nor_the_settings(word: str) ->
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.splitlines()[-1] == "EXIT 0 HEAVY -"
+
+
+@pytest.mark.programs
+def test_a_json_fleet_run_imports_no_textual(tmp_path: Path) -> None:
+    """`fleet --json` (for scripts and cron) loaded Textual for its theme check with no theme
+    asked for: 0.2 s of a 0.8 s run."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text("")
+    code = ("import sys\n"
+            "from console.cli.parser import main\n"
+            f"code = main(['fleet', '--json', '--config', {str(hosts)!r}])\n"
+            "print('EXIT', code, 'TEXTUAL', 'textual' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert "no Prometheus" in done.stderr
+    assert done.stdout.splitlines()[-1] == "EXIT 2 TEXTUAL False"
 
 
 URL_ALONE = [["--url", "http://127.0.0.1:8000"], ["tui", "--url=http://127.0.0.1:8000"],
@@ -73,6 +91,7 @@ def test_anything_more_than_a_url_gets_the_whole_command_line(words: list[str]) 
     assert "--log" in subcommands(parser_for(words))["tui"]._option_string_actions
 
 
+@pytest.mark.programs
 def test_the_url_consoles_first_frame_needs_no_settings_models() -> None:
     """`vllm-console --url URL` draws its first frame before the URL session is made; what it
     imports until then is its start-up time. The hosts file's models (pydantic: 0.11-0.14 s of

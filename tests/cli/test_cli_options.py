@@ -222,6 +222,7 @@ def test_a_fleet_opens_with_one_hosts_missing_identity_file_and_that_host_says_w
     assert asyncio.run(connect()) == f"a: identity file {missing} does not exist"
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize(("key", "said"), [
     ("not a key\n", "is not a usable private key (Invalid private key)"),
     (None, "is not a usable private key (Passphrase must be specified to import encrypted "

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.programs  # each test runs bash, zsh or fish
+
 BIN = str(Path(sys.executable).parent)  # where `vllm-console` is installed
 
 

@@ -85,6 +85,7 @@ def follower(path: Path, started: list[subprocess.Popen[bytes]]) -> subprocess.P
     return proc
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("how", HOW)
 def test_the_follower_of_a_log_ends(tmp_path: Path, how: str,
                                     started: list[subprocess.Popen[bytes]]) -> None:
@@ -96,6 +97,7 @@ def test_the_follower_of_a_log_ends(tmp_path: Path, how: str,
     assert end(proc, how) == 0
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("how", HOW)
 def test_the_follower_waiting_for_a_missing_log_ends(tmp_path: Path, how: str,
                                                      started: list[subprocess.Popen[bytes]]
@@ -106,6 +108,7 @@ def test_the_follower_waiting_for_a_missing_log_ends(tmp_path: Path, how: str,
     assert end(proc, how) == 0
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("how", HOW)
 def test_the_agent_ends_and_takes_its_nvidia_smi_loops_with_it(
         sim: SimTree, how: str, started: list[subprocess.Popen[bytes]]) -> None:
@@ -125,6 +128,7 @@ def test_the_agent_ends_and_takes_its_nvidia_smi_loops_with_it(
     assert alive(loops) == [], "the agent left its nvidia-smi loops running"
 
 
+@pytest.mark.programs
 def test_a_one_shot_follower_reads_to_the_end_with_its_stdin_already_closed(
         tmp_path: Path) -> None:
     """`status` reads the log with `follow --once`, its stdin at EOF from the start (nothing to

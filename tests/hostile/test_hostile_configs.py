@@ -104,6 +104,7 @@ WHOLE_CHAIN = {"truncated", "not-an-object", "binary", "huge", "deeply-nested-li
                "types-speculators", "types-everything-null"}
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("name", list(BAD_DRAFTS))
 async def test_a_bad_draft_config_is_a_clear_verdict(name: str, tree: SimTree, tmp_path: Path
                                                      ) -> None:
@@ -132,6 +133,7 @@ async def test_a_bad_draft_config_is_a_clear_verdict(name: str, tree: SimTree, t
             await apply_reference(host, diff, profile.links.config_correct.compare)
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("name", ["truncated", "deeply-nested-list",
                                   "types-dflash_config-wrong-inner"])
 def test_check_prints_bad_draft_configs_without_a_traceback(
@@ -151,6 +153,7 @@ def test_check_prints_bad_draft_configs_without_a_traceback(
     assert code == (2 if "fail" in statuses else 1)  # CRITICAL on a fail, else WARNING
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("name", ["truncated", "deeply-nested-list", "binary",
                                   "types-target_layer_ids-object"])
 async def test_a_bad_target_config_is_a_clear_verdict(name: str, tree: SimTree, tmp_path: Path

@@ -21,6 +21,8 @@ from tests.app_support import SimApp, wait_until
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
 from tests.sshd import Sshd
 
+pytestmark = pytest.mark.programs  # each test starts a simulated server
+
 BIG = 10 * 1024 * 1024
 
 # (bytes written, what the line must read as once decoded and stripped)

@@ -22,6 +22,8 @@ from console.tui.app import ConsoleApp
 from console.tui.screens.evidence import EvidenceScreen
 from tests.app_support import wait_until
 
+pytestmark = pytest.mark.programs  # each test starts a simulated server
+
 SECRET = "sk-vc-SECRET-4242424242"
 TOKEN = "hf_VCSECRETTOKEN0000"
 # Secrets the server has in its environment, as a person's shell would give it.

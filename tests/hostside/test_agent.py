@@ -79,6 +79,7 @@ def test_nvidia_smi_rows_with_missing_values() -> None:
     assert smi.parse_app_row("No running processes found") is None
 
 
+@pytest.mark.programs
 def test_nvml_through_pynvml_when_importable(tmp_path: Path) -> None:
     (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
     hello, sample = agent_lines("--once", env={"PYTHONPATH": str(tmp_path)})
@@ -110,6 +111,7 @@ def nvmlDeviceGetMemoryInfo(h, version=None):
 """)
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("has_v2", [True, False])
 def test_nvml_memory_used_is_what_nvidia_smi_says(tmp_path: Path, has_v2: bool) -> None:
     fake = REAL_H200_PYNVML
@@ -122,6 +124,7 @@ def test_nvml_memory_used_is_what_nvidia_smi_says(tmp_path: Path, has_v2: bool) 
     assert gpu.mem_used_mib == (21363.0 if has_v2 else 21978.0)
 
 
+@pytest.mark.programs
 def test_nvml_missing_falls_back_to_one_looping_nvidia_smi(sim: SimTree) -> None:
     lines = agent_lines("--interval", "0.2", "--count", "3", "--nvidia-smi",
                         str(sim.nvidia_smi), *NO_NVML)
@@ -137,6 +140,7 @@ def test_nvml_missing_falls_back_to_one_looping_nvidia_smi(sim: SimTree) -> None
         assert parsed.gpus[0].name == "NVIDIA H200"
 
 
+@pytest.mark.programs
 def test_the_first_sample_does_not_wait_for_nvidia_smis_second_reading(sim: SimTree) -> None:
     """nvidia-smi's loop prints every GPU's row and then waits its period. A reading was taken
     as whole only when the next one began, so the first sample (and the console's first GPU
@@ -147,6 +151,7 @@ def test_the_first_sample_does_not_wait_for_nvidia_smis_second_reading(sim: SimT
     assert [g.index for g in parsed.gpus] == [0, 1]
 
 
+@pytest.mark.programs
 def test_a_first_reading_whose_rows_straggle_is_shown_whole(tmp_path: Path) -> None:
     """A first reading is shown once its rows stop coming; a row that comes later still joins
     it, and from the second reading on each is whole, never one GPU alone."""
@@ -174,6 +179,7 @@ def test_a_first_reading_whose_rows_straggle_is_shown_whole(tmp_path: Path) -> N
         source.close()
 
 
+@pytest.mark.programs
 def test_a_broken_pynvml_falls_back_too(sim: SimTree, tmp_path: Path) -> None:
     (tmp_path / "pynvml.py").write_text("def nvmlInit():\n    raise OSError('no driver')\n")
     hello = agent_lines("--once", "--nvidia-smi", str(sim.nvidia_smi), *NO_NVML,
@@ -182,6 +188,7 @@ def test_a_broken_pynvml_falls_back_too(sim: SimTree, tmp_path: Path) -> None:
     assert "nvmlInit failed: no driver" in hello["gpu_reason"]
 
 
+@pytest.mark.programs
 def test_no_gpu_source_says_why(tmp_path: Path) -> None:
     failing = tmp_path / "nvidia-smi"
     failing.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t "
@@ -261,6 +268,7 @@ def _tree_after(mark: str, predicate, *, timeout: float = 10.0) -> dict:
     pytest.fail(f"serve tree never as expected: {serve}")
 
 
+@pytest.mark.programs
 def test_serve_tree_top_most_match_and_descendants(mark: str) -> None:
     first = _spawn_server(mark)
     try:
@@ -288,6 +296,7 @@ def test_serve_tree_top_most_match_and_descendants(mark: str) -> None:
     assert serve["procs"] == []
 
 
+@pytest.mark.programs
 def test_another_helper_of_the_bundle_is_never_the_serve_process(tmp_path: Path) -> None:
     """A follower run from the same bundle directory matches words taken from its own command
     line (`hostside`, `follow`); it is a console helper all the same, never the server."""
@@ -307,6 +316,7 @@ def test_another_helper_of_the_bundle_is_never_the_serve_process(tmp_path: Path)
         _kill(follower)
 
 
+@pytest.mark.programs
 def test_a_helper_of_another_bundle_is_never_the_serve_process(tmp_path: Path) -> None:
     """Another console's follower (its bundle in another cache dir) matches `hostside follow`
     too: no command line but a vLLM server's is ever the server (issue 24: a flaky test when a
@@ -330,6 +340,7 @@ def test_a_helper_of_another_bundle_is_never_the_serve_process(tmp_path: Path) -
         _kill(follower)
 
 
+@pytest.mark.programs
 def test_a_look_alike_is_never_the_serve_process(mark: str) -> None:
     lookalike = _spawn_lookalike(mark)
     try:
@@ -341,6 +352,7 @@ def test_a_look_alike_is_never_the_serve_process(mark: str) -> None:
         _kill(lookalike)
 
 
+@pytest.mark.programs
 def test_the_server_of_another_port_is_never_this_entrys(mark: str) -> None:
     """The agent's live tree follows discovery's port rule: with nothing on the configured
     port, a server started for another port is not this entry's server (issue 24: `status`
@@ -357,6 +369,7 @@ def test_the_server_of_another_port_is_never_this_entrys(mark: str) -> None:
         _kill(other)
 
 
+@pytest.mark.programs
 def test_the_process_listening_on_the_port_is_the_server(mark: str) -> None:
     """With a configured port, the tree that listens on it is the server even when an older
     candidate exists, as discovery says."""
@@ -430,6 +443,7 @@ def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
     pytest.fail(f"still running: {alive}")
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("how", ["stdin-closed", "sigterm"])
 def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> None:
     proc = subprocess.Popen([*entry_argv(PYTHON, "agent"), "--interval", "0.2", "--nvidia-smi",
@@ -456,6 +470,7 @@ def test_agent_ends_and_takes_its_nvidia_smi_with_it(sim: SimTree, how: str) -> 
             proc.wait()
 
 
+@pytest.mark.programs
 def test_once_gives_its_sample_even_with_stdin_closed() -> None:
     # As `Host.run` runs it: stdin is a pipe that is closed at once.
     out = subprocess.run(entry_argv(PYTHON, "agent", "--once", "--gpu-source", "none"),
@@ -478,6 +493,7 @@ def test_an_engine_core_taking_gpu_memory_changes_the_tree_shape() -> None:
     assert ServeTree.from_json(tree, {11: 20000.0}).shape == after.shape  # amounts alone: no
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 def test_the_live_tree_and_discovery_name_the_same_serve_log(mark: str, tmp_path: Path,
                                                              stream: str) -> None:

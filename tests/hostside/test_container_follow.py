@@ -134,6 +134,7 @@ def text(frames: list[tuple[dict[str, Any], bytes]]) -> str:
     return b"".join(payload for header, payload in frames if header["t"] == "data").decode()
 
 
+@pytest.mark.programs
 def test_the_replay_is_both_streams_in_stamp_order_then_live(docker: Path, follow: Any) -> None:
     f = follow()
     replay = f.until("eof")
@@ -147,6 +148,7 @@ def test_the_replay_is_both_streams_in_stamp_order_then_live(docker: Path, follo
     assert (live[-1][0]["stamp"], live[-1][0]["same"]) == (stamp(7), 1)
 
 
+@pytest.mark.programs
 def test_a_long_run_is_its_start_up_and_its_end(docker: Path, follow: Any) -> None:
     (docker / "out").write_text("".join(f"{stamp(s)} line {s:02d}\n" for s in range(1, 41)))
     (docker / "err").write_text("")
@@ -159,6 +161,7 @@ def test_a_long_run_is_its_start_up_and_its_end(docker: Path, follow: Any) -> No
     assert frames[2][0]["off"] == 40 * 8 - 24  # where the end begins, in the output's bytes
 
 
+@pytest.mark.programs
 def test_a_resume_repeats_and_skips_nothing(docker: Path, follow: Any) -> None:
     """Resumed after the first of two lines with one stamp: the second comes, the first not."""
     (docker / "out").write_text(f"{stamp(1)} a\n{stamp(2)} b\n{stamp(2)} c\n{stamp(3)} d\n")
@@ -172,6 +175,7 @@ def test_a_resume_repeats_and_skips_nothing(docker: Path, follow: Any) -> None:
     assert f"--since {stamp(2)}" in calls
 
 
+@pytest.mark.programs
 def test_a_stopped_container_is_missing_and_a_new_run_ends_the_follower(
         docker: Path, follow: Any) -> None:
     f = follow()

@@ -64,6 +64,7 @@ def test_describe_gives_the_contracts_keys_and_compose_labels() -> None:
     assert "starts it again by itself" in containers.restart_note(described)
 
 
+@pytest.mark.programs
 def test_no_docker_on_the_host_is_no_containers_and_no_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -87,6 +88,7 @@ def test_a_refused_socket_is_one_line_saying_how_to_grant_it(
                                          "running?") is None
 
 
+@pytest.mark.programs
 def test_the_two_streams_are_put_back_in_the_order_of_their_stamps(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`export_log` (read by `status` and the check's log probe) orders stdout's and stderr's
@@ -106,6 +108,7 @@ def test_the_two_streams_are_put_back_in_the_order_of_their_stamps(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docker", Path(path).name]
 
 
+@pytest.mark.programs
 def test_a_long_run_comes_back_as_its_start_up_and_its_end(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "docker"

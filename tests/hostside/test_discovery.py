@@ -164,6 +164,7 @@ def root() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.programs
 async def test_discovers_the_top_most_match_its_tree_log_and_arguments(root: Path) -> None:
     token = f"disc-{os.getpid()}-a"
     venv_python = root / "venv" / "bin" / "python"
@@ -194,6 +195,7 @@ async def test_discovers_the_top_most_match_its_tree_log_and_arguments(root: Pat
     assert "secret-token" not in repr(found)
 
 
+@pytest.mark.programs
 async def test_nothing_running_is_none_and_settings_fall_back(root: Path) -> None:
     settings = ServeSettings(match=f"vllm serve nothing-{os.getpid()}", log="/var/log/x.log")
     assert await discover_serve(LocalHost(), settings) is None
@@ -204,6 +206,7 @@ async def test_nothing_running_is_none_and_settings_fall_back(root: Path) -> Non
     assert "using the configured settings" in effective.notes[0]
 
 
+@pytest.mark.programs
 async def test_configured_settings_win_and_differences_are_noted(root: Path) -> None:
     token = f"disc-{os.getpid()}-b"
     proc = _launch(root, token)
@@ -222,6 +225,7 @@ async def test_configured_settings_win_and_differences_are_noted(root: Path) -> 
     assert set(effective.warnings) <= set(effective.notes)
 
 
+@pytest.mark.programs
 async def test_discovery_that_cannot_run_says_why() -> None:
     with pytest.raises(DiscoveryError, match="cannot look for the serve process"):
         await discover_serve(LocalHost(), ServeSettings(), python="/nonexistent/python3")
@@ -306,6 +310,7 @@ def _start_orphaner(root: Path, token: str) -> subprocess.Popen[bytes]:
     return api
 
 
+@pytest.mark.programs
 async def test_an_orphaned_engine_and_its_resource_tracker_are_named(root: Path) -> None:
     """The API server SIGKILLed: its engine and resource tracker keep running. No server is
     reported; the orphan is, with the tracker that shares its directory and parent."""
@@ -337,6 +342,7 @@ async def test_an_orphaned_engine_and_its_resource_tracker_are_named(root: Path)
         _kill(api)
 
 
+@pytest.mark.programs
 async def test_check_names_an_orphaned_engine_when_no_server_runs(root: Path) -> None:
     """`check` with the API server gone: its discovery evidence names the orphaned engine
     instead of only 'no process matching'."""

@@ -57,6 +57,7 @@ def test_every_module_compiles_for_the_oldest_host_python(path: Path) -> None:
     ast.parse(path.read_text(), filename=str(path), feature_version=version)
 
 
+@pytest.mark.programs
 def test_no_standard_library_call_needs_a_newer_python() -> None:
     vermin = shutil.which("vermin", path=str(Path(sys.executable).parent))
     if vermin is None:
@@ -90,6 +91,7 @@ def test_it_imports_only_the_standard_library_and_itself() -> None:
 
 # -- shipped as one bundle ----------------------------------------------------------------
 
+@pytest.mark.programs
 def test_the_bundle_holds_every_module_and_every_entry_imports_from_it(tmp_path: Path) -> None:
     names = zipfile.ZipFile(io.BytesIO(bundle_bytes())).namelist()
     assert sorted(n for n in names if n != "__main__.py") == sorted(
@@ -102,6 +104,7 @@ def test_the_bundle_holds_every_module_and_every_entry_imports_from_it(tmp_path:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.programs
 def test_an_unknown_entry_is_refused_with_the_list_of_entries() -> None:
     done = subprocess.run(entry_argv(PYTHON, "nope"), capture_output=True, text=True,
                           timeout=30)
@@ -109,6 +112,7 @@ def test_an_unknown_entry_is_refused_with_the_list_of_entries() -> None:
     assert "agent|container-log|discover|follow|follow-container|probe-code" in done.stderr
 
 
+@pytest.mark.programs
 async def test_installed_once_per_content_hash(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -122,6 +126,7 @@ async def test_installed_once_per_content_hash(tmp_path: Path,
     assert path.stat().st_mtime_ns == written
 
 
+@pytest.mark.programs
 async def test_consoles_installing_at_once_all_get_a_whole_bundle(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """First contact from several consoles at once (a watch, a fleet, two terminals): each
@@ -165,6 +170,7 @@ def _imports_from(python: str, bundle: Path, entry: str = "discover") -> tuple[s
     return "\n".join(loaded), done.stdout
 
 
+@pytest.mark.programs
 def test_a_host_compiles_the_bundle_once_and_later_runs_import_the_bytecode(
         tmp_path: Path) -> None:
     """A zipapp holds no bytecode the host's Python can use: every helper run compiled each
@@ -192,6 +198,7 @@ def test_a_host_compiles_the_bundle_once_and_later_runs_import_the_bytecode(
     assert (parse_answer(first) or {}).keys() == (parse_answer(then) or {}).keys()
 
 
+@pytest.mark.programs
 def test_a_bundle_beside_which_no_copy_can_be_made_still_runs(tmp_path: Path) -> None:
     """A full disk, a read-only cache directory, something in the copy's place: the run
     imports from the bundle itself, as before, and leaves nothing half-written."""
@@ -207,6 +214,7 @@ def test_a_bundle_beside_which_no_copy_can_be_made_still_runs(tmp_path: Path) ->
             [bundle.name, f"hostside-0123456789abcdef.{tag}"])
 
 
+@pytest.mark.programs
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the bundle as another user")
 def test_a_copy_another_user_made_is_passed_over() -> None:
     """A copy this user cannot read (made by root running the same bundle: private to root)
@@ -232,6 +240,7 @@ def test_a_copy_another_user_made_is_passed_over() -> None:
         shutil.rmtree(shared, ignore_errors=True)
 
 
+@pytest.mark.programs
 def test_first_runs_at_once_leave_one_compiled_copy(tmp_path: Path) -> None:
     bundle = _installed(tmp_path)
     cache = bundle.parent
@@ -246,6 +255,7 @@ def test_first_runs_at_once_leave_one_compiled_copy(tmp_path: Path) -> None:
 
 # -- one run_json, one line per failure ----------------------------------------------------
 
+@pytest.mark.programs
 async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
@@ -259,6 +269,7 @@ async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
     assert run.command.endswith(" discover")
 
 
+@pytest.mark.programs
 async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
@@ -290,6 +301,7 @@ async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
     assert len(calls.read_text().splitlines()) == 2
 
 
+@pytest.mark.programs
 async def test_the_helpers_start_without_the_interpreters_site_packages(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A `.pth` file in the interpreter's site-packages runs at every start of that Python (a
@@ -315,6 +327,7 @@ async def test_the_helpers_start_without_the_interpreters_site_packages(
     assert "the .pth ran" in probe.stderr  # its vLLM lives in site-packages
 
 
+@pytest.mark.programs
 async def test_an_interpreter_whose_path_holds_a_newline_still_answers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The marker line names the interpreter that ran; a path with a newline, quotes or `$()`
@@ -372,6 +385,7 @@ def _bundle_needing(version: tuple[int, int]) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.programs
 async def test_a_python_older_than_the_minimum_says_so(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -384,6 +398,7 @@ async def test_a_python_older_than_the_minimum_says_so(tmp_path: Path,
     assert "is too old for the console's host side (it needs 3.99+)" in run.error
 
 
+@pytest.mark.programs
 async def test_a_stream_skips_a_python_that_is_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote_scripts, "MIN_PYTHON", (3, 99))
     line = python_line(str(bundle_path()), "agent", ["--once"], python=PYTHON)
@@ -434,6 +449,7 @@ def test_stat_of_a_live_process() -> None:
     assert read_stat(2 ** 22 + 1) is None  # above pid_max: never a process
 
 
+@pytest.mark.programs
 def test_a_process_start_time_is_right_to_a_few_hundredths_of_a_second() -> None:
     """The chain tells "the config was written after this run started" from the start time; a
     boot time truncated to the second (`btime`) put it up to 1 s early (issue 24: a flaky

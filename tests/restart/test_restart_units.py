@@ -290,6 +290,7 @@ def run_traced(hook: Path, lib: Path, watch: object, *, extra_path: str = "",
                           text=True, timeout=30)
 
 
+@pytest.mark.programs
 def test_trace_hook_records_calls_in_the_checks_format(traced_tree: tuple[Path, Path]) -> None:
     hook, lib = traced_tree
     mod = "fakevllm.models.qwen3_dflash"
@@ -323,6 +324,7 @@ def test_trace_hook_records_calls_in_the_checks_format(traced_tree: tuple[Path, 
     assert "self" not in method.args
 
 
+@pytest.mark.programs
 def test_a_broken_hook_setting_never_breaks_the_program(traced_tree: tuple[Path, Path]
                                                          ) -> None:
     hook, lib = traced_tree
@@ -333,6 +335,7 @@ def test_a_broken_hook_setting_never_breaks_the_program(traced_tree: tuple[Path,
     assert all(parse_trace_line(line) is None for line in done.stderr.splitlines())
 
 
+@pytest.mark.programs
 def test_the_hook_runs_the_sitecustomize_it_shadows(traced_tree: tuple[Path, Path],
                                                     tmp_path: Path) -> None:
     hook, lib = traced_tree
@@ -372,6 +375,7 @@ def foreign() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
+@pytest.mark.programs
 def test_another_users_process_is_never_signalled(foreign: subprocess.Popen[bytes]) -> None:
     info = read_proc(foreign.pid)
     assert info is not None
@@ -384,6 +388,7 @@ def test_another_users_process_is_never_signalled(foreign: subprocess.Popen[byte
     assert foreign.poll() is None
 
 
+@pytest.mark.programs
 def test_a_recycled_pid_is_never_signalled(sleeper: subprocess.Popen[bytes]) -> None:
     info = read_proc(sleeper.pid)
     assert info is not None
@@ -412,6 +417,7 @@ def test_the_lock_tells_the_second_comer_who_holds_it(tmp_path: Path) -> None:
     os.close(fd)
 
 
+@pytest.mark.programs
 def test_nothing_is_stopped_when_the_relaunch_could_not_happen(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     bundle = tmp_path / "vllm-console-restart.pyz"
@@ -438,6 +444,7 @@ def test_nothing_is_stopped_when_the_relaunch_could_not_happen(
     assert sleeper.poll() is None
 
 
+@pytest.mark.programs
 def test_bundle_is_the_same_bytes_every_time_and_answers_json(tmp_path: Path) -> None:
     assert bundle_bytes() == bundle_bytes()
     bundle = tmp_path / "b.pyz"
@@ -532,6 +539,7 @@ elif args[0] == "start":
 """
 
 
+@pytest.mark.programs
 async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from console.restart import RestartError, RestartOptions, Stage, plan_restart
@@ -592,6 +600,7 @@ def test_the_status_file_beats_while_the_step_waits(tmp_path: Path) -> None:
     assert 2 <= steps.count("heartbeat") <= 7
 
 
+@pytest.mark.programs
 async def test_a_step_that_cannot_start_is_reported_with_its_own_words(tmp_path: Path) -> None:
     from console.restart import RestartOptions, plan_restart
     from console.sim import materialise, start_background, stop, wait_ready
@@ -636,6 +645,7 @@ def _python39() -> str | None:
     return None
 
 
+@pytest.mark.programs
 def test_the_host_side_runs_on_python_3_9(traced_tree: tuple[Path, Path],
                                           tmp_path: Path) -> None:
     python = _python39()
@@ -674,6 +684,7 @@ def _run_step(tmp_path: Path, **plan: object) -> list[dict]:
             if json.loads(line)["step"] != "heartbeat"]
 
 
+@pytest.mark.programs
 def test_a_port_taken_by_someone_else_is_never_restarted_over(tmp_path: Path) -> None:
     """Said at once, before anything is stopped: waiting the 60 s for the port to be freed
     is pointless when what holds it is not being stopped."""
@@ -749,6 +760,7 @@ def test_a_stuck_phase_ends_and_says_which(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 5
 
 
+@pytest.mark.programs
 def test_a_fifo_log_is_never_opened_the_relaunch_writes_to_a_file(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """Nobody reads the FIFO (its reader went with the old server): opening it for writing
@@ -773,6 +785,7 @@ def test_a_fifo_log_is_never_opened_the_relaunch_writes_to_a_file(
         os.kill(new, signal.SIGKILL)
 
 
+@pytest.mark.programs
 def test_a_removed_model_is_found_before_anything_is_stopped(
         tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     info = read_proc(sleeper.pid)
@@ -785,6 +798,7 @@ def test_a_removed_model_is_found_before_anything_is_stopped(
     assert sleeper.poll() is None
 
 
+@pytest.mark.programs
 def test_ready_needs_the_relaunched_tree_to_own_the_port(
         sleeper: subprocess.Popen[bytes]) -> None:
     """Another server on the port (a supervisor's, one never stopped) answers /health too: the
@@ -876,6 +890,7 @@ def test_a_server_with_an_api_key_is_ready_as_soon_as_it_answers(
         assert "/v1/models answers 401: the server wants its --api-key" in message
 
 
+@pytest.mark.programs
 async def test_the_restart_follower_holds_no_more_than_a_bounded_line(tmp_path: Path) -> None:
     """A 40 MB line with no newline (a hostile or broken writer): the follower (the console's
     own, as the log pane's) hands it over in pieces of about MAX_LINE_BYTES (the limit plus

@@ -48,6 +48,7 @@ def session_on(tree: SimTree, **changes: object) -> HostSession:
                        LocalHost("demo"), scenario="incident")
 
 
+@pytest.mark.programs
 async def test_checks_and_the_draft_diff_name_the_incident(tree: SimTree) -> None:
     session = session_on(tree)
     report = await session.run_checks()
@@ -58,6 +59,7 @@ async def test_checks_and_the_draft_diff_name_the_incident(tree: SimTree) -> Non
     assert session.expected_acceptance().high == 6.4
 
 
+@pytest.mark.programs
 async def test_apply_reference_writes_a_private_backup_once(tree: SimTree) -> None:
     session = session_on(tree)
     before = (tree.draft / "config.json").read_text()
@@ -70,6 +72,7 @@ async def test_apply_reference_writes_a_private_backup_once(tree: SimTree) -> No
         await session.apply_reference()
 
 
+@pytest.mark.programs
 async def test_readonly_refuses_every_change(tree: SimTree) -> None:
     session = session_on(tree, readonly=True)
     with pytest.raises(ActionError, match=r"^read-only: restart refused \(--readonly\)$"):
@@ -78,6 +81,7 @@ async def test_readonly_refuses_every_change(tree: SimTree) -> None:
         await session.apply_reference()
 
 
+@pytest.mark.programs
 async def test_a_bad_profile_is_one_line(tree: SimTree) -> None:
     config = demo_config(tree)
     session = HostSession(config.model_copy(update={"checks": config.checks.model_copy(
@@ -88,6 +92,7 @@ async def test_a_bad_profile_is_one_line(tree: SimTree) -> None:
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.programs
 async def test_export_is_private_and_redacted(tree: SimTree, tmp_path: Path) -> None:
     session = session_on(tree)
     await session.run_checks()
@@ -102,6 +107,7 @@ async def test_export_is_private_and_redacted(tree: SimTree, tmp_path: Path) -> 
     assert data["log_window"][1] == "INFO plain"
 
 
+@pytest.mark.programs
 async def test_the_expected_acceptance_is_the_configured_profiles(tree: SimTree) -> None:
     """The spec pane's expected figure ignored the hosts file's `checks.profile` (it took the
     running method's) while `check` judged with the configured one (issue 25): one rule."""
@@ -116,6 +122,7 @@ async def test_the_expected_acceptance_is_the_configured_profiles(tree: SimTree)
     assert by_method.high == 6.4
 
 
+@pytest.mark.programs
 async def test_two_exports_within_a_second_are_two_files(tree: SimTree, tmp_path: Path) -> None:
     """`x` twice in a second failed the second time ("File exists"): the name was stamped to
     the second and opened exclusively. Each export is its own file, nothing overwritten."""
@@ -127,6 +134,7 @@ async def test_two_exports_within_a_second_are_two_files(tree: SimTree, tmp_path
         ["INFO line 0"], ["INFO line 1"], ["INFO line 2"]]
 
 
+@pytest.mark.programs
 async def test_restart_edits_are_checked_and_applied(tree: SimTree) -> None:
     session = session_on(tree)
     plan = await session.plan_restart()
@@ -146,6 +154,7 @@ async def test_restart_edits_are_checked_and_applied(tree: SimTree) -> None:
     assert session.edit_plan(plan) == plan.model_copy(update={"env_edits": ()})
 
 
+@pytest.mark.programs
 async def test_after_the_server_exited_r_starts_what_the_session_saw(tree: SimTree) -> None:
     """No restart by the console ever ran: only the session's telemetry knows the launch."""
     session = session_on(tree)
@@ -178,6 +187,7 @@ async def test_after_the_server_exited_r_starts_what_the_session_saw(tree: SimTr
         await task
 
 
+@pytest.mark.programs
 async def test_nothing_to_restart_is_one_line(tmp_path: Path, cache: Path) -> None:
     tree = materialise("incident", tmp_path / "host", port=free_port())  # never started
     session = HostSession(demo_config(tree), LocalHost("demo"))

@@ -262,6 +262,7 @@ def test_upstream_mixed_without_v2_runner_exits_1(scenario_servers: dict) -> Non
     assert "Application startup complete" not in text
 
 
+@pytest.mark.programs
 def test_upstream_with_v2_runner_comes_up_right(launcher: Launcher) -> None:
     tree = launcher.tree("upstream-mixed-swa-v1-runner")
     proc = launcher.start(tree, env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
@@ -272,6 +273,7 @@ def test_upstream_with_v2_runner_comes_up_right(launcher: Launcher) -> None:
     assert abs(spec_lines(tree)[-1]["mean"] - 6.4) < 0.3
 
 
+@pytest.mark.programs
 def test_incident_fixed_config_and_restart_climbs(launcher: Launcher) -> None:
     tree = launcher.tree("incident")
     proc = launcher.start(tree)
@@ -292,6 +294,7 @@ def test_incident_fixed_config_and_restart_climbs(launcher: Launcher) -> None:
     assert "(2, 17, 32, 47, 62)" in "\n".join(log_lines(tree))
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_killed_engine_frees_memory_and_health_turns_503(launcher: Launcher, sig: int) -> None:
     tree = launcher.tree("healthy")
@@ -310,6 +313,7 @@ def test_killed_engine_frees_memory_and_health_turns_503(launcher: Launcher, sig
     assert proc.returncode == 0
 
 
+@pytest.mark.programs
 def test_orphaned_engine_keeps_memory_and_blocks_the_next_start(launcher: Launcher) -> None:
     tree = launcher.tree("healthy")
     proc = launcher.start(tree)
@@ -331,6 +335,7 @@ def test_orphaned_engine_keeps_memory_and_blocks_the_next_start(launcher: Launch
     assert not tree_processes(tree)
 
 
+@pytest.mark.programs
 def test_sigterm_stops_the_whole_tree_cleanly(launcher: Launcher) -> None:
     tree = launcher.tree("offset-bug")
     proc = launcher.start(tree)
@@ -368,6 +373,7 @@ for _name in ("_get_dflash_layer_types", "_resolve_layer_attention"):
 '''
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize(("scenario", "env", "calls"), [
     ("healthy", {}, [["_get_dflash_layer_types",
                       ["sliding_attention"] * 4 + ["full_attention"]]]),
@@ -388,6 +394,7 @@ def test_a_tracing_hook_sees_the_layer_calls(launcher: Launcher, tmp_path: Path,
     assert [[t["fn"], t["result"]] for t in traced] == calls
 
 
+@pytest.mark.programs
 def test_run_foreground_reports_and_returns_the_exit_status(launcher: Launcher) -> None:
     tree = launcher.tree("healthy")
     result: list[int] = []
@@ -408,6 +415,7 @@ def test_run_foreground_reports_and_returns_the_exit_status(launcher: Launcher) 
     assert not tree_processes(tree)
 
 
+@pytest.mark.programs
 def test_port_in_use_fails_before_loading(launcher: Launcher) -> None:
     tree = launcher.tree("healthy")
     with socket.socket() as s:
@@ -420,6 +428,7 @@ def test_port_in_use_fails_before_loading(launcher: Launcher) -> None:
     assert "Initializing a V1 LLM engine" not in text
 
 
+@pytest.mark.programs
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the tree to another user")
 def test_tree_works_for_another_user_after_chown(launcher: Launcher) -> None:
     base = Path(tempfile.mkdtemp(prefix="sim-other-user-"))

@@ -17,6 +17,8 @@ from console.parsers import LineKind, classify_text, split_lines
 from console.sim import materialise, start_background, stop, wait_ready
 from console.sim.tree import SimTree
 
+pytestmark = pytest.mark.programs  # each test starts a simulated server
+
 DATA = Path(__file__).parents[1] / "data" / "real_formats"
 FAST = {"startup_s": 0.5, "metrics_interval_s": 0.3}
 Shape = tuple[LineKind, str | None, str | None, str | None]

@@ -25,7 +25,7 @@ GPU_QUERY = ("--query-gpu=index,name,utilization.gpu,memory.used,memory.total,"
 
 
 @pytest.fixture(scope="module")
-def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SimTree]:
+def sim_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SimTree]:
     base = tmp_path_factory.mktemp("sim-trees")
     return {name: materialise(name, base / name) for name in SCENARIOS}
 
@@ -63,8 +63,9 @@ def verify_record(site_packages: Path) -> tuple[list[str], list[str], int]:
     return missing, mismatched, rows
 
 
-def test_layout_paths_and_launch_command(trees: dict[str, SimTree]) -> None:
-    tree = trees["incident"]
+@pytest.mark.programs
+def test_layout_paths_and_launch_command(sim_trees: dict[str, SimTree]) -> None:
+    tree = sim_trees["incident"]
     root = tree.root
     assert tree.python == root / "venv/bin/python"
     assert tree.python.exists()
@@ -89,8 +90,9 @@ def test_layout_paths_and_launch_command(trees: dict[str, SimTree]) -> None:
     assert SimTree.load(root) == tree
 
 
-def test_venv_is_real_and_package_imports(trees: dict[str, SimTree]) -> None:
-    tree = trees["healthy"]
+@pytest.mark.programs
+def test_venv_is_real_and_package_imports(sim_trees: dict[str, SimTree]) -> None:
+    tree = sim_trees["healthy"]
     out = py(tree, "import sys, vllm, importlib.metadata as m, importlib.util as u; "
                    "print(sys.prefix); print(vllm.__version__); print(m.version('vllm')); "
                    "print(u.find_spec('torch') is not None, u.find_spec('transformers') "
@@ -102,26 +104,26 @@ def test_venv_is_real_and_package_imports(trees: dict[str, SimTree]) -> None:
                                      "print(sorted(sys.modules))")
 
 
-def test_whole_builds_match_their_record(trees: dict[str, SimTree]) -> None:
+def test_whole_builds_match_their_record(sim_trees: dict[str, SimTree]) -> None:
     for name in ("healthy", "no-swa-code", "fields-dropped", "offset-bug",
                  "upstream-mixed-swa-v1-runner"):
-        tree = trees[name]
+        tree = sim_trees[name]
         missing, mismatched, rows = verify_record(tree.site_packages)
         assert (missing, mismatched) == ([], []), name
         assert rows > 60
         assert (tree.site_packages / "vllm" / tree.spec.build.compiled_ext).exists()
 
 
-def test_incomplete_build_record_does_not_match(trees: dict[str, SimTree]) -> None:
-    tree = trees["incomplete-build"]
+def test_incomplete_build_record_does_not_match(sim_trees: dict[str, SimTree]) -> None:
+    tree = sim_trees["incomplete-build"]
     missing, mismatched, _ = verify_record(tree.site_packages)
     assert sorted(missing) == ["vllm/_C.abi3.so", "vllm/v1/attention/backends/flash_attn.py"]
     assert mismatched == ["vllm/model_executor/models/qwen3_dflash.py"]
     assert not list((tree.site_packages / "vllm").glob("_C*.so"))
 
 
-def test_versions_extensions_and_direct_url(trees: dict[str, SimTree]) -> None:
-    for name, tree in trees.items():
+def test_versions_extensions_and_direct_url(sim_trees: dict[str, SimTree]) -> None:
+    for name, tree in sim_trees.items():
         build = tree.spec.build
         dist_info = tree.site_packages / f"vllm-{build.version}.dist-info"
         assert f"Version: {build.version}\n" in (dist_info / "METADATA").read_text()
@@ -134,45 +136,45 @@ def test_versions_extensions_and_direct_url(trees: dict[str, SimTree]) -> None:
             assert build.commit.startswith(build.version.split("+g")[1])
         else:
             assert not direct_url.exists(), name
-    assert trees["healthy"].spec.build.compiled_ext == "_C.abi3.so"
+    assert sim_trees["healthy"].spec.build.compiled_ext == "_C.abi3.so"
     for name in ("no-swa-code", "upstream-mixed-swa-v1-runner"):
-        assert (trees[name].site_packages / "vllm/_C_stable_libtorch.abi3.so").exists()
+        assert (sim_trees[name].site_packages / "vllm/_C_stable_libtorch.abi3.so").exists()
 
 
 def source(tree: SimTree, rel: str) -> str:
     return (tree.site_packages / "vllm" / rel).read_text()
 
 
-def test_swa_symbols_per_build(trees: dict[str, SimTree]) -> None:
+def test_swa_symbols_per_build(sim_trees: dict[str, SimTree]) -> None:
     pr_symbols = ("_DFLASH_VALID_LAYER_TYPES", "def _get_dflash_layer_types(config",
                   "sliding_window: int | None = None", "sliding_attention_layer_names")
     upstream_symbols = ("_SLIDING_ATTENTION", "def _dflash_layer_causal(",
                         "def dflash_has_any_non_causal(", "def _resolve_layer_attention(")
     model = "model_executor/models/qwen3_dflash.py"
     for name in ("incident", "healthy", "incomplete-build", "fields-dropped", "offset-bug"):
-        text = source(trees[name], model)
+        text = source(sim_trees[name], model)
         assert all(s in text for s in pr_symbols), name
         assert not any(s in text for s in upstream_symbols), name
-    upstream = source(trees["upstream-mixed-swa-v1-runner"], model)
+    upstream = source(sim_trees["upstream-mixed-swa-v1-runner"], model)
     assert all(s in upstream for s in upstream_symbols)
     assert "class DFlashQwen3Attention" in upstream
-    none = source(trees["no-swa-code"], model)
+    none = source(sim_trees["no-swa-code"], model)
     assert "class DFlashQwen3Attention" in none
     assert not any(s in none for s in pr_symbols + upstream_symbols)
     assert "sliding" not in none
-    for text in (upstream, none, source(trees["healthy"], model)):
+    for text in (upstream, none, source(sim_trees["healthy"], model)):
         assert "# sim[" not in text
 
 
-def test_offset_fix_in_source_only_where_built(trees: dict[str, SimTree]) -> None:
+def test_offset_fix_in_source_only_where_built(sim_trees: dict[str, SimTree]) -> None:
     offset_line = "aux_layers = tuple(i + 1 for i in target_layer_ids)"
-    for name, tree in trees.items():
+    for name, tree in sim_trees.items():
         text = source(tree, "v1/spec_decode/dflash.py")
         assert (offset_line in text) == (name != "offset-bug"), name
 
 
-def test_algos_copies_swa_fields_where_built(trees: dict[str, SimTree]) -> None:
-    for name, tree in trees.items():
+def test_algos_copies_swa_fields_where_built(sim_trees: dict[str, SimTree]) -> None:
+    for name, tree in sim_trees.items():
         text = source(tree, "transformers_utils/configs/speculators/algos.py")
         assert ("max_window_layers" in text) == tree.spec.build.copies_swa_fields, name
 
@@ -189,8 +191,9 @@ def extract(tree: SimTree, config_path: Path) -> dict[str, object]:
     return dict(json.loads(result.stdout))
 
 
-def test_fields_dropped_extraction_loses_the_swa_fields(trees: dict[str, SimTree]) -> None:
-    tree = trees["fields-dropped"]
+@pytest.mark.programs
+def test_fields_dropped_extraction_loses_the_swa_fields(sim_trees: dict[str, SimTree]) -> None:
+    tree = sim_trees["fields-dropped"]
     raw = json.loads((tree.draft / "config.json").read_text())
     assert raw["speculators_model_type"] == "dflash"
     assert "transformer_layer_config" in raw
@@ -205,34 +208,36 @@ def test_fields_dropped_extraction_loses_the_swa_fields(trees: dict[str, SimTree
     assert not any(k in out for k in swa)
 
 
-def test_pr_build_extraction_keeps_the_swa_fields(trees: dict[str, SimTree],
+@pytest.mark.programs
+def test_pr_build_extraction_keeps_the_swa_fields(sim_trees: dict[str, SimTree],
                                                   tmp_path: Path) -> None:
     spec_config = tmp_path / "config.json"
     spec_config.write_text(json.dumps(speculators_draft_config(RIGHT_DRAFT)))
-    out = extract(trees["healthy"], spec_config)
+    out = extract(sim_trees["healthy"], spec_config)
     native = draft_config(RIGHT_DRAFT)
     for key in ("layer_types", "use_sliding_window", "sliding_window", "max_window_layers",
                 "dflash_config", "block_size", "num_target_layers", "architectures"):
         assert out[key] == native[key], key
 
 
-def test_draft_and_target_configs(trees: dict[str, SimTree]) -> None:
-    wrong = json.loads((trees["incident"].draft / "config.json").read_text())
+def test_draft_and_target_configs(sim_trees: dict[str, SimTree]) -> None:
+    wrong = json.loads((sim_trees["incident"].draft / "config.json").read_text())
     assert wrong["dflash_config"] == {"mask_token_id": 248064,
                                       "target_layer_ids": [1, 17, 33, 49, 63]}
     assert wrong["layer_types"] == ["full_attention"] * 5
-    right = json.loads((trees["healthy"].draft / "config.json").read_text())
+    right = json.loads((sim_trees["healthy"].draft / "config.json").read_text())
     assert right["_name_or_path"] == "z-lab/Qwen3.6-27B-DFlash"
     assert right["dflash_config"] == {"mask_token_id": 248070,
                                       "target_layer_ids": [1, 16, 31, 46, 61]}
     assert right["layer_types"] == ["sliding_attention"] * 4 + ["full_attention"]
     assert (right["sliding_window"], right["num_hidden_layers"], right["block_size"],
             right["hidden_size"], right["vocab_size"]) == (2048, 5, 16, 5120, 248320)
-    target = json.loads((trees["healthy"].target / "config.json").read_text())
+    target = json.loads((sim_trees["healthy"].target / "config.json").read_text())
     assert (target["num_hidden_layers"], target["hidden_size"],
             target["vocab_size"]) == (64, 5120, 248320)
 
 
+@pytest.mark.programs
 def test_tree_refers_to_nothing_outside_itself(tmp_path: Path) -> None:
     tree = materialise("healthy", tmp_path / "t", base_python="/usr/bin/python3")
     checkout = str(Path(__file__).resolve().parents[2])
@@ -242,6 +247,7 @@ def test_tree_refers_to_nothing_outside_itself(tmp_path: Path) -> None:
     assert os.readlink(tree.root / "venv/bin/python3") == "/usr/bin/python3"
 
 
+@pytest.mark.programs
 def test_host_commands_run_when_the_tree_lies_under_a_long_path(tmp_path: Path) -> None:
     # A Python path of 120 characters or more gets pip's /bin/sh trampoline instead of `#!`
     # (a kernel limit); the demo's host under a deep temporary directory hits it.
@@ -261,6 +267,7 @@ def test_host_commands_run_when_the_tree_lies_under_a_long_path(tmp_path: Path) 
     assert vllm.returncode == 0, vllm.stderr
 
 
+@pytest.mark.programs
 def test_materialise_refuses_foreign_dirs_and_redoes_its_own(tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
     foreign.mkdir()
@@ -282,6 +289,7 @@ def test_materialise_refuses_foreign_dirs_and_redoes_its_own(tmp_path: Path) -> 
         materialise("nope", tmp_path / "other")
 
 
+@pytest.mark.programs
 def test_console_sim_never_imports_textual() -> None:
     code = "import sys, console.sim; assert 'textual' not in sys.modules, 'textual imported'"
     result = run([sys.executable, "-c", code])
@@ -300,6 +308,7 @@ def smi(tree: SimTree, *args: str) -> subprocess.CompletedProcess[str]:
     return run([tree.nvidia_smi, *args])
 
 
+@pytest.mark.programs
 def test_nvidia_smi_queries_idle_gpu(tmp_path: Path) -> None:
     tree = materialise("healthy", tmp_path / "t", gpus=2)
     out = smi(tree, GPU_QUERY, "--format=csv,noheader,nounits").stdout.splitlines()
@@ -328,6 +337,7 @@ def test_nvidia_smi_queries_idle_gpu(tmp_path: Path) -> None:
     assert "No running processes found" in "\n".join(table)
 
 
+@pytest.mark.programs
 def test_nvidia_smi_counts_only_live_holders(tmp_path: Path) -> None:
     tree = materialise("healthy", tmp_path / "t")
     sleeper = subprocess.Popen(["sleep", "30"])
@@ -349,6 +359,7 @@ def test_nvidia_smi_counts_only_live_holders(tmp_path: Path) -> None:
     assert line == "0\n"
 
 
+@pytest.mark.programs
 def test_nvidia_smi_loops_one_block_per_period(tmp_path: Path) -> None:
     tree = materialise("healthy", tmp_path / "t", gpus=2)
     proc = subprocess.Popen([str(tree.nvidia_smi), "--query-gpu=index,memory.used",
@@ -364,6 +375,7 @@ def test_nvidia_smi_loops_one_block_per_period(tmp_path: Path) -> None:
     assert lines[:2] == ["0, 0", "1, 0"]
 
 
+@pytest.mark.programs
 def test_stop_signals_each_process_of_the_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """`stop` signalled a server's group, then each of its processes again: a leader that had
     finished its shutdown between the two (the simulated server takes a tenth of a second)

@@ -109,6 +109,7 @@ def test_bad_promql_is_an_error_not_an_empty_table(world: FleetWorld) -> None:
     assert err.count("\n") == 1
 
 
+@pytest.mark.programs
 def test_unreachable_prometheus_is_said_once(tmp_path: Path) -> None:
     from tests.prometheus import free_port
 
@@ -128,6 +129,7 @@ def test_not_prometheus_at_that_url(world: FleetWorld) -> None:
     assert "no Prometheus API JSON (is this Prometheus?)" in body["error"]
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize(("args", "message"), [
     ((), "no Prometheus: give --prometheus URL"),
     (("--prometheus", "ftp://x"), "not an http:// or https:// URL"),

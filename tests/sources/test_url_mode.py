@@ -30,7 +30,7 @@ KEY = "sk-test-7f3a9c-do-not-show"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+def sim_server() -> Iterator[str]:
     """The incident scenario's server at 127.0.0.1:PORT, wanting KEY on /v1."""
     tree = materialise("incident", Path(tempfile.mkdtemp(prefix="vc-url-")) / "h",
                        port=free_port(), startup_s=0.5, metrics_interval_s=0.3)
@@ -72,8 +72,8 @@ async def poll_until(session: UrlSession, done, timeout: float = 20.0) -> None: 
         await asyncio.sleep(0.35)
 
 
-async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> None:
-    session = url_session("gpu-a", server, entry(tmp_path, server))
+async def test_every_figure_from_the_url_alone(sim_server: str, tmp_path: Path) -> None:
+    session = url_session("gpu-a", sim_server, entry(tmp_path, sim_server))
     await poll_until(session, lambda s: s.spec_decode.latest is not None
                      and s.load is not None and s.load.generation_tps is not None)
     snap = session.snapshot
@@ -95,7 +95,7 @@ async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> N
     assert load.prefix_cache_hit_pct is not None
     assert load.source == "metrics"
     summary = session.url_telemetry.summary()
-    assert f"URL only: {server}" in summary
+    assert f"URL only: {sim_server}" in summary
     assert "vLLM " in summary
     model = snap.readiness.models[0]
     assert model.rstrip("/").rsplit("/", 1)[-1] in summary  # a path: its last part
@@ -106,15 +106,15 @@ async def test_every_figure_from_the_url_alone(server: str, tmp_path: Path) -> N
     assert "needs SSH" in status["gpu_source_reason"]
     # The engine's version is knowable from the URL (`/version`): the object says it.
     assert status["engine"]["version"] == session.url_telemetry.version
-    answer = await asyncio.to_thread(lambda: urlopen(f"{server}/version", timeout=5).read())
+    answer = await asyncio.to_thread(lambda: urlopen(f"{sim_server}/version", timeout=5).read())
     assert status["engine"]["version"] == json.loads(answer)["version"]
 
 
-async def test_the_first_read_gives_the_acceptance_since_start_up(server: str,
+async def test_the_first_read_gives_the_acceptance_since_start_up(sim_server: str,
                                                                   tmp_path: Path) -> None:
     """One poll (the first thing a URL-only screen does) is enough for the acceptance figure:
     the counters since start-up, said so; the first interval's figure replaces them."""
-    session = url_session("gpu-a", server, entry(tmp_path, server))
+    session = url_session("gpu-a", sim_server, entry(tmp_path, sim_server))
     await poll_until(session, lambda s: s.spec_decode.totals is not None)
     spec = session.snapshot.spec_decode
     shown = spec.shown
@@ -128,8 +128,8 @@ async def test_the_first_read_gives_the_acceptance_since_start_up(server: str,
     assert session.snapshot.spec_decode.shown[1] == "metrics"  # type: ignore[index]
 
 
-async def test_without_the_key_the_server_says_401_and_we_say_why(server: str) -> None:
-    session = url_session("gpu-a", server, HostEntry(url=server))
+async def test_without_the_key_the_server_says_401_and_we_say_why(sim_server: str) -> None:
+    session = url_session("gpu-a", sim_server, HostEntry(url=sim_server))
     await session.url_telemetry.poll()
     readiness = session.snapshot.readiness
     assert readiness.health is Health.HEALTHY  # /health needs no key
@@ -138,8 +138,8 @@ async def test_without_the_key_the_server_says_401_and_we_say_why(server: str) -
     assert "api_key_env or api_key_file" in readiness.detail
 
 
-async def test_the_key_is_never_shown(server: str, tmp_path: Path) -> None:
-    session = url_session("gpu-a", server, entry(tmp_path, server))
+async def test_the_key_is_never_shown(sim_server: str, tmp_path: Path) -> None:
+    session = url_session("gpu-a", sim_server, entry(tmp_path, sim_server))
     await poll_until(session, lambda s: bool(s.readiness.models))
     bundle = json.dumps(session.evidence_bundle([]), default=repr)
     for text in (bundle, repr(session.url_telemetry.source), repr(session.snapshot),
@@ -164,10 +164,10 @@ def test_key_from_env_or_file_and_clear_errors(tmp_path: Path,
     assert read_api_key(None, default_env="VLLM_API_KEY") == KEY
 
 
-async def test_host_actions_say_they_need_ssh(server: str, tmp_path: Path) -> None:
+async def test_host_actions_say_they_need_ssh(sim_server: str, tmp_path: Path) -> None:
     from console.session.host_session import ActionError
 
-    session = url_session("gpu-a", server, entry(tmp_path, server))
+    session = url_session("gpu-a", sim_server, entry(tmp_path, sim_server))
     assert session.readonly
     for action in (session.run_checks(), session.load_diff(), session.plan_restart()):
         with pytest.raises(ActionError, match=r"needs SSH to the host: add `ssh = \"user@host\"` "
@@ -178,7 +178,7 @@ async def test_host_actions_say_they_need_ssh(server: str, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("made", ["before", "after the first frame"])
-async def test_the_console_on_a_url(server: str, tmp_path: Path, made: str,
+async def test_the_console_on_a_url(sim_server: str, tmp_path: Path, made: str,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Pilot: the header and the speculative pane live; GPU, chain, draft diff and log say
     they need SSH. The command line makes the session after the first frame (its imports are
@@ -189,9 +189,9 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path, made: str,
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     if made == "before":
-        app = ConsoleApp([url_session("gpu-a", server, entry(tmp_path, server))])
+        app = ConsoleApp([url_session("gpu-a", sim_server, entry(tmp_path, sim_server))])
     else:
-        app = ConsoleApp([url_pending("gpu-a", server, entry(tmp_path, server))])
+        app = ConsoleApp([url_pending("gpu-a", sim_server, entry(tmp_path, sim_server))])
         first = app.host_screen("gpu-a")
         assert first.session is None  # not made yet
         assert first.server_only  # laid out for the URL from the first frame
@@ -201,7 +201,7 @@ async def test_the_console_on_a_url(server: str, tmp_path: Path, made: str,
         screen = app.screen_for("gpu-a")
         assert screen is not None
         await wait_until(pilot, lambda: "vLLM " in screen.header.activity, what="the header")
-        assert screen.header.activity.startswith(f"URL only: {server}")
+        assert screen.header.activity.startswith(f"URL only: {sim_server}")
         await wait_until(pilot, lambda: screen.spec.view.state is not None
                          and screen.spec.view.state.latest is not None, 30, "acceptance")
         assert screen.spec.view.state.latest.mean_acceptance_length < 1.6
@@ -248,6 +248,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           text=True, timeout=30, env=env)
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize(("args", "message"), [
     (("--url", "ftp://h:1"), "--url 'ftp://h:1': not an http:// or https:// URL"),
     (("--url", "http://"), "no host"),
@@ -259,6 +260,7 @@ def test_bad_url_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path
     assert proc.stderr.count("\n") == 1
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize("command", ["check", "restart"])
 def test_url_only_entry_refuses_ssh_commands_in_one_line(tmp_path: Path, command: str) -> None:
     config = tmp_path / "hosts.toml"
@@ -270,7 +272,7 @@ def test_url_only_entry_refuses_ssh_commands_in_one_line(tmp_path: Path, command
     assert proc.stderr.count("\n") == 1
 
 
-def test_status_of_a_url_only_entry_prints_what_the_url_tells(server: str,
+def test_status_of_a_url_only_entry_prints_what_the_url_tells(sim_server: str,
                                                                tmp_path: Path) -> None:
     """`status` refused a URL-only entry ("needs SSH") though the URL tells health, the model,
     the speculative figures, the load, latency and the engine's progress (issue 27): it prints
@@ -278,7 +280,7 @@ def test_status_of_a_url_only_entry_prints_what_the_url_tells(server: str,
     config = tmp_path / "hosts.toml"
     key = tmp_path / "key"
     key.write_text(KEY + "\n")
-    config.write_text(f'[hosts.web]\nurl = "{server}"\napi_key_file = "{key}"\n')
+    config.write_text(f'[hosts.web]\nurl = "{sim_server}"\napi_key_file = "{key}"\n')
     proc = run_cli("status", "web", "--config", str(config), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -295,6 +297,7 @@ def test_status_of_a_url_only_entry_prints_what_the_url_tells(server: str,
     assert KEY not in proc.stdout + text.stdout + proc.stderr + text.stderr
 
 
+@pytest.mark.programs
 async def test_an_outage_dims_the_url_screen_and_says_how_old(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:

@@ -53,6 +53,7 @@ def test_frames_survive_any_chunking() -> None:
         assert got == whole
 
 
+@pytest.mark.programs
 @pytest.mark.parametrize(("lines", "start_at"), [
     ([PREAMBLE, "old", ENGINE, "x", PREAMBLE, "banner", ENGINE, "y"], 4),  # two runs
     ([PREAMBLE, ENGINE, "x", PREAMBLE, "starting"], 3),  # the new run has no engine yet
@@ -71,6 +72,7 @@ def test_the_current_run_is_found(tmp_path: Path, lines: list[str], start_at: in
     assert data_of(frames).decode().splitlines() == lines[start_at:]
 
 
+@pytest.mark.programs
 def test_a_long_run_sends_its_head_then_its_tail(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     body = [f"line {i} " + "x" * 50 for i in range(5000)]
@@ -84,6 +86,7 @@ def test_a_long_run_sends_its_head_then_its_tail(tmp_path: Path) -> None:
     assert len(text) < 250
 
 
+@pytest.mark.programs
 def test_resume_detects_a_rewrite_and_finds_a_rotated_file(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"one\ntwo\n")
@@ -160,6 +163,7 @@ def append(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
+@pytest.mark.programs
 async def test_lines_split_stripped_and_never_a_crash(tmp_path: Path, follow) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"")
@@ -181,6 +185,7 @@ async def test_lines_split_stripped_and_never_a_crash(tmp_path: Path, follow) ->
     assert follower.position.offset == log.stat().st_size
 
 
+@pytest.mark.programs
 async def test_truncation_rotation_and_recreation(tmp_path: Path, follow) -> None:
     log = tmp_path / "serve.log"
     log.write_text("before 1\nbefore 2\n")
@@ -203,6 +208,7 @@ async def test_truncation_rotation_and_recreation(tmp_path: Path, follow) -> Non
                          "rotated in", "born again"]
 
 
+@pytest.mark.programs
 async def test_a_1mb_line_is_kept_whole_and_cut_for_display(tmp_path: Path, follow) -> None:
     log = tmp_path / "serve.log"
     big = "SpecDecoding metrics: " + "x" * (1024 * 1024)
@@ -216,6 +222,7 @@ async def test_a_1mb_line_is_kept_whole_and_cut_for_display(tmp_path: Path, foll
     assert shown.endswith(f"[+{len(big) - 200} chars]")
 
 
+@pytest.mark.programs
 async def test_memory_stays_bounded(tmp_path: Path, follow) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(5000)))
@@ -232,6 +239,7 @@ async def test_memory_stays_bounded(tmp_path: Path, follow) -> None:
     assert all(len(t) <= 64 * 1024 + 256 * 1024 for t in cut_got.texts)
 
 
+@pytest.mark.programs
 async def test_batches_come_at_most_every_min_gap(tmp_path: Path, follow) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"")
@@ -248,6 +256,7 @@ async def test_batches_come_at_most_every_min_gap(tmp_path: Path, follow) -> Non
     assert got.texts == [f"tick {i}" for i in range(40)]
 
 
+@pytest.mark.programs
 async def test_one_pass_read_for_status(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_text("\n".join([PREAMBLE, ENGINE, "old run end", PREAMBLE, ENGINE, "now"]))
@@ -260,6 +269,7 @@ async def test_one_pass_read_for_status(tmp_path: Path) -> None:
     await host.close()
 
 
+@pytest.mark.programs
 def test_frame_headers_are_plain_json(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"x\n")
@@ -270,6 +280,7 @@ def test_frame_headers_are_plain_json(tmp_path: Path) -> None:
                       "off": 0, "size": 2, "why": "start"}
 
 
+@pytest.mark.programs
 async def test_stop_ends_a_quiet_follower(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_text("only line\n")
@@ -286,6 +297,7 @@ async def test_stop_ends_a_quiet_follower(tmp_path: Path) -> None:
     await asyncio.sleep(0.2)  # see the `follow` fixture
 
 
+@pytest.mark.programs
 async def test_a_cancelled_follower_ends_even_as_a_chunk_arrives(tmp_path: Path) -> None:
     """Cancelling a follower (the console switching logs, a screen closing) must end it, also
     when its stream hands it a chunk in the same turn of the loop: Python 3.11's

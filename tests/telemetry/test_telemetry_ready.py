@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
 from console.cli.commands.demo import demo_config, free_port
 from console.parsers.metrics import MetricsSnapshot
 from console.sim import materialise, start_background, stop
@@ -16,6 +18,8 @@ from console.telemetry.http import ServeUrl
 from console.telemetry.server import Health
 from console.telemetry.startup import StartupState
 from console.transport.local_host import LocalHost
+
+pytestmark = pytest.mark.programs  # each test starts a simulated server
 
 
 @asynccontextmanager

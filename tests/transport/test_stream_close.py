@@ -9,9 +9,12 @@ import gc
 from collections.abc import Coroutine
 from typing import Any
 
+import pytest
+
 from console.transport.local_host import LocalHost
 
 
+@pytest.mark.programs
 async def test_a_closed_stream_leaves_nothing_for_the_garbage_collector() -> None:
     loop = asyncio.get_running_loop()
     started: list[str] = []

@@ -9,8 +9,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from console.transport.local_host import LocalHost
 from tests.app_support import SimApp
+
+pytestmark = pytest.mark.programs  # each test starts a simulated server
 
 SIZE = (120, 40)
 

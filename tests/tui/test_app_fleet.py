@@ -20,6 +20,8 @@ from console.tui.screens.host import HostScreen
 from tests.app_support import make_tree, wait_until
 from tests.sshd import free_port
 
+pytestmark = pytest.mark.programs  # each test starts a simulated server
+
 
 @pytest.fixture
 def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

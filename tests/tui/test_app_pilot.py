@@ -19,6 +19,8 @@ from console.tui.screens.host import HostScreen
 from tests.app_support import SimApp, screen_text, wait_until
 from tests.fault_support import record_figure
 
+pytestmark = pytest.mark.programs  # each test starts a simulated server
+
 SIZE = (160, 50)
 
 

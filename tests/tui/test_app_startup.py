@@ -21,6 +21,7 @@ from tests.app_support import make_tree, screen_text, wait_until
 SIZE = (160, 50)
 
 
+@pytest.mark.programs
 async def test_the_host_screen_is_painted_before_the_session_is_made(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "host")  # not started: the screen says what it finds
     painted: list[str] = []
@@ -59,6 +60,7 @@ async def test_a_session_that_cannot_be_made_ends_the_console_with_one_line(
         "vllm-console: demo: No space left on device"]
 
 
+@pytest.mark.programs
 def test_the_first_frame_imports_nothing_of_the_session() -> None:
     """What `vllm-console HOST` and `demo` import before the app paints: the app, its screens
     and widgets, the settings; not the telemetry's driver, the restart, the chain, the URL
@@ -80,6 +82,7 @@ def test_the_first_frame_imports_nothing_of_the_session() -> None:
         assert module not in loaded, module
 
 
+@pytest.mark.programs
 async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
         tmp_path: Path) -> None:
     """`vllm-console` starts with the cyclic collector off (`console.cli.parser.main`); left off, a
@@ -100,6 +103,7 @@ async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
         gc.enable()
 
 
+@pytest.mark.programs
 def test_every_other_command_runs_with_the_collector_on(tmp_path: Path) -> None:
     code = ("import gc, sys\n"
             "import console.cli.parser, console.cli.commands.init as init\n"

@@ -43,6 +43,7 @@ async def open_dialog(pilot, app: ConsoleApp) -> RestartScreen:  # type: ignore[
     raise AssertionError("no restart dialog after 60 presses of r")
 
 
+@pytest.mark.programs
 @pytest.mark.usefixtures("state_home")
 async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(tmp_path: Path) -> None:
     sim = SimApp(tmp_path / "host")
@@ -86,6 +87,7 @@ async def test_the_relaunch_env_is_edited_shown_as_a_diff_and_kept(tmp_path: Pat
         sim.close()
 
 
+@pytest.mark.programs
 @pytest.mark.usefixtures("state_home")
 async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edited_env(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,8 @@ from console.tui.app import ConsoleApp
 from tests.app_support import make_tree, wait_until
 from tests.tui.test_app_pilot import SIZE
 
+pytestmark = pytest.mark.programs  # each test starts a simulated server
+
 
 @pytest.mark.usefixtures("state_home")
 async def test_a_stale_configured_log_is_a_warning_on_screen(tmp_path: Path) -> None:

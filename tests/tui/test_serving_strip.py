@@ -59,6 +59,7 @@ def strip_lines(app: ConsoleApp, rows: int = 3) -> list[str]:
     return lines[start + 1:start + 1 + rows]
 
 
+@pytest.mark.programs
 async def test_a_serving_host_shows_its_figures_with_source_and_age(healthy: Served) -> None:
     async with healthy.app.run_test(size=(160, 50)) as pilot:
         # The engine's state needs two scrapes (1 s apart), the rates and the prefix hit rate
@@ -99,6 +100,7 @@ async def test_a_serving_host_shows_its_figures_with_source_and_age(healthy: Ser
         assert sum(trend.count(c) for c in "▁▂▃▄▅▆▇█") >= 3
 
 
+@pytest.mark.programs
 async def test_a_short_terminal_keeps_the_strip_to_one_line(healthy: Served) -> None:
     async with healthy.app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: healthy.screen().serving.view.engine == "ok", 30,
@@ -110,6 +112,7 @@ async def test_a_short_terminal_keeps_the_strip_to_one_line(healthy: Served) -> 
         assert "Serve log" in screen_text(healthy.app)
 
 
+@pytest.mark.programs
 async def test_a_hung_engine_turns_the_header_red_with_how_long_and_why(
         stalled: Served) -> None:
     async with stalled.app.run_test(size=(160, 50)) as pilot:
@@ -141,6 +144,7 @@ async def test_a_hung_engine_turns_the_header_red_with_how_long_and_why(
                    for e in link.evidence)
 
 
+@pytest.mark.programs
 async def test_at_80x24_the_strip_is_one_line(stalled: Served) -> None:
     async with stalled.app.run_test(size=(80, 24)) as pilot:
         await wait_until(pilot, lambda: "engine stalled" in screen_text(stalled.app), 40,
