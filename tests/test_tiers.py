@@ -8,10 +8,8 @@ test that starts any program is `programs` (tests/conftest.py watches for it).""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,44 +29,19 @@ def test_a_test_that_starts_a_real_part_carries_its_tier(request: pytest.Fixture
     assert not unmarked, unmarked
 
 
-# Started by the test below, in a pytest of its own: a fast-tier test that starts a program.
-_PROBE = "VLLM_CONSOLE_TIERS_PROBE"
-
-
-@pytest.fixture(scope="module")
-def ends_with_a_program() -> Iterator[None]:
-    """As the Docker daemon's fixture ends the session: its teardown starts `umount`, at
-    whichever test of the worker's is the last (a fast one failed CI's run for it)."""
-    yield
-    subprocess.run(["true"], check=True)
-
-
-@pytest.mark.skipif(os.environ.get(_PROBE) != "1", reason="the next test runs it")
-@pytest.mark.usefixtures("ends_with_a_program")
-def test_probe_a_fast_test_that_starts_a_program() -> None:
-    subprocess.run(["true"], check=True)
-
-
-@pytest.mark.skipif(os.environ.get(_PROBE) != "1", reason="the next test runs it")
-@pytest.mark.usefixtures("ends_with_a_program")
-def test_probe_a_fast_test_after_which_a_fixture_ends_with_a_program() -> None:
-    pass
-
-
 @pytest.mark.programs
 def test_a_fast_test_that_starts_a_program_fails_naming_the_marker() -> None:
     """The loop stays in the test's process: a test of it that starts a program (the host's
     helpers, a simulated server, the CLI, a shell) fails and says which marker it lacks."""
+    probes = Path(__file__).with_name("tier_probes.py")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         "-k", "test_probe_", __file__],
-        capture_output=True, text=True, timeout=120, env={**os.environ, _PROBE: "1"},
-        cwd=Path(__file__).parent.parent)
+         str(probes)], capture_output=True, text=True, timeout=120, cwd=probes.parent.parent)
     assert done.returncode == 1, done.stdout[-2000:]
     # The first fails; the second, whose module's fixture then starts a program in its
     # teardown, passes.
     assert "1 failed, 1 passed" in done.stdout, done.stdout[-2000:]
-    assert "FAILED tests/test_tiers.py::test_probe_a_fast_test_that_starts_a_program" in \
+    assert "FAILED tests/tier_probes.py::test_a_fast_test_that_starts_a_program\n" in \
         done.stdout
     assert "started 1 program(s), the first: subprocess.Popen" in done.stdout
     assert "mark it `programs`" in done.stdout
