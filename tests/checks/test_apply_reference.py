@@ -105,8 +105,8 @@ async def test_the_apply_dialog_shows_json_values(tmp_path: Path) -> None:
             assert screen is not None
             await wait_until(pilot, lambda: screen.diff.diff is not None, what="the diff")
             await pilot.press("a")
-            await wait_until(pilot, lambda: isinstance(sim.app.screen, ConfirmScreen),
-                             what="the dialog")
+            await wait_until(pilot, lambda: isinstance(sim.app.screen, ConfirmScreen)
+                             and sim.app.screen.focused is not None, what="the dialog")
             body = str(sim.app.screen.query_one("#confirm-body").render())
             assert 'layer_types: ["full_attention"' in body
             assert "'full_attention'" not in body

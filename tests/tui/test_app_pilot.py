@@ -242,8 +242,9 @@ async def test_fix_and_restart_makes_acceptance_climb(sim: SimApp) -> None:
         await wait_until(pilot, lambda: screen.diff.diff is not None
                          and not screen.diff.diff.wrong, what="the fix")
         await pilot.press("r")
-        await wait_until(pilot, lambda: isinstance(sim.app.screen, ConfirmScreen), 20,
-                         "the restart dialog")
+        # Pushed is not yet composed: under load its body was queried before it had one.
+        await wait_until(pilot, lambda: isinstance(sim.app.screen, ConfirmScreen)
+                         and sim.app.screen.focused is not None, 20, "the restart dialog")
         dialog = sim.app.screen
         assert "vllm.entrypoints.cli.main serve" in str(dialog.query_one("#confirm-body")
                                                         .render())
