@@ -1,7 +1,9 @@
-"""Two tests of the fast tier for tests/test_tiers.py to run in a pytest of its own (the name
+"""Three tests of the fast tier for tests/test_tiers.py to run in a pytest of its own (the name
 is not `test_*.py`: the suite never collects them). The first starts a program, so the
 fast tier's guard (tests/conftest.py) must fail it; the second starts none, and its
-module's fixture then starts one in its teardown, so it must pass."""
+module's fixture then starts one in its teardown, so it must pass; the third is the first in
+its process to import asyncssh (as the console's SSH link does, lazily), whose import starts
+programs of its own, and must pass too."""
 
 from __future__ import annotations
 
@@ -27,3 +29,9 @@ def test_a_fast_test_that_starts_a_program() -> None:
 @pytest.mark.usefixtures("ends_with_a_program")
 def test_a_fast_test_after_which_a_fixture_ends_with_a_program() -> None:
     pass
+
+
+def test_a_fast_test_that_is_the_first_to_import_asyncssh() -> None:
+    import asyncssh
+
+    assert asyncssh.__version__
