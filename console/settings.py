@@ -8,25 +8,22 @@ from __future__ import annotations
 
 import os
 import re
-import stat
-import tomllib
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 # The package's, named here too for the settings' users.
 from console import APP_NAME as APP_NAME
+from console import MAX_HOSTS_FILE_BYTES as MAX_HOSTS_FILE_BYTES
 from console import ConfigError as ConfigError
+from console import default_hosts_path as default_hosts_path
+from console import read_hosts_toml
 
 # Every setting is a path, a URL or a few words: a longer value is a mistake (a pasted file),
 # and it must not reach the host's shell ("Argument list too long" from discovery, read later
 # as "no serve process").
 MAX_SETTING_CHARS = 4096
-# The hosts file is read whole; a bound keeps a wrong path (a device, a huge file) from
-# taking the console's memory.
-MAX_HOSTS_FILE_BYTES = 16 << 20
 
 
 class _Strict(BaseModel):
@@ -228,11 +225,6 @@ class HostConfig(_Strict):
     """The verification chain."""
 
 
-def default_hosts_path() -> Path:
-    """`$XDG_CONFIG_HOME/vllm-console/hosts.toml` (platformdirs honours XDG_CONFIG_HOME)."""
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "hosts.toml"
-
-
 def _describe_error(err: dict[str, Any]) -> str:
     where = ".".join(str(p) for p in err.get("loc", ()))
     if err.get("type") == "extra_forbidden":
@@ -240,39 +232,10 @@ def _describe_error(err: dict[str, Any]) -> str:
     return f"{where}: {err.get('msg', 'invalid value')}"
 
 
-def _read_regular_file(path: Path) -> bytes:
-    """The file's bytes, refusing what is not a regular file before reading from it: a FIFO
-    would block every command on its first read (opened non-blocking, so not even the open
-    waits for a writer)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"hosts file {path}: not a regular file; refusing to read it")
-        if info.st_size > MAX_HOSTS_FILE_BYTES:
-            raise ConfigError(f"hosts file {path}: larger than "
-                              f"{MAX_HOSTS_FILE_BYTES >> 20} MiB; refusing to read it")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_HOSTS_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-
-
 def load_hosts_file(path: Path | None = None, *, required: bool = False) -> HostsFile:
     """Read and validate a hosts file. A missing default file is an empty one."""
     path = path or default_hosts_path()
-    try:
-        raw = _read_regular_file(path)
-    except FileNotFoundError:
-        if required:
-            raise ConfigError(f"hosts file {path}: not found") from None
-        return HostsFile()
-    except OSError as exc:
-        raise ConfigError(f"hosts file {path}: cannot read: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"hosts file {path}: not valid TOML: {exc}") from None
+    data = read_hosts_toml(path, required=required)
     try:
         return HostsFile.model_validate(data)
     except ValidationError as exc:

@@ -1,7 +1,7 @@
 """The host names a person may type: the hosts file's entries and `~/.ssh/config`'s aliases.
 
 For shell completion and for the hint when a host is called like a subcommand. Never raises: a
-missing or broken file only means fewer names.
+missing or broken file only means fewer names. Imports no settings model: it runs at every Tab.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import glob
 import os
 from pathlib import Path
 
-from console.settings import ConfigError, default_hosts_path, load_hosts_file
+from console import default_hosts_path, hosts_file_names
 
 _PATTERN = set("*?!")
 
@@ -42,8 +42,5 @@ def ssh_config_aliases(path: Path | None = None, _depth: int = 0) -> list[str]:
 def host_names(config: str | None = None) -> list[str]:
     """The hosts file's names (`config`, else the default file), then ssh_config's aliases."""
     path = Path(config).expanduser() if config else default_hosts_path()
-    try:
-        names = list(load_hosts_file(path).hosts)
-    except ConfigError:
-        names = []
+    names = hosts_file_names(path)
     return names + [n for n in ssh_config_aliases() if n not in names]

@@ -253,9 +253,12 @@ def url_alone(args_in: Sequence[str]) -> bool:
 
 def parser_for(args_in: Sequence[str]) -> argparse.ArgumentParser:
     """The command line for these words: without the settings' generated options (pydantic
-    and the models: ~0.1 s before the first frame) for `--help`, `--version` and a URL alone."""
+    and the models: ~0.1 s before the first frame) for `--help`, `--version`, a URL alone and
+    `completion` (which takes none of them; `completion hosts` runs at every Tab)."""
     if args_in and _TOP_LEVEL_ONLY.issuperset(args_in):
         return build_parser(settings=False)  # nothing but the top level
+    if args_in[:1] == ["completion"]:
+        return build_parser(settings=False)
     if url_alone(args_in):
         parser = build_parser(settings=False)
         subcommands(parser)["tui"].add_argument("--url", metavar="URL")  # the override's

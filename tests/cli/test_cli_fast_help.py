@@ -5,6 +5,7 @@ before its first frame."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,29 @@ def test_the_url_consoles_first_frame_needs_no_settings_models() -> None:
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.programs
+def test_completing_a_host_name_imports_neither_pydantic_nor_the_settings(tmp_path: Path) -> None:
+    """Every Tab where a host name goes runs `vllm-console completion hosts`; with the settings'
+    models (pydantic) that cost a quarter of a second of CPU, felt at each Tab."""
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[hosts.gpu1]\nssh = "u@h"\n\n[hosts."lab b"]\nlocal = true\n')
+    code = ("import sys\n"
+            "from console.cli.parser import main\n"
+            f"code = main(['completion', 'hosts', '--config', {str(hosts)!r}])\n"
+            "heavy = [m for m in ('pydantic', 'console.settings', 'textual') if m in sys.modules]\n"
+            "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["gpu1", "lab b", "EXIT 0 HEAVY -"]
+
+
+@pytest.mark.parametrize("words", [["completion", "hosts"], ["completion", "bash"],
+                                   ["completion", "hosts", "--config", "/x.toml"],
+                                   ["completion", "--config=/x.toml", "fish"]])
+def test_completion_reads_its_words_as_the_full_parser_reads_them(words: list[str]) -> None:
+    full = build_parser()
+    fast, slow = (p.parse_args(_normalise(words, p)) for p in (parser_for(words), full))
+    assert vars(fast) == vars(slow)
