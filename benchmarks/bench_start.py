@@ -11,12 +11,18 @@ The clock starts just before `tmux new-session` runs the command; the screen is 
 - first log line: a serve-log line (`pid=`) in the log pane.
 For the demo the simulated server starts with the console (its log begins ~1 s later), so its
 first-log mark is the server's start-up more than the console's.
+
+Also the cost of one Tab where a host name goes: the shell runs `vllm-console completion hosts`
+(a hosts file of 8 entries), CPU (user + system, the process's own) and wall, median of runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -81,9 +87,29 @@ def median_marks(runs: list[dict[str, float]], marks: Marks | None = None) -> di
     return out
 
 
+def tab_cost(tmp: Path, runs: int) -> dict[str, Any]:
+    """One host-name completion, as the shell runs it at a Tab."""
+    hosts = tmp / "tab-hosts.toml"
+    hosts.write_text("".join(f'[hosts.gpu{i}]\nssh = "u@10.0.0.{i}"\n' for i in range(8)))
+    env = {**os.environ, "HOME": str(tmp), "PYTHONPATH": str(ROOT)}
+    cpu, wall = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(console_argv("completion", "hosts", "--config", str(hosts)),
+                              env=env, capture_output=True, text=True, timeout=30, check=True)
+        wall.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        assert done.stdout.split() == [f"gpu{i}" for i in range(8)], done.stdout
+    return {"cpu_s": round(statistics.median(cpu), 3), "wall_s": round(statistics.median(wall), 3),
+            "cpu_all": [round(c, 3) for c in cpu], "runs": runs}
+
+
 def bench(runs: int) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="vc-bench-start-") as tmp:
+        result["tab"] = tab_cost(Path(tmp), max(5, 3 * runs))
         demo = [time_marks(console_argv("demo"), Path(tmp)) for _ in range(runs)]
         time.sleep(1.0)  # the last demo's simulated host is gone
         result["demo"] = median_marks(demo)

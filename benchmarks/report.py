@@ -434,6 +434,11 @@ def details(results: dict[str, Any]) -> list[str]:
                        f"{m['first_gpu_s']:.2f} s {m['first_gpu_all']} | "
                        f"{m['first_log_s']:.2f} s {m['first_log_all']} |")
         out.append("")
+        tab = start.get("tab")
+        if _ok(tab):
+            out += [f"A Tab where a host name goes (`vllm-console completion hosts`, 8 hosts): "
+                    f"{tab['cpu_s'] * 1000:.0f} ms of CPU, {tab['wall_s'] * 1000:.0f} ms wall "
+                    f"(median of {tab['runs']}; CPU of each: {tab['cpu_all']}).", ""]
     chain = results.get("chain")
     if _ok(chain):
         links = ", ".join(f"{k} {v}" for k, v in chain["links"].items())

@@ -42,17 +42,24 @@ def test_the_fast_parser_differs_only_in_the_settings_options_which_the_top_leve
     assert full["demo"].format_help() == fast["demo"].format_help()
 
 
-@pytest.mark.programs
-@pytest.mark.parametrize("word", TOP_LEVEL)
-def test_help_and_version_import_neither_pydantic_nor_the_settings(word: str) -> None:
+def run_main_in_a_fresh_interpreter(words: list[str], **env: str) -> list[str]:
+    """What `vllm-console WORDS` prints, then `EXIT <status> HEAVY <the heavy modules it
+    imported, or ->`."""
     code = ("import sys\n"
             "from console.cli.parser import main\n"
-            f"try:\n    main([{word!r}])\nexcept SystemExit as exc:\n    code = exc.code\n"
+            f"try:\n    code = main({words!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
             "heavy = [m for m in ('pydantic', 'console.settings', 'textual') if m in sys.modules]\n"
             "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=True)
-    assert done.stdout.splitlines()[-1] == "EXIT 0 HEAVY -"
+                          timeout=60, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.programs
+@pytest.mark.parametrize("word", TOP_LEVEL)
+def test_help_and_version_import_neither_pydantic_nor_the_settings(word: str) -> None:
+    assert run_main_in_a_fresh_interpreter([word])[-1] == "EXIT 0 HEAVY -"
 
 
 @pytest.mark.programs
@@ -117,15 +124,9 @@ def test_completing_a_host_name_imports_neither_pydantic_nor_the_settings(tmp_pa
     models (pydantic) that cost a quarter of a second of CPU, felt at each Tab."""
     hosts = tmp_path / "hosts.toml"
     hosts.write_text('[hosts.gpu1]\nssh = "u@h"\n\n[hosts."lab b"]\nlocal = true\n')
-    code = ("import sys\n"
-            "from console.cli.parser import main\n"
-            f"code = main(['completion', 'hosts', '--config', {str(hosts)!r}])\n"
-            "heavy = [m for m in ('pydantic', 'console.settings', 'textual') if m in sys.modules]\n"
-            "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "HOME": str(tmp_path)})
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["gpu1", "lab b", "EXIT 0 HEAVY -"]
+    assert run_main_in_a_fresh_interpreter(
+        ["completion", "hosts", "--config", str(hosts)], HOME=str(tmp_path)) == [
+            "gpu1", "lab b", "EXIT 0 HEAVY -"]
 
 
 @pytest.mark.parametrize("words", [["completion", "hosts"], ["completion", "bash"],
