@@ -116,7 +116,13 @@ def fleet_cell(app: ConsoleApp, host: str, column: str) -> str:
     return str(screen.query_one(DataTable).get_cell(host, column))
 
 
-async def timed_press(pilot, key: str, until, what: str, limit: float = 3.0) -> float:  # type: ignore[no-untyped-def]
+# A key answered within this limit did not wait on the frozen host (see its connect timeout
+# below). What a key takes is a figure, not a test's bound: ~0.01-0.5 s on a quiet machine
+# (opening a host's screen the most), up to 2 s on 2 cores beside a real vLLM in CI's run.
+KEY_LIMIT_S = 10.0
+
+
+async def timed_press(pilot, key: str, until, what: str, limit: float = KEY_LIMIT_S) -> float:  # type: ignore[no-untyped-def]
     """How long the app takes to act on `key`. The key is posted as the terminal driver
     would; `pilot.press` is not used here, as it also waits for the process to go idle, which
     it never does while the hosts stream."""
@@ -136,8 +142,11 @@ async def test_the_tui_answers_keys_while_a_host_is_frozen(
     sessions, writers = [], []
     for proxy, name in zip(proxies, ("alpha", "beta"), strict=True):
         config, writer = host_config(sshd, proxy, name)
+        # The link is declared lost within ~1 s of the freeze (keepalives), and a reconnection
+        # to the frozen host waits 30 s: a key whose answer waited on that host would take
+        # that long, far past KEY_LIMIT_S, however slow the machine.
         host = SSHHost(config, keepalive_interval=0.5, keepalive_count_max=2,
-                       connect_timeout=2.0)
+                       connect_timeout=30.0)
         sessions.append(HostSession(config, host))
         writers.append(writer)
     app = ConsoleApp(sessions, export_dir=tmp_path / "exports", autostart_checks=False)
@@ -215,6 +224,4 @@ async def test_the_tui_answers_keys_while_a_host_is_frozen(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     print("key latencies", [round(x, 3) for x in latencies])
-    worst = max(latencies)
-    record_figure("tui: worst key response while a host was frozen", worst)
-    assert worst < 2.0  # ~0.15 s on a quiet machine; a blocked loop would not answer at all
+    record_figure("tui: worst key response while a host was frozen", max(latencies))
