@@ -5,25 +5,23 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import warnings
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
 
+from console.transport import ssh_host
 from tests.examples import LOOP_EXAMPLES
 from tests.fleet_support import FleetWorld, fleet_world
 from tests.sshd import Sshd, start_sshd
 
 # asyncssh looks for optional C libraries at import (liboqs, nettle: ctypes.util.find_library,
 # which on Linux runs ldconfig, then gcc and ld for one it cannot find), and the console imports
-# it at its first SSH link: imported here, before any test, so that the fast tier's guard below
-# never blames the test that happens to be the first to open one (a file run alone; the whole
-# suite's collection imports it anyway). Its DSA warning is quieted as the console's link
-# quiets it (console/transport/ssh_host.py).
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="DSA is deprecated")
-    import asyncssh  # noqa: F401
+# it at its first SSH link: loaded here through that link's own lazy import (which quiets its
+# DSA warning), before any test, so that the fast tier's guard below never blames the test that
+# happens to be the first to open one (a file run alone; the whole suite's collection imports
+# it anyway).
+assert ssh_host.asyncssh.__version__
 
 # The suite is deterministic: the property tests draw the same examples on every run (a
 # randomly drawn example once failed one CI run and passed the next). To look for new
