@@ -49,7 +49,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vermin --no-tips --violations -t=$$($(BIN)/python -c \
-	  'from console.hostside import MIN_PYTHON as v; print("%d.%d-" % v)') console/hostside
+	  'from vllm_console.console.hostside import MIN_PYTHON as v; print("%d.%d-" % v)') console/hostside
 
 bench: $(VENV)/.installed-test
 	@scripts/ensure-test-tools.sh

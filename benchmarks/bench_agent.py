@@ -26,10 +26,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.output import report_each  # noqa: E402
-from console.sim.runner import start_background, stop, wait_ready  # noqa: E402
-from console.sim.tree import materialise  # noqa: E402
 from tests.hostside.bundle import entry_argv  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
+from vllm_console.console.sim.runner import start_background, stop, wait_ready  # noqa: E402
+from vllm_console.console.sim.tree import materialise  # noqa: E402
 
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 CLK = os.sysconf("SC_CLK_TCK")

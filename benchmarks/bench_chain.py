@@ -36,13 +36,13 @@ from benchmarks.bench_check import MB, append_traffic, inflate_install, write_ol
 from benchmarks.bench_start import console_argv
 from benchmarks.common import private_sshd, report
 from benchmarks.simhosts import set_knobs
-from checks import run_chain
-from console.cli.commands.demo import free_port
-from console.settings import ServeSettings
-from console.sim.runner import stop, wait_ready
-from console.sim.tree import SimTree, materialise
-from console.transport.ssh_host import SSHHost
 from tests.sshd import chown_to, ensure_login_user, start_as
+from vllm_console.checks import run_chain
+from vllm_console.console.cli.commands.demo import free_port
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.sim.runner import stop, wait_ready
+from vllm_console.console.sim.tree import SimTree, materialise
+from vllm_console.console.transport.ssh_host import SSHHost
 
 CACHE = Path(os.environ.get("VC_BENCH_CACHE", "/tmp/vc-bench-cache"))
 SIM_SOURCE = Path(__file__).resolve().parent.parent / "console" / "sim"

@@ -29,12 +29,12 @@ import sys
 import time
 from pathlib import Path
 
-from checks import run_chain
-from console.settings import ServeSettings
-from console.sim.runner import stop, wait_ready
-from console.sim.tree import SimTree, materialise
-from console.transport.ssh_host import SSHHost
 from tests.sshd import chown_to, start_sshd
+from vllm_console.checks import run_chain
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.sim.runner import stop, wait_ready
+from vllm_console.console.sim.tree import SimTree, materialise
+from vllm_console.console.transport.ssh_host import SSHHost
 
 TARGET_S = 5.0
 MB = 1024 * 1024

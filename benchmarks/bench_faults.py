@@ -31,17 +31,17 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.telemetry import (  # noqa: E402
+from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once  # noqa: E402
+from tests.sshd import Sshd, start_sshd  # noqa: E402
+from tests.tcp_proxy import TcpProxy, proxied_config  # noqa: E402
+from vllm_console.console.telemetry import (  # noqa: E402
     GpuSampled,
     HostTelemetry,
     LinkChanged,
     TelemetryOptions,
 )
-from console.transport.host import ConnectionState  # noqa: E402
-from console.transport.ssh_host import SSHHost  # noqa: E402
-from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once  # noqa: E402
-from tests.sshd import Sshd, start_sshd  # noqa: E402
-from tests.tcp_proxy import TcpProxy, proxied_config  # noqa: E402
+from vllm_console.console.transport.host import ConnectionState  # noqa: E402
+from vllm_console.console.transport.ssh_host import SSHHost  # noqa: E402
 
 
 def _link(state: ConnectionState):  # type: ignore[no-untyped-def]

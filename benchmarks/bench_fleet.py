@@ -29,12 +29,12 @@ from textual.widgets import DataTable
 from benchmarks.bench_screen import ScreenProbe, host_screen_keys, key_figures, press_keys
 from benchmarks.common import CpuMeter, peak_rss_mb, private_sshd, report, rss_mb
 from benchmarks.simhosts import sim_hosts
-from console.session.host_session import HostSession
-from console.transport.host import ConnectionState
-from console.transport.ssh_host import SSHHost
-from console.tui.app import ConsoleApp
-from console.tui.screens.fleet import FleetScreen
 from tests.sshd import Sshd
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.transport.ssh_host import SSHHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.fleet import FleetScreen
 
 SIZE = (160, 50)
 

@@ -38,11 +38,11 @@ import psutil  # noqa: E402
 
 from benchmarks.bench_agent import cpu_s  # noqa: E402
 from benchmarks.output import report_each  # noqa: E402
-from console.hostclient.follower import LogBatch, LogFollower  # noqa: E402
-from console.telemetry.run_log import RunLog  # noqa: E402
-from console.transport.ssh_host import SSHHost  # noqa: E402
 from tests.follower_support import running  # noqa: E402
 from tests.sshd import Sshd, chown_to, start_sshd  # noqa: E402
+from vllm_console.console.hostclient.follower import LogBatch, LogFollower  # noqa: E402
+from vllm_console.console.telemetry.run_log import RunLog  # noqa: E402
+from vllm_console.console.transport.ssh_host import SSHHost  # noqa: E402
 
 # What floods a serve log: the access log of a busy server (one line per request, skipped
 # unparsed by the telemetry), and DEBUG logging (every line parsed and classified).

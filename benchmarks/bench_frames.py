@@ -21,10 +21,10 @@ import time
 from typing import Any
 
 from benchmarks.common import ACCESS_LINE, report
-from console.hostclient.follower import LogBatch
-from console.telemetry import events as ev
-from console.tui.app import TelemetryArrived
 from tests.snapshot_support import HOST, replay_app
+from vllm_console.console.hostclient.follower import LogBatch
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.tui.app import TelemetryArrived
 
 BATCHES_PER_S = 40
 

@@ -141,13 +141,13 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def worker(mib: float, workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
     """One round of every stage on every workload, with the tree on sys.path; lines/s and a
     digest of what came out."""
-    from console.hostclient.follower import LogFollower
-    from console.parsers.classifier import classify
-    from console.parsers.lines import LineAssembler
-    from console.parsers.prefix import parse_line
-    from console.telemetry.logclock import LogClock
-    from console.telemetry.run_log import RunLog
-    from console.transport.local_host import LocalHost
+    from vllm_console.console.hostclient.follower import LogFollower
+    from vllm_console.console.parsers.classifier import classify
+    from vllm_console.console.parsers.lines import LineAssembler
+    from vllm_console.console.parsers.prefix import parse_line
+    from vllm_console.console.telemetry.logclock import LogClock
+    from vllm_console.console.telemetry.run_log import RunLog
+    from vllm_console.console.transport.local_host import LocalHost
 
     host = LocalHost("bench")
 

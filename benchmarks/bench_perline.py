@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import ACCESS_LINE, report
-from console.hostclient.follower import LogBatch, LogFollower
-from console.telemetry.run_log import RunLog
-from console.transport.local_host import LocalHost
-from widgets.log_lines import LogLines
+from vllm_console.console.hostclient.follower import LogBatch, LogFollower
+from vllm_console.console.telemetry.run_log import RunLog
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.widgets.log_lines import LogLines
 
 
 def _chunks(lines: int) -> list[bytes]:

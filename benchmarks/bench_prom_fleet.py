@@ -40,10 +40,10 @@ from textual.widgets import DataTable
 
 from benchmarks.bench_screen import ScreenProbe, key_figures, press_keys
 from benchmarks.common import CpuMeter, emit, pct, peak_rss_mb, rss_mb
-from console.settings import FleetSettings, HostsFile
-from console.sources.fleet_query import queries
-from console.sources.prometheus import Prometheus
 from tests.prometheus import running_prometheus
+from vllm_console.console.settings import FleetSettings, HostsFile
+from vllm_console.console.sources.fleet_query import queries
+from vllm_console.console.sources.prometheus import Prometheus
 
 STEP_S = 15
 BEFORE_S = 3 * 60
@@ -152,7 +152,7 @@ def query_stats(url: str, expr: str) -> dict[str, Any]:
 
 
 async def measure(url: str, n: int, seconds: float, prom_pid: int) -> dict[str, Any]:
-    from console.tui.fleet_app import FleetApp
+    from vllm_console.console.tui.fleet_app import FleetApp
 
     fleet = FleetSettings(prometheus=url)
     app = FleetApp(Prometheus(url, timeout_s=60), fleet, "", HostsFile(), refresh_s=5.0)

@@ -64,10 +64,6 @@ if __package__ in (None, ""):
 
 from benchmarks.common import pct, report  # noqa: E402
 from benchmarks.machine import busy_processes  # noqa: E402
-from console.session.host_session import HostSession  # noqa: E402
-from console.settings import load_hosts_file, resolve_host  # noqa: E402
-from console.telemetry.events import LogLinesReceived  # noqa: E402
-from console.transport.ssh_host import SSHHost  # noqa: E402
 from tests.real_vllm.fixture import (  # noqa: E402
     RealServer,
     RealVllm,
@@ -78,6 +74,10 @@ from tests.real_vllm.fixture import (  # noqa: E402
 )
 from tests.real_vllm.support import cli, hosts_file, server  # noqa: E402
 from tests.sshd import Sshd, start_sshd  # noqa: E402
+from vllm_console.console.session.host_session import HostSession  # noqa: E402
+from vllm_console.console.settings import load_hosts_file, resolve_host  # noqa: E402
+from vllm_console.console.telemetry.events import LogLinesReceived  # noqa: E402
+from vllm_console.console.transport.ssh_host import SSHHost  # noqa: E402
 
 BENCH_USER = "vcbench"
 MARK = "VLLM_CONSOLE_REAL_BENCH"

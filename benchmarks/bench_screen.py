@@ -56,12 +56,12 @@ from benchmarks.common import (
     stamp_of,
     writer_argv,
 )
-from console.session.host_session import HostSession
-from console.settings import GpuSettings, HostConfig, ServeSettings
-from console.transport.local_host import LocalHost
-from console.transport.ssh_host import SSHHost
-from console.tui.app import ConsoleApp
 from tests.sshd import Sshd
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.settings import GpuSettings, HostConfig, ServeSettings
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.ssh_host import SSHHost
+from vllm_console.console.tui.app import ConsoleApp
 
 SIZE = (160, 50)
 NO_SERVE = "vc-bench-no-such-serve"

@@ -44,7 +44,7 @@ MARKS = {
 
 
 def console_argv(*args: str) -> list[str]:
-    return [CONSOLE, *args] if CONSOLE else [sys.executable, "-m", "console", *args]
+    return [CONSOLE, *args] if CONSOLE else [sys.executable, "-m", "vllm_console", *args]
 
 
 Marks = dict[str, Callable[[str], bool]]

@@ -73,9 +73,9 @@ def htop_version() -> str:
 @contextmanager
 def server() -> Iterator[str]:
     """The simulated server on a free loopback port, traffic flowing; its URL."""
-    from console.sim import materialise, stop
     from tests.fleet_support import start_sim, wait_http
     from tests.prometheus import free_port
+    from vllm_console.console.sim import materialise, stop
 
     tree = materialise("incident", Path(tempfile.mkdtemp(prefix="vc-bench-url-")) / "h",
                        port=free_port(), startup_s=0.5)
@@ -131,8 +131,8 @@ def idle(argv: list[str], ready: Marks, settle: float, seconds: float, tmp: Path
 
 def strip_cost(url: str, scrapes: int = 200) -> dict[str, Any]:
     """What the serving picture costs per refresh for one server (ms), on that server's text."""
-    from console.parsers.metrics import parse_metrics
-    from console.telemetry.serving import ServingWatch
+    from vllm_console.console.parsers.metrics import parse_metrics
+    from vllm_console.console.telemetry.serving import ServingWatch
 
     body = subprocess.run(["curl", "-s", f"{url}/metrics"], capture_output=True,
                           text=True, check=True).stdout
@@ -174,7 +174,7 @@ async def _render_ms(status: Any, snapshot: Any, n: int = 200) -> float:
     """The strip at 160 columns with every line it has there (trends included)."""
     from textual.app import App
 
-    from widgets.serving_strip import ServingStrip, ServingView
+    from vllm_console.widgets.serving_strip import ServingStrip, ServingView
 
     view = ServingView(
         engine=status.progress.value, engine_reason=status.reason, running=snapshot.running,

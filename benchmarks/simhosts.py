@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.cli.commands.demo import free_port
-from console.settings import HostConfig
-from console.sim.runner import stop, wait_ready
-from console.sim.tree import SimTree, materialise
 from tests.sshd import Sshd, chown_to, start_as
+from vllm_console.console.cli.commands.demo import free_port
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.sim.runner import stop, wait_ready
+from vllm_console.console.sim.tree import SimTree, materialise
 
 
 def set_knobs(tree: SimTree, **knobs: object) -> None:

@@ -19,24 +19,24 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from checks import select
-from checks.configs import ConfigRead, read_configs
-from checks.context import ChainContext, log_label, settings_evidence
-from checks.links import (
+from vllm_console.checks import select
+from vllm_console.checks.configs import ConfigRead, read_configs
+from vllm_console.checks.context import ChainContext, log_label, settings_evidence
+from vllm_console.checks.links import (
     code_present,
     config_correct,
     fields_extracted,
     method_configs,
     runtime_activation,
 )
-from checks.links.config_correct import Finding
-from checks.links.current_run import CurrentRun, read_run
-from checks.links.runtime_activation import EngineLook
-from checks.models import LINK_IDS, ChainReport, LinkResult, Status
-from checks.profile import Profile, ProfileError, load_profile, method_family
-from checks.references import Reference, choose_reference
-from checks.rootcause import broken_link, root_cause
-from console.hostclient.discovery import (
+from vllm_console.checks.links.config_correct import Finding
+from vllm_console.checks.links.current_run import CurrentRun, read_run
+from vllm_console.checks.links.runtime_activation import EngineLook
+from vllm_console.checks.models import LINK_IDS, ChainReport, LinkResult, Status
+from vllm_console.checks.profile import Profile, ProfileError, load_profile, method_family
+from vllm_console.checks.references import Reference, choose_reference
+from vllm_console.checks.rootcause import broken_link, root_cause
+from vllm_console.console.hostclient.discovery import (
     ChildProcess,
     Resolved,
     ServeArgs,
@@ -45,14 +45,14 @@ from console.hostclient.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.hostclient.launch_record import read_last_launch
-from console.settings import ServeSettings
-from console.telemetry.http import ServeUrl, http_get
-from console.telemetry.logclock import LogClock
-from console.telemetry.oneshot import look_at_serving
-from console.telemetry.serving import ServingStatus, engine_verdict
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import (
+from vllm_console.console.hostclient.launch_record import read_last_launch
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.telemetry.http import ServeUrl, http_get
+from vllm_console.console.telemetry.logclock import LogClock
+from vllm_console.console.telemetry.oneshot import look_at_serving
+from vllm_console.console.telemetry.serving import ServingStatus, engine_verdict
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import (
     Inside,
     RemoteScripts,
     ScriptRun,

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checks.models import Evidence
-from console.transport.host import Host
-from console.transport.remote_scripts import Inside, RemoteScripts, ScriptRun, run_json
+from vllm_console.checks.models import Evidence
+from vllm_console.console.transport.host import Host
+from vllm_console.console.transport.remote_scripts import Inside, RemoteScripts, ScriptRun, run_json
 
 HF_ENV = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HOME")
 

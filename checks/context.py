@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks.models import Evidence
-from checks.profile import Profile
-from checks.references import Reference
-from console.hostclient.container_log import describe as describe_container_log
-from console.hostclient.discovery import EffectiveServe, Resolved
-from console.transport.host import Host
-from console.transport.remote_scripts import Inside, RemoteScripts
+from vllm_console.checks.models import Evidence
+from vllm_console.checks.profile import Profile
+from vllm_console.checks.references import Reference
+from vllm_console.console.hostclient.container_log import describe as describe_container_log
+from vllm_console.console.hostclient.discovery import EffectiveServe, Resolved
+from vllm_console.console.transport.host import Host
+from vllm_console.console.transport.remote_scripts import Inside, RemoteScripts
 
 
 @dataclass(frozen=True)

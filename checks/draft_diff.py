@@ -17,15 +17,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from checks import draftconfig as dc
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import Inside
+from vllm_console.checks import draftconfig as dc
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # the pane shows a DraftDiff from the first frame; the chain's links,
     # profiles and references (pydantic models read from TOML) load when a diff is made
-    from checks.links.config_correct import Finding
-    from checks.profile import Profile
-    from checks.references import Reference
+    from vllm_console.checks.links.config_correct import Finding
+    from vllm_console.checks.profile import Profile
+    from vllm_console.checks.references import Reference
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
@@ -113,7 +113,7 @@ def config_path(model_dir: str) -> str:
 def pick_reference(profile: Profile, draft_dir: str, draft: Mapping[str, Any],
                    explicit: str = "") -> Reference | None:
     """`--reference` first, else the profile's reference for this drafter's names."""
-    from checks.references import choose_reference, load_reference_file
+    from vllm_console.checks.references import choose_reference, load_reference_file
 
     if explicit:
         return load_reference_file(explicit)
@@ -238,8 +238,8 @@ async def load_draft_diff(host: Host, profile: Profile, draft_dir: str, target_d
                           reference: str = "", inside: Inside | None = None) -> DraftDiff:
     """Read the draft (and target) config on the host, or inside the server's container at
     its paths, and compare. Never raises for bad input: the DraftDiff carries the error."""
-    from checks.links.config_correct import Finding, check_invariants
-    from checks.profile import ProfileError
+    from vllm_console.checks.links.config_correct import Finding, check_invariants
+    from vllm_console.checks.profile import ProfileError
 
     if not draft_dir:
         return DraftDiff(error="no draft model known: is vllm serve running with a "

@@ -13,12 +13,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 # Theirs, named here too for the chain's users.
-from checks.verdicts import EXIT_CRITICAL as EXIT_CRITICAL
-from checks.verdicts import EXIT_OK as EXIT_OK
-from checks.verdicts import EXIT_UNKNOWN as EXIT_UNKNOWN
-from checks.verdicts import EXIT_WARNING as EXIT_WARNING
-from checks.verdicts import LINK_IDS as LINK_IDS
-from checks.verdicts import Status as Status
+from vllm_console.checks.verdicts import EXIT_CRITICAL as EXIT_CRITICAL
+from vllm_console.checks.verdicts import EXIT_OK as EXIT_OK
+from vllm_console.checks.verdicts import EXIT_UNKNOWN as EXIT_UNKNOWN
+from vllm_console.checks.verdicts import EXIT_WARNING as EXIT_WARNING
+from vllm_console.checks.verdicts import LINK_IDS as LINK_IDS
+from vllm_console.checks.verdicts import Status as Status
 
 EXCERPT_MAX = 4000
 

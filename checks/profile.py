@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from checks.models import LINK_IDS
-from console.hostside import vocabulary
+from vllm_console.checks.models import LINK_IDS
+from vllm_console.console.hostside import vocabulary
 
 DEFAULT_PROFILE = "dflash-swa"
 AUTO = "auto"
@@ -283,7 +283,7 @@ class Profile(_Strict):
 
 def shipped_profiles() -> list[str]:
     """Names of the profiles shipped with the package."""
-    folder = resources.files("checks").joinpath("profiles")
+    folder = resources.files("vllm_console.checks").joinpath("profiles")
     return sorted(p.name.removesuffix(".toml") for p in folder.iterdir()
                   if p.name.endswith(".toml"))
 
@@ -295,7 +295,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     spec = name_or_path if name_or_path and name_or_path != AUTO else DEFAULT_PROFILE
     looks_like_path = "/" in spec or spec.endswith(".toml")
     if not looks_like_path:
-        resource = resources.files("checks").joinpath("profiles", f"{spec}.toml")
+        resource = resources.files("vllm_console.checks").joinpath("profiles", f"{spec}.toml")
         if not resource.is_file():
             raise ProfileError(f"no profile named {spec!r} (shipped: "
                                f"{', '.join(shipped_profiles())}; `auto` picks one from the "

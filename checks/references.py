@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checks.profile import Profile, ProfileError
+from vllm_console.checks.profile import Profile, ProfileError
 
 
 class ReferenceError(ProfileError):

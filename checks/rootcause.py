@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from checks.models import LinkResult, Status
+from vllm_console.checks.models import LinkResult, Status
 
 
 def broken_link(links: Sequence[LinkResult]) -> str | None:

@@ -15,10 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checks import draftconfig as dc
-from checks.profile import DEFAULT_PROFILE, Profile, load_profile, method_family, shipped_by_method
-from checks.references import choose_reference
-from console.parsers.engine import config_dict
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.profile import (
+    DEFAULT_PROFILE,
+    Profile,
+    load_profile,
+    method_family,
+    shipped_by_method,
+)
+from vllm_console.checks.references import choose_reference
+from vllm_console.console.parsers.engine import config_dict
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ def watch_for_argv(argv: list[str]) -> tuple[str, ...]:
     """What a traced restart of this command line should watch (`--profile auto`): the watch
     lists of every shipped profile for its speculative method (DFlash: with and without SWA,
     whose layers only the SWA profile's functions show)."""
-    from console.hostclient.discovery import parse_serve_argv
+    from vllm_console.console.hostclient.discovery import parse_serve_argv
 
     method = infer_method(parse_serve_argv(argv).speculative, None)
     names = shipped_by_method().get(method or "", ())

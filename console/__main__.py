@@ -2,6 +2,6 @@
 
 import sys
 
-from console.cli.parser import main
+from vllm_console.console.cli.parser import main
 
 sys.exit(main())

@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 # The package's, named here too for the settings' users.
-from console import APP_NAME as APP_NAME
-from console import MAX_HOSTS_FILE_BYTES as MAX_HOSTS_FILE_BYTES
-from console import ConfigError as ConfigError
-from console import default_hosts_path as default_hosts_path
-from console import read_hosts_toml
+from vllm_console.console import APP_NAME as APP_NAME
+from vllm_console.console import MAX_HOSTS_FILE_BYTES as MAX_HOSTS_FILE_BYTES
+from vllm_console.console import ConfigError as ConfigError
+from vllm_console.console import default_hosts_path as default_hosts_path
+from vllm_console.console import read_hosts_toml
 
 # Every setting is a path, a URL or a few words: a longer value is a mistake (a pasted file),
 # and it must not reach the host's shell ("Argument list too long" from discovery, read later

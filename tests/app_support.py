@@ -13,12 +13,12 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
-from console.cli.commands.demo import demo_config, free_port
-from console.session.host_session import HostSession
-from console.sim import SimTree, materialise, start_background, stop
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
-from themes import THEMES, stylesheet_path
+from vllm_console.console.cli.commands.demo import demo_config, free_port
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.sim import SimTree, materialise, start_background, stop
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.themes import THEMES, stylesheet_path
 
 
 def make_tree(root: Path, scenario: str = "incident") -> SimTree:

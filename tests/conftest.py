@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from console.transport import ssh_host
 from tests.examples import LOOP_EXAMPLES
 from tests.fleet_support import FleetWorld, fleet_world
 from tests.sshd import Sshd, start_sshd
+from vllm_console.console.transport import ssh_host
 
 # asyncssh looks for optional C libraries at import (liboqs, nettle: ctypes.util.find_library,
 # which on Linux runs ldconfig, then gcc and ld for one it cannot find), and the console imports

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.telemetry import LogLinesReceived, TelemetryEvent
+from vllm_console.console.telemetry import LogLinesReceived, TelemetryEvent
 
 NUMBERED = re.compile(r"^line (\d{7}) ")
 

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.sim import SimTree, materialise, start_background, stop
 from tests.prometheus import Job, PrometheusServer, free_port, running_prometheus
+from vllm_console.console.sim import SimTree, materialise, start_background, stop
 
 
 def start_sim(tree: SimTree, address: str, *extra: str) -> subprocess.Popen[bytes]:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from console.hostclient.follower import LogFollower, OnBatch
+from vllm_console.console.hostclient.follower import LogFollower, OnBatch
 
 
 @contextlib.asynccontextmanager

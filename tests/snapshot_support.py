@@ -13,27 +13,32 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from checks.draft_diff import DraftDiff, compare, json_diff
-from checks.links.config_correct import check_invariants
-from checks.models import ChainReport, Evidence, LinkResult, Status
-from checks.profile import load_profile
-from console.hostclient.agent.samples import AgentSample
-from console.hostclient.follower import LogBatch, LogEntry
-from console.parsers.lines import split_lines
-from console.parsers.prefix import strip_ansi
-from console.session.host_session import HostSession
-from console.settings import HostConfig
-from console.sim.configs import draft_config, target_config
-from console.sim.scenarios import WRONG_DRAFT
-from console.telemetry import events as ev
-from console.telemetry.run_log import RunLog
-from console.telemetry.server import Health, Readiness, ServerLoad, load_from_throughput
-from console.telemetry.serving import EngineState, ServingStatus
-from console.telemetry.snapshot import HostSnapshot
-from console.transport.host import ConnectionState, LinkStatus
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
-from widgets.checklist import ChecklistState
+from vllm_console.checks.draft_diff import DraftDiff, compare, json_diff
+from vllm_console.checks.links.config_correct import check_invariants
+from vllm_console.checks.models import ChainReport, Evidence, LinkResult, Status
+from vllm_console.checks.profile import load_profile
+from vllm_console.console.hostclient.agent.samples import AgentSample
+from vllm_console.console.hostclient.follower import LogBatch, LogEntry
+from vllm_console.console.parsers.lines import split_lines
+from vllm_console.console.parsers.prefix import strip_ansi
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.sim.configs import draft_config, target_config
+from vllm_console.console.sim.scenarios import WRONG_DRAFT
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.telemetry.run_log import RunLog
+from vllm_console.console.telemetry.server import (
+    Health,
+    Readiness,
+    ServerLoad,
+    load_from_throughput,
+)
+from vllm_console.console.telemetry.serving import EngineState, ServingStatus
+from vllm_console.console.telemetry.snapshot import HostSnapshot
+from vllm_console.console.transport.host import ConnectionState, LinkStatus
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.widgets.checklist import ChecklistState
 
 DATA = Path(__file__).parent / "data"
 HOST = "gpu1"

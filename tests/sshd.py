@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.settings import HostConfig
+from vllm_console.console.settings import HostConfig
 
 if TYPE_CHECKING:
-    from console.sim.tree import SimTree
+    from vllm_console.console.sim.tree import SimTree
 
 # One login user per pytest-xdist worker (`make test` runs two): the user's home holds the
 # console's bundle, its restart lock and its last-launch records, and the real-vLLM fixture

@@ -23,8 +23,8 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from console.settings import HostConfig
     from tests.sshd import Sshd
+    from vllm_console.console.settings import HostConfig
 
 CHUNK = 64 * 1024
 

@@ -19,7 +19,7 @@ CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["import
     "contracts"]
 CORE: list[str] = next(c for c in CONTRACTS if c["forbidden_modules"] == ["textual"])[
     "source_modules"]
-TUI = ("console.tui",)
+TUI = ("vllm_console.console.tui",)
 
 
 def _modules(package: str) -> list[str]:
@@ -31,8 +31,8 @@ def test_every_module_is_in_the_core_or_the_tui() -> None:
     def covered(name: str) -> bool:
         return any(name == c or name.startswith(c + ".") for c in (*CORE, *TUI))
 
-    loose = [m for m in _modules("console") + _modules("checks")
-             if not covered(m) and m != "console.__main__"]
+    loose = [m for m in _modules("vllm_console.console") + _modules("vllm_console.checks")
+             if not covered(m) and m != "vllm_console.console.__main__"]
     assert not loose, f"add these to the core list in pyproject.toml (or to TUI): {loose}"
 
 

@@ -17,11 +17,11 @@ from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from checks.verdicts import LINK_IDS, Status
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.checks.verdicts import LINK_IDS, Status
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 if TYPE_CHECKING:
-    from checks.models import ChainReport, LinkResult
+    from vllm_console.checks.models import ChainReport, LinkResult
 
 _ICON = {Status.PASS: "✔", Status.FAIL: "✘", Status.UNKNOWN: "?", Status.ERROR: "!"}
 STATUS_COLOUR = {Status.PASS: "ok", Status.FAIL: "fail", Status.UNKNOWN: "warn",

@@ -15,9 +15,9 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from checks.draft_diff import DraftDiff
-from console.output.display import safe_text
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.checks.draft_diff import DraftDiff
+from vllm_console.console.output.display import safe_text
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 BOLD = Style(bold=True)
 

@@ -14,10 +14,10 @@ from textual.reactive import reactive
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from console.output.display import safe_text
-from console.parsers.engine import EngineConfig, NonDefaultArgs
-from console.parsers.pyrepr import to_jsonable
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.parsers.engine import EngineConfig, NonDefaultArgs
+from vllm_console.console.parsers.pyrepr import to_jsonable
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 _SAME: Any = object()  # "no change" marker (None is a real previous value)
 

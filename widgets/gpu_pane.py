@@ -10,9 +10,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from console.hostclient.agent.samples import AgentSample, ServeProc
-from widgets.row_repaint import refresh_rows
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.console.hostclient.agent.samples import AgentSample, ServeProc
+from vllm_console.widgets.row_repaint import refresh_rows
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 SPARK = "▁▂▃▄▅▆▇█"
 

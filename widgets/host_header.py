@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from console.transport.host import ConnectionState, LinkStatus
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.console.transport.host import ConnectionState, LinkStatus
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 _NO_SOURCE = ("none", "…", "down", "unreachable", "missing")
 BOLD = Style(bold=True)

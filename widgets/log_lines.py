@@ -33,8 +33,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Log
 
-from console.parsers.classifier import LineKind
-from widgets.quiet_scrollbar import QuietScrollBar
+from vllm_console.console.parsers.classifier import LineKind
+from vllm_console.widgets.quiet_scrollbar import QuietScrollBar
 
 # What a classified line looks like: a key of `LogLines.looks` (the pane fills them from the
 # theme). Kinds not named here (throughput, start-up steps, ...) are plain.

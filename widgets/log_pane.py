@@ -23,11 +23,11 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Input, Static
 
-from console.hostclient.follower import LogBatch
-from console.output.display import plain_ascii, safe_text
-from console.parsers.classifier import LineEvent, LineKind
-from console.telemetry.run_log import RunLog
-from widgets.log_lines import LogLines
+from vllm_console.console.hostclient.follower import LogBatch
+from vllm_console.console.output.display import plain_ascii, safe_text
+from vllm_console.console.parsers.classifier import LineEvent, LineKind
+from vllm_console.console.telemetry.run_log import RunLog
+from vllm_console.widgets.log_lines import LogLines
 
 # A following pane shows new lines at once after a quiet spell, else at most this often: each
 # frame of the log costs Textual ~5-7 ms at 160x50 however few lines changed, and batches

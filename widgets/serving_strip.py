@@ -17,8 +17,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from widgets.gpu_pane import sparkline
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.widgets.gpu_pane import sparkline
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 ENGINE_STATUS = {"ok": "ok", "idle": "unknown", "stalled": "fail", "dead": "fail",
                  "unknown": "unknown"}

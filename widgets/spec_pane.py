@@ -14,14 +14,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from console.telemetry.history import RestartMark
-from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
-from widgets.gpu_pane import SPARK
-from widgets.row_repaint import refresh_rows
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.console.telemetry.history import RestartMark
+from vllm_console.console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
+from vllm_console.widgets.gpu_pane import SPARK
+from vllm_console.widgets.row_repaint import refresh_rows
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 if TYPE_CHECKING:
-    from checks.profile import Acceptance
+    from vllm_console.checks.profile import Acceptance
 
 RESTART_GLYPH = "┃"
 

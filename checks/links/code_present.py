@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.links.common import LINK_HINT, result, run_evidence, short_list
-from checks.models import Evidence, LinkResult, Status
-from checks.profile import CodePresentSpec
-from console.transport.remote_scripts import ScriptRun
+from vllm_console.checks.links.common import LINK_HINT, result, run_evidence, short_list
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.checks.profile import CodePresentSpec
+from vllm_console.console.transport.remote_scripts import ScriptRun
 
 LINK = "code-present"
 

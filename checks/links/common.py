@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from checks.models import Evidence, LinkResult, Status
-from console.transport.remote_scripts import ScriptRun
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.console.transport.remote_scripts import ScriptRun
 
 LINK_HINT = "the link to {host} failed during the check: check the connection, then run it again"
 

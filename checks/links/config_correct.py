@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checks import draftconfig as dc
-from checks.configs import ConfigRead
-from checks.links.common import LINK_HINT, result, short_list, show
-from checks.models import Evidence, LinkResult, Status
-from checks.profile import ConfigCorrectSpec
-from checks.references import Reference
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.configs import ConfigRead
+from vllm_console.checks.links.common import LINK_HINT, result, short_list, show
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.checks.profile import ConfigCorrectSpec
+from vllm_console.checks.references import Reference
 
 LINK = "config-correct"
 

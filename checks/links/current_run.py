@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checks.profile import Refusal, RuntimeActivationSpec
-from checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
-from console.parsers.aux import parse_aux_layers
-from console.parsers.classifier import classify
-from console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
-from console.parsers.errors import ErrorKind, parse_error
-from console.parsers.prefix import LogLine, parse_line
-from console.parsers.spec_decode import parse_spec_decode
-from console.telemetry.startup import RunMark, current_run_start, run_mark
+from vllm_console.checks.profile import Refusal, RuntimeActivationSpec
+from vllm_console.checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
+from vllm_console.console.parsers.aux import parse_aux_layers
+from vllm_console.console.parsers.classifier import classify
+from vllm_console.console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
+from vllm_console.console.parsers.errors import ErrorKind, parse_error
+from vllm_console.console.parsers.prefix import LogLine, parse_line
+from vllm_console.console.parsers.spec_decode import parse_spec_decode
+from vllm_console.console.telemetry.startup import RunMark, current_run_start, run_mark
 
 TAIL_BYTES = 1 << 20
 """How much of the log's end is searched past start-up (a crash on the first request, the

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.configs import ConfigRead
-from checks.links.common import LINK_HINT, result, run_evidence, short_list, show
-from checks.models import Evidence, LinkResult, Status
-from checks.profile import FieldsExtractedSpec, RuntimeActivationSpec
-from console.transport.remote_scripts import ScriptRun
+from vllm_console.checks.configs import ConfigRead
+from vllm_console.checks.links.common import LINK_HINT, result, run_evidence, short_list, show
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.checks.profile import FieldsExtractedSpec, RuntimeActivationSpec
+from vllm_console.console.transport.remote_scripts import ScriptRun
 
 LINK = "fields-extracted"
 
@@ -197,9 +197,9 @@ def evaluate_engine_config(spec: FieldsExtractedSpec, rspec: RuntimeActivationSp
                            *, host: str = "the host") -> LinkResult:
     """Probe `speculative-config` (a method with no draft config, n-gram): the engine's start
     line carries the method and the number of tokens the launch asked for."""
-    from checks.links.current_run import read_run
-    from checks.links.method_configs import ngram_lookup
-    from checks.select import asked_in_log
+    from vllm_console.checks.links.current_run import read_run
+    from vllm_console.checks.links.method_configs import ngram_lookup
+    from vllm_console.checks.select import asked_in_log
 
     title = spec.title
     if run is None or run.data is None:

@@ -26,20 +26,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checks import draftconfig as dc
-from checks.links.common import result, short_list
-from checks.links.method_configs import (
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.links.common import result, short_list
+from vllm_console.checks.links.method_configs import (
     aux_problem,
     default_eagle3_aux,
     eagle3_aux_ids,
     eagle3_fc_inputs,
 )
-from checks.models import Evidence, LinkResult, Status
-from checks.profile import Acceptance, RuntimeActivationSpec, method_family
-from checks.trace import TraceEvent
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.checks.profile import Acceptance, RuntimeActivationSpec, method_family
+from vllm_console.checks.trace import TraceEvent
 
 if TYPE_CHECKING:
-    from checks.links.current_run import CurrentRun
+    from vllm_console.checks.links.current_run import CurrentRun
 
 LINK = "runtime-activation"
 EAGLE3_DEFAULT_FN = "get_eagle3_default_aux_hidden_state_layers"

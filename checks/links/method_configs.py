@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks import draftconfig as dc
-from checks.links.config_correct import Finding
-from checks.profile import ConfigCorrectSpec
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.links.config_correct import Finding
+from vllm_console.checks.profile import ConfigCorrectSpec
 
 EAGLE3_AUX_DEFAULT = 3
 """How many target hidden states an EAGLE-3 head's `fc` folds when its config does not say."""

@@ -28,16 +28,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checks import draftconfig as dc
-from checks.configs import ConfigRead
-from checks.links import method_activation
-from checks.links.common import LINK_HINT, result, run_evidence
-from checks.links.current_run import LOOKBACK, TAIL_BYTES, CurrentRun, read_run
-from checks.links.trace_verdict import judge_trace
-from checks.models import Evidence, LinkResult, Status
-from checks.profile import Acceptance, RuntimeActivationSpec
-from checks.trace import TRACE_TAG
-from console.transport.remote_scripts import ScriptRun
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.configs import ConfigRead
+from vllm_console.checks.links import method_activation
+from vllm_console.checks.links.common import LINK_HINT, result, run_evidence
+from vllm_console.checks.links.current_run import LOOKBACK, TAIL_BYTES, CurrentRun, read_run
+from vllm_console.checks.links.trace_verdict import judge_trace
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.checks.profile import Acceptance, RuntimeActivationSpec
+from vllm_console.checks.trace import TRACE_TAG
+from vllm_console.console.transport.remote_scripts import ScriptRun
 
 LINK = "runtime-activation"
 

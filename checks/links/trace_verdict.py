@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checks import draftconfig as dc
-from checks.links.common import short_list
-from checks.trace import TraceEvent
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.links.common import short_list
+from vllm_console.checks.trace import TraceEvent
 
 LAYER_TYPES_FN = "_get_dflash_layer_types"
 RESOLVE_FN = "_resolve_layer_attention"

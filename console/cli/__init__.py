@@ -9,6 +9,6 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`vllm-console`: see `console.cli.parser.main`."""
-    from console.cli.parser import main as run
+    from vllm_console.console.cli.parser import main as run
 
     return run(argv)

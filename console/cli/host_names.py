@@ -10,7 +10,7 @@ import glob
 import os
 from pathlib import Path
 
-from console import default_hosts_path, hosts_file_names
+from vllm_console.console import default_hosts_path, hosts_file_names
 
 _PATTERN = set("*?!")
 

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from console import __version__
+from vllm_console.console import __version__
 
 _ARGPARSE_USAGE = 2
 SHELLS = ("bash", "zsh", "fish")
@@ -54,7 +54,7 @@ def _common(parser: argparse.ArgumentParser, settings: bool) -> None:
     g.add_argument("--readonly", action="store_true", help="no restart, no writes on the host")
     if not settings:
         return
-    from console.settings import override_type, overrides
+    from vllm_console.console.settings import override_type, overrides
 
     s = parser.add_argument_group("the hosts file's settings, overridden (the serve ones are "
                                   "discovered from the running process when absent)")
@@ -212,8 +212,8 @@ def _normalise(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
 def _hint_for_a_host_named(command: str, argv: list[str]) -> None:
     """`vllm-console sim` runs the subcommand even when a host is called `sim`: when that
     failed and such a host exists, say how to open it."""
-    from console.cli.commands.common import emit
-    from console.cli.host_names import host_names
+    from vllm_console.console.cli.commands.common import emit
+    from vllm_console.console.cli.host_names import host_names
 
     config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
     if command in host_names(config):
@@ -286,18 +286,20 @@ def _main(args_in: list[str]) -> int:
 
 
 def _command_module(command: str) -> ModuleType:
-    return importlib.import_module(f"console.cli.commands.{command}")
+    return importlib.import_module(f"vllm_console.console.cli.commands.{command}")
 
 
 def _could_not_run(module: ModuleType) -> int:
-    from console.cli.commands.common import EXIT_COULD_NOT_RUN  # the command module imported it
+    from vllm_console.console.cli.commands.common import (
+        EXIT_COULD_NOT_RUN,  # the command module imported it
+    )
 
     return int(getattr(module, "COULD_NOT_RUN", EXIT_COULD_NOT_RUN))
 
 
 def _run(command: str, args: argparse.Namespace) -> int:
     """The command's exit status; a failure as one line on stderr and "could not run"."""
-    from console.cli.commands.common import EXPECTED, emit, failure_line, one_line
+    from vllm_console.console.cli.commands.common import EXPECTED, emit, failure_line, one_line
 
     who = "vllm-console" if command == "tui" else f"vllm-console {command}"
     module = _command_module(command)

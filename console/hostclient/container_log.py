@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from console.hostclient.discovery import ServeContainer
-from console.hostclient.follower import LogFollower
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts, python_line, run_json
+from vllm_console.console.hostclient.discovery import ServeContainer
+from vllm_console.console.hostclient.follower import LogFollower
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts, python_line, run_json
 
 HEAD_BYTES = 1 << 20
 """The run's first bytes brought back: its start-up (the engine's config, the drafter)."""

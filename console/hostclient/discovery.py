@@ -29,12 +29,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from console.hostside.vocabulary import DEFAULT_PORT, reachable
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts, run_json
+from vllm_console.console.hostside.vocabulary import DEFAULT_PORT, reachable
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json
 
 if TYPE_CHECKING:  # the hosts file's models: not loaded by a console on a URL alone
-    from console.settings import ServeSettings
+    from vllm_console.console.settings import ServeSettings
 
 DEFAULT_HOST = "127.0.0.1"
 

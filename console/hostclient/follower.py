@@ -34,13 +34,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from console.output.display import DISPLAY_MAX, PlainLines, safe_text
-from console.parsers.lines import LineAssembler
-from console.parsers.redact import redact_text
-from console.parsers.sieve import batch_keys
-from console.transport.aio import cancel_and_wait, within
-from console.transport.host import ConnectionState, Host, HostError, StreamHandle, backoff
-from console.transport.remote_scripts import RemoteScripts, python_line
+from vllm_console.console.output.display import DISPLAY_MAX, PlainLines, safe_text
+from vllm_console.console.parsers.lines import LineAssembler
+from vllm_console.console.parsers.redact import redact_text
+from vllm_console.console.parsers.sieve import batch_keys
+from vllm_console.console.transport.aio import cancel_and_wait, within
+from vllm_console.console.transport.host import (
+    ConnectionState,
+    Host,
+    HostError,
+    StreamHandle,
+    backoff,
+)
+from vllm_console.console.transport.remote_scripts import RemoteScripts, python_line
 
 SIG_BYTES = 64
 MIB = 1024 * 1024

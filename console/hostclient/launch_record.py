@@ -17,12 +17,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from console.hostclient.discovery import ServeProcess, configured_port
-from console.hostclient.launch_env import original_env
-from console.hostside.argv import matches
-from console.settings import ServeSettings
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts, run_json
+from vllm_console.console.hostclient.discovery import ServeProcess, configured_port
+from vllm_console.console.hostclient.launch_env import original_env
+from vllm_console.console.hostside.argv import matches
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json
 
 
 def last_key(entry: str) -> str:

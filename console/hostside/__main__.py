@@ -30,7 +30,7 @@ STREAMS = ("agent", "follow", "follow-container")
 def main():
     from importlib import import_module
 
-    package = __package__ or "console.hostside"
+    package = __package__ or "vllm_console.console.hostside"
     minimum = import_module(package).MIN_PYTHON
     wire = import_module(package + ".wire")
     if sys.version_info[:2] < minimum:

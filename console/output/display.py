@@ -11,8 +11,8 @@ import re
 from collections.abc import Sequence
 from itertools import compress, islice, repeat
 
-from console.parsers.redact import may_hold_secret
-from console.parsers.sieve import batch_keys
+from vllm_console.console.parsers.redact import may_hold_secret
+from vllm_console.console.parsers.sieve import batch_keys
 
 # Bidi embedding/override/isolate controls and marks: they let text lie about its order. And
 # the Unicode line and paragraph separators, which `str.splitlines` (and so a screen row

@@ -7,7 +7,7 @@ carry escape sequences or newlines).
 
 from __future__ import annotations
 
-from console.output.display import safe_text
+from vllm_console.console.output.display import safe_text
 
 LINE_MAX = 2000
 

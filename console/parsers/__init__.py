@@ -5,9 +5,9 @@ line or body they do not recognise gives None (or an "unknown"/`OTHER` result). 
 frozen dataclasses.
 """
 
-from console.parsers.aux import parse_aux_layers
-from console.parsers.classifier import LineEvent, LineKind, classify, classify_text
-from console.parsers.engine import (
+from vllm_console.console.parsers.aux import parse_aux_layers
+from vllm_console.console.parsers.classifier import LineEvent, LineKind, classify, classify_text
+from vllm_console.console.parsers.engine import (
     EngineConfig,
     NonDefaultArgs,
     SpeculativeSettings,
@@ -16,7 +16,7 @@ from console.parsers.engine import (
     parse_non_default_args,
     parse_version_banner,
 )
-from console.parsers.errors import (
+from vllm_console.console.parsers.errors import (
     ErrorEvent,
     ErrorKind,
     Frame,
@@ -24,19 +24,27 @@ from console.parsers.errors import (
     group_tracebacks,
     parse_error,
 )
-from console.parsers.lines import LineAssembler, split_lines
-from console.parsers.metrics import (
+from vllm_console.console.parsers.lines import LineAssembler, split_lines
+from vllm_console.console.parsers.metrics import (
     MetricsSnapshot,
     SpecDecodeCounters,
     diff_counters,
     parse_metrics,
 )
-from console.parsers.prefix import LogLine, parse_line, strip_ansi
-from console.parsers.pyrepr import parse_kwargs, parse_repr, to_jsonable
-from console.parsers.redact import REDACTED, is_secret_key, redact
-from console.parsers.spec_decode import SpecDecodeSample, format_spec_decode, parse_spec_decode
-from console.parsers.startup import StartupEvent, StartupPhase, parse_startup
-from console.parsers.throughput import ThroughputSample, format_throughput, parse_throughput
+from vllm_console.console.parsers.prefix import LogLine, parse_line, strip_ansi
+from vllm_console.console.parsers.pyrepr import parse_kwargs, parse_repr, to_jsonable
+from vllm_console.console.parsers.redact import REDACTED, is_secret_key, redact
+from vllm_console.console.parsers.spec_decode import (
+    SpecDecodeSample,
+    format_spec_decode,
+    parse_spec_decode,
+)
+from vllm_console.console.parsers.startup import StartupEvent, StartupPhase, parse_startup
+from vllm_console.console.parsers.throughput import (
+    ThroughputSample,
+    format_throughput,
+    parse_throughput,
+)
 
 __all__ = [
     "REDACTED",

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import NamedTuple
 
-from console.parsers.aux import parse_aux_layers
-from console.parsers.engine import (
+from vllm_console.console.parsers.aux import parse_aux_layers
+from vllm_console.console.parsers.engine import (
     EngineConfig,
     NonDefaultArgs,
     VersionBanner,
@@ -21,12 +21,12 @@ from console.parsers.engine import (
     parse_non_default_args,
     parse_version_banner,
 )
-from console.parsers.errors import _CHAIN, ErrorEvent, parse_error
-from console.parsers.prefix import LogLine, parse_line
-from console.parsers.sieve import Sieve
-from console.parsers.spec_decode import SpecDecodeSample, parse_spec_decode
-from console.parsers.startup import StartupEvent, parse_startup
-from console.parsers.throughput import ThroughputSample, parse_throughput
+from vllm_console.console.parsers.errors import _CHAIN, ErrorEvent, parse_error
+from vllm_console.console.parsers.prefix import LogLine, parse_line
+from vllm_console.console.parsers.sieve import Sieve
+from vllm_console.console.parsers.spec_decode import SpecDecodeSample, parse_spec_decode
+from vllm_console.console.parsers.startup import StartupEvent, parse_startup
+from vllm_console.console.parsers.throughput import ThroughputSample, parse_throughput
 
 
 class LineKind(StrEnum):

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from console.parsers.pyrepr import parse_kwargs, parse_repr, to_jsonable
-from console.parsers.redact import redact
+from vllm_console.console.parsers.pyrepr import parse_kwargs, parse_repr, to_jsonable
+from vllm_console.console.parsers.redact import redact
 
 __all__ = [
     "EngineConfig",

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from console.parsers.prefix import LogLine
+from vllm_console.console.parsers.prefix import LogLine
 
 
 class ErrorKind(StrEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import codecs
 
-from console.parsers.prefix import strip_ansi, strip_ansi_block
+from vllm_console.console.parsers.prefix import strip_ansi, strip_ansi_block
 
 
 def decode(chunk: bytes | str) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from console.parsers.serving import ServingCollector, ServingScrape
-from console.parsers.spec_decode import SpecDecodeSample
+from vllm_console.console.parsers.serving import ServingCollector, ServingScrape
+from vllm_console.console.parsers.spec_decode import SpecDecodeSample
 
 _DRAFTS = "vllm:spec_decode_num_drafts_total"
 _DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"

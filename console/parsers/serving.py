@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from console.parsers.metrics import Sample
+    from vllm_console.console.parsers.metrics import Sample
 
 #: latency key -> the histogram families that carry it, newest name first (older builds named
 #: inter-token latency `time_per_output_token`; `request_time_per_output_token` is a per-request

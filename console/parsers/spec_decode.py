@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.parsers.labelled import (
+from vllm_console.console.parsers.labelled import (
     Fields,
     Writers,
     first,

@@ -7,8 +7,8 @@ The restart itself runs on the host as one detached step (`console.hostside.rest
 SSH link never leaves the server down; the client follows it and verifies the new server.
 """
 
-from console.restart.client import ProgressCallback, restart, who
-from console.restart.model import (
+from vllm_console.console.restart.client import ProgressCallback, restart, who
+from vllm_console.console.restart.model import (
     Outcome,
     PhaseTiming,
     RestartOptions,
@@ -17,7 +17,7 @@ from console.restart.model import (
     RestartStep,
     Stage,
 )
-from console.restart.plan import RestartError, plan_restart
+from vllm_console.console.restart.plan import RestartError, plan_restart
 
 __all__ = [
     "Outcome",

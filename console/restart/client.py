@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from console.parsers import StartupPhase
-from console.restart.follow import FileFollower, LinkTimeout
-from console.restart.model import (
+from vllm_console.console.parsers import StartupPhase
+from vllm_console.console.restart.follow import FileFollower, LinkTimeout
+from vllm_console.console.restart.model import (
     Outcome,
     RestartOptions,
     RestartPlan,
@@ -31,13 +31,13 @@ from console.restart.model import (
     RestartStep,
     Stage,
 )
-from console.restart.plan import RestartError, plan_restart
-from console.restart.startup import RelaunchTracker
-from console.settings import HostConfig
-from console.telemetry.http import ServeUrl, http_get
-from console.transport.aio import cancel_and_wait, within
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts
+from vllm_console.console.restart.plan import RestartError, plan_restart
+from vllm_console.console.restart.startup import RelaunchTracker
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry.http import ServeUrl, http_get
+from vllm_console.console.transport.aio import cancel_and_wait, within
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 ProgressCallback = Callable[[RestartStep], None | Awaitable[None]]
 # The host step writes a heartbeat after 10 s of silence: three missed ones and it is gone.

@@ -14,10 +14,10 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from console.hostside.argv import matches
-from console.parsers.redact import REDACTED, is_secret_key
-from console.restart.model import RestartPlan, shown_argv
-from console.restart.plan import (
+from vllm_console.console.hostside.argv import matches
+from vllm_console.console.parsers.redact import REDACTED, is_secret_key
+from vllm_console.console.restart.model import RestartPlan, shown_argv
+from vllm_console.console.restart.plan import (
     RestartError,
     recreate_command,
     relaunch_inputs,

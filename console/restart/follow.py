@@ -16,10 +16,10 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 
-from console.hostclient.follower import LogBatch, LogFollower, NoticeKind
-from console.transport.aio import cancel_and_wait, within
-from console.transport.host import ConnectionState, Host, HostError
-from console.transport.remote_scripts import RemoteScripts
+from vllm_console.console.hostclient.follower import LogBatch, LogFollower, NoticeKind
+from vllm_console.console.transport.aio import cancel_and_wait, within
+from vllm_console.console.transport.host import ConnectionState, Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 # A line longer than this is cut (the follower says so): the start-up tracker needs no more,
 # and a writer that never ends its line must not grow the client's memory.

@@ -10,9 +10,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from console.parsers import StartupPhase
-from console.parsers.redact import is_secret_key, redact, redact_text
-from console.transport.host import quote_argv
+from vllm_console.console.parsers import StartupPhase
+from vllm_console.console.parsers.redact import is_secret_key, redact, redact_text
+from vllm_console.console.transport.host import quote_argv
 
 
 def shown_argv(argv: Sequence[str]) -> str:

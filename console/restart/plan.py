@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from console.hostclient.discovery import (
+from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     Resolution,
     configured_port,
@@ -23,15 +23,20 @@ from console.hostclient.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from console.hostclient.launch_env import HOOK_DIR_PREFIX, env_changes, launch_env, original_env
-from console.hostclient.launch_record import last_key
-from console.hostside.argv import matches
-from console.hostside.discover import env_items
-from console.hostside.vocabulary import argv_host, argv_port, reachable
-from console.restart.model import RestartPlan, shown_argv
-from console.settings import HostConfig
-from console.transport.host import Host, quote_argv
-from console.transport.remote_scripts import RemoteScripts, run_json, trace_hook_source
+from vllm_console.console.hostclient.launch_env import (
+    HOOK_DIR_PREFIX,
+    env_changes,
+    launch_env,
+    original_env,
+)
+from vllm_console.console.hostclient.launch_record import last_key
+from vllm_console.console.hostside.argv import matches
+from vllm_console.console.hostside.discover import env_items
+from vllm_console.console.hostside.vocabulary import argv_host, argv_port, reachable
+from vllm_console.console.restart.model import RestartPlan, shown_argv
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.transport.host import Host, quote_argv
+from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json, trace_hook_source
 
 
 class RestartError(Exception):
@@ -52,8 +57,8 @@ def profile_watch(config: HostConfig, argv: list[str] | None = None) -> tuple[st
     (`auto`: the profiles for the relaunched command line's speculative method), else (broken,
     or watching nothing) the default profile's. The one list is the profile's `watch`, which
     the runtime-activation link reads the trace of."""
-    from checks.profile import AUTO, ProfileError, load_profile
-    from checks.select import watch_for_argv
+    from vllm_console.checks.profile import AUTO, ProfileError, load_profile
+    from vllm_console.checks.select import watch_for_argv
 
     if config.checks.profile in ("", AUTO) and argv:
         try:

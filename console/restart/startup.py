@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from checks.trace import parse_trace_line
-from console.parsers import (
+from vllm_console.checks.trace import parse_trace_line
+from vllm_console.console.parsers import (
     ErrorKind,
     StartupEvent,
     StartupPhase,
@@ -19,8 +19,8 @@ from console.parsers import (
     parse_line,
     parse_startup,
 )
-from console.restart.model import PhaseTiming
-from console.telemetry.startup import RESTART_MARKER, PhaseSteps
+from vllm_console.console.restart.model import PhaseTiming
+from vllm_console.console.telemetry.startup import RESTART_MARKER, PhaseSteps
 
 MAX_ERROR_LINES = 40
 TAIL_LINES = 15

@@ -15,14 +15,20 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checks.draft_diff import DraftDiff, apply_reference, load_draft_diff
-from checks.models import ChainReport
-from checks.profile import Acceptance, Profile, ProfileError, expected_acceptance, load_profile
-from checks.references import ReferenceError, load_reference_file
-from console.hostclient.launch_record import seen_launch
-from console.output.display import safe_text
-from console.parsers.redact import redact, redact_text
-from console.restart import (
+from vllm_console.checks.draft_diff import DraftDiff, apply_reference, load_draft_diff
+from vllm_console.checks.models import ChainReport
+from vllm_console.checks.profile import (
+    Acceptance,
+    Profile,
+    ProfileError,
+    expected_acceptance,
+    load_profile,
+)
+from vllm_console.checks.references import ReferenceError, load_reference_file
+from vllm_console.console.hostclient.launch_record import seen_launch
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.parsers.redact import redact, redact_text
+from vllm_console.console.restart import (
     RestartError,
     RestartPlan,
     RestartResult,
@@ -30,17 +36,17 @@ from console.restart import (
     plan_restart,
     restart,
 )
-from console.restart.edit import edit_plan, parse_argv, parse_env
-from console.session.capabilities import CHANGES_THE_HOST, EVERYTHING, Capability
-from console.settings import HostConfig
-from console.telemetry.events import TelemetryEvent
-from console.telemetry.host_telemetry import HostTelemetry
-from console.telemetry.snapshot import HostSnapshot
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import Inside
+from vllm_console.console.restart.edit import edit_plan, parse_argv, parse_env
+from vllm_console.console.session.capabilities import CHANGES_THE_HOST, EVERYTHING, Capability
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry.events import TelemetryEvent
+from vllm_console.console.telemetry.host_telemetry import HostTelemetry
+from vllm_console.console.telemetry.snapshot import HostSnapshot
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # loaded with the chain
-    from checks.links.runtime_activation import EngineLook
+    from vllm_console.checks.links.runtime_activation import EngineLook
 
 
 class ActionError(Exception):
@@ -140,7 +146,7 @@ class HostSession:
                 reference = load_reference_file(self.config.checks.reference)
             except ReferenceError as exc:
                 raise ActionError(str(exc)) from None
-        from checks.chain import run_chain  # heavy: loaded when the chain first runs
+        from vllm_console.checks.chain import run_chain  # heavy: loaded when the chain first runs
 
         self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
                                            reference=reference, host_label=self.name,
@@ -152,7 +158,7 @@ class HostSession:
         """The engine's state as the live telemetry judges it (its scrapes over the last
         minutes, the serve tree), for runtime activation; None while it knows nothing, and
         the chain looks at `/metrics` itself."""
-        from checks.links.runtime_activation import EngineLook
+        from vllm_console.checks.links.runtime_activation import EngineLook
 
         snap = self.snapshot
         state, reason = snap.engine_state()
@@ -261,6 +267,6 @@ class HostSession:
 
 
 def _jsonable(value: Any) -> Any:
-    from console.parsers.pyrepr import to_jsonable
+    from vllm_console.console.parsers.pyrepr import to_jsonable
 
     return to_jsonable(value)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from console.session.host_session import HostSession
+    from vllm_console.console.session.host_session import HostSession
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from console.sim.runner import (
+    from vllm_console.console.sim.runner import (
         health,
         run_foreground,
         start_background,
@@ -16,24 +16,29 @@ if TYPE_CHECKING:
         tree_processes,
         wait_ready,
     )
-    from console.sim.scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario, get_scenario
-    from console.sim.tree import SimTree, materialise
+    from vllm_console.console.sim.scenarios import (
+        DEFAULT_SCENARIO,
+        SCENARIOS,
+        Scenario,
+        get_scenario,
+    )
+    from vllm_console.console.sim.tree import SimTree, materialise
 
 # Imported on first use (PEP 562): `demo` checks its scenario's name before the console's first
 # frame, and writes and starts the host after it (the runner brings urllib's HTTP client).
 _WHERE = {
     **dict.fromkeys(("health", "run_foreground", "start_background", "stop", "tree_processes",
-                     "wait_ready"), "console.sim.runner"),
+                     "wait_ready"), "vllm_console.console.sim.runner"),
     **dict.fromkeys(("DEFAULT_SCENARIO", "SCENARIOS", "Scenario", "get_scenario"),
-                    "console.sim.scenarios"),
-    **dict.fromkeys(("SimTree", "materialise"), "console.sim.tree"),
+                    "vllm_console.console.sim.scenarios"),
+    **dict.fromkeys(("SimTree", "materialise"), "vllm_console.console.sim.tree"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
         return getattr(import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'console.sim' has no attribute {name!r}")
+    raise AttributeError(f"module 'vllm_console.console.sim' has no attribute {name!r}")
 
 
 __all__ = [

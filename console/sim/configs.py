@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.sim.scenarios import (
+from vllm_console.console.sim.scenarios import (
     RIGHT_LAYER_TYPES,
     RIGHT_MASK_TOKEN_ID,
     RIGHT_SLIDING_WINDOW,

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from console.sim.tree import SimTree
+from vllm_console.console.sim.tree import SimTree
 
 NAME = "vllm-sim"
 IMAGE = "vllm-console-sim/vllm-openai:latest"

@@ -20,7 +20,7 @@ import random
 import re
 from pathlib import Path
 
-from console.sim.scenarios import VLLM_REPO_URL, Build
+from vllm_console.console.sim.scenarios import VLLM_REPO_URL, Build
 
 SOURCES = Path(__file__).resolve().parent / "site-packages"
 _TAG = re.compile(r"\s*# sim\[(!?)([a-z0-9_]+)\]\s*$")

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from console.sim.tree import SimTree
+from vllm_console.console.sim.tree import SimTree
 
 READY_LINE = "Application startup complete."
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.sim import configs
-from console.sim.package import install, shebang
-from console.sim.scenarios import Scenario, get_scenario
+from vllm_console.console.sim import configs
+from vllm_console.console.sim.package import install, shebang
+from vllm_console.console.sim.scenarios import Scenario, get_scenario
 
 NVIDIA_SMI_SOURCE = Path(__file__).resolve().parent / "host-bin" / "nvidia_smi.py"
 #: The simulated driver nvidia-smi and the fake vLLM both read (written beside nvidia-smi).

@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console import ConfigError
-from console.sources import web
+from vllm_console.console import ConfigError
+from vllm_console.console.sources import web
 
 if TYPE_CHECKING:
-    from console.settings import HostEntry
+    from vllm_console.console.settings import HostEntry
 
 DEFAULT_KEY_ENV = "VLLM_API_KEY"
 """vLLM's own default for `--api-key`: read when the command line gives only `--url`."""

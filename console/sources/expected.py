@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from checks.profile import Acceptance
+    from vllm_console.checks.profile import Acceptance
 
 
 def expected_acceptance(profile: str | None = None, method: str | None = None
                         ) -> Acceptance | None:
     """The range for a server checked with `profile` whose drafter is `method` (None: not
     known, DFlash assumed: the console's incident)."""
-    from checks.profile import expected_acceptance as expected_range
+    from vllm_console.checks.profile import expected_acceptance as expected_range
 
     return expected_range(method or "dflash", profile)
 

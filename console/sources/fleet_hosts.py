@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from console.settings import ConfigError, HostsFile, parse_destination
-from console.sources import web
+from vllm_console.console.settings import ConfigError, HostsFile, parse_destination
+from vllm_console.console.sources import web
 
 
 def _netloc(url: str) -> str | None:

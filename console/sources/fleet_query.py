@@ -16,19 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from console.sources.expected import expected_acceptance, far_below
-from console.sources.fleet_hosts import host_part
+from vllm_console.console.sources.expected import expected_acceptance, far_below
+from vllm_console.console.sources.fleet_hosts import host_part
 
 if TYPE_CHECKING:
-    from checks.profile import Acceptance
-from console.sources.prometheus import (
+    from vllm_console.checks.profile import Acceptance
+from vllm_console.console.sources.prometheus import (
     PromError,
     Prometheus,
     PromUnreachable,
     Series,
     with_selector,
 )
-from console.telemetry.serving import lagging
+from vllm_console.console.telemetry.serving import lagging
 
 ABSENT = "absent"
 IDLE = "idle: no drafts in the last minute"

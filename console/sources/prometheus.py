@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from console.sources import web
+from vllm_console.console.sources import web
 
 
 class PromError(Exception):

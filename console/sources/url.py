@@ -13,20 +13,26 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from console.output.display import safe_text
-from console.parsers.engine import SpeculativeSettings
-from console.parsers.metrics import MetricsSnapshot, parse_metrics
-from console.session.capabilities import SERVER_ONLY, Capability
-from console.session.host_session import HostSession
-from console.settings import ConfigError, HostConfig, HostEntry, ServeSettings
-from console.sources import web
-from console.sources.api_key import DEFAULT_KEY_ENV, read_api_key, url_settings
-from console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
-from console.telemetry.host_telemetry import HostTelemetry, OnEvent, TelemetryOptions
-from console.telemetry.server import Health, Readiness, ServerLoad, judge_health, model_ids
-from console.telemetry.snapshot import AgentState, AgentStatus
-from console.transport.aio import cancel_and_wait
-from console.transport.host import (
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.parsers.engine import SpeculativeSettings
+from vllm_console.console.parsers.metrics import MetricsSnapshot, parse_metrics
+from vllm_console.console.session.capabilities import SERVER_ONLY, Capability
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.settings import ConfigError, HostConfig, HostEntry, ServeSettings
+from vllm_console.console.sources import web
+from vllm_console.console.sources.api_key import DEFAULT_KEY_ENV, read_api_key, url_settings
+from vllm_console.console.telemetry.events import AgentChanged, LinkChanged, ReadinessChanged
+from vllm_console.console.telemetry.host_telemetry import HostTelemetry, OnEvent, TelemetryOptions
+from vllm_console.console.telemetry.server import (
+    Health,
+    Readiness,
+    ServerLoad,
+    judge_health,
+    model_ids,
+)
+from vllm_console.console.telemetry.snapshot import AgentState, AgentStatus
+from vllm_console.console.transport.aio import cancel_and_wait
+from vllm_console.console.transport.host import (
     CommandResult,
     ConnectionState,
     Host,

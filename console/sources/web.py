@@ -13,7 +13,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
-from console.telemetry.http import MAX_BODY, HttpResult, exchange
+from vllm_console.console.telemetry.http import MAX_BODY, HttpResult, exchange
 
 
 class BadUrl(ValueError):

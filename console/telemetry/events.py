@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.hostclient.agent.samples import AgentSample, ServeTree
-from console.hostclient.follower import FollowState, LogBatch
-from console.parsers.classifier import LineEvent
-from console.telemetry.run_log import RunInfo
-from console.telemetry.server import Readiness, ServerLoad
-from console.telemetry.serving import ServingStatus
-from console.telemetry.snapshot import AgentStatus, ServeInfo
-from console.telemetry.spec_decode import SpecDecodeState
-from console.telemetry.startup import StartupStatus
-from console.transport.host import LinkStatus
+from vllm_console.console.hostclient.agent.samples import AgentSample, ServeTree
+from vllm_console.console.hostclient.follower import FollowState, LogBatch
+from vllm_console.console.parsers.classifier import LineEvent
+from vllm_console.console.telemetry.run_log import RunInfo
+from vllm_console.console.telemetry.server import Readiness, ServerLoad
+from vllm_console.console.telemetry.serving import ServingStatus
+from vllm_console.console.telemetry.snapshot import AgentStatus, ServeInfo
+from vllm_console.console.telemetry.spec_decode import SpecDecodeState
+from vllm_console.console.telemetry.startup import StartupStatus
+from vllm_console.console.transport.host import LinkStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from console.hostclient.agent.samples import AgentSample
-from console.telemetry.spec_decode import SpecDecodeState
+from vllm_console.console.hostclient.agent.samples import AgentSample
+from vllm_console.console.telemetry.spec_decode import SpecDecodeState
 
 GPU_HISTORY = 60
 ACCEPTANCE_HISTORY = 360

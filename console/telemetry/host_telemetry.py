@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.hostclient.agent.client import AgentClient
-from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
-from console.hostclient.container_log import ContainerLogFollower
-from console.hostclient.container_log import describe as describe_container_log
-from console.hostclient.discovery import (
+from vllm_console.console.hostclient.agent.client import AgentClient
+from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
+from vllm_console.console.hostclient.container_log import ContainerLogFollower
+from vllm_console.console.hostclient.container_log import describe as describe_container_log
+from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     ServeContainer,
     ServeProcess,
@@ -35,15 +35,15 @@ from console.hostclient.discovery import (
     effective_serve,
     parse_serve_argv,
 )
-from console.hostclient.follower import FollowState, LogBatch, LogFollower
-from console.parsers.engine import SpeculativeSettings
-from console.parsers.metrics import MetricsSnapshot
-from console.settings import HostConfig, ServeSettings
-from console.telemetry import events as ev
-from console.telemetry.http import ServeUrl
-from console.telemetry.logclock import LogClock
-from console.telemetry.run_log import Changed, RunLog
-from console.telemetry.server import (
+from vllm_console.console.hostclient.follower import FollowState, LogBatch, LogFollower
+from vllm_console.console.parsers.engine import SpeculativeSettings
+from vllm_console.console.parsers.metrics import MetricsSnapshot
+from vllm_console.console.settings import HostConfig, ServeSettings
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.telemetry.http import ServeUrl
+from vllm_console.console.telemetry.logclock import LogClock
+from vllm_console.console.telemetry.run_log import Changed, RunLog
+from vllm_console.console.telemetry.server import (
     Health,
     MetricsReader,
     ServerLoad,
@@ -52,13 +52,19 @@ from console.telemetry.server import (
     probe_readiness,
     totals,
 )
-from console.telemetry.serving import ServingStatus, ServingWatch
-from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
-from console.telemetry.spec_decode import SpecSource
-from console.telemetry.startup import STALL_AFTER_S, StartupState
-from console.transport.aio import cancel_and_wait
-from console.transport.host import ConnectionState, Host, HostError, LinkStatus, backoff
-from console.transport.remote_scripts import RemoteScripts
+from vllm_console.console.telemetry.serving import ServingStatus, ServingWatch
+from vllm_console.console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot, ServeInfo
+from vllm_console.console.telemetry.spec_decode import SpecSource
+from vllm_console.console.telemetry.startup import STALL_AFTER_S, StartupState
+from vllm_console.console.transport.aio import cancel_and_wait
+from vllm_console.console.transport.host import (
+    ConnectionState,
+    Host,
+    HostError,
+    LinkStatus,
+    backoff,
+)
+from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
 SECOND_SCRAPE_S = 1.0

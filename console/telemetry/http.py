@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from console.hostside.vocabulary import reachable
-from console.transport.host import Host, HostError
+from vllm_console.console.hostside.vocabulary import reachable
+from vllm_console.console.transport.host import Host, HostError
 
 MAX_BODY = 32 * 1024 * 1024
 

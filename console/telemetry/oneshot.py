@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from console.hostclient.agent.client import AgentClient
-from console.hostclient.agent.samples import AgentHello, AgentSample
-from console.hostclient.container_log import read_container_log
-from console.hostclient.discovery import Resolution, configured_port, resolve_serve
-from console.hostclient.follower import LogFollower, NoticeKind
-from console.parsers.metrics import parse_metrics
-from console.parsers.serving import ServingScrape
-from console.settings import HostConfig
-from console.telemetry.host_telemetry import serve_info, serve_info_from_tree
-from console.telemetry.http import HttpResult, ServeUrl, http_get
-from console.telemetry.logclock import LogClock
-from console.telemetry.run_log import RunLog
-from console.telemetry.server import (
+from vllm_console.console.hostclient.agent.client import AgentClient
+from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample
+from vllm_console.console.hostclient.container_log import read_container_log
+from vllm_console.console.hostclient.discovery import Resolution, configured_port, resolve_serve
+from vllm_console.console.hostclient.follower import LogFollower, NoticeKind
+from vllm_console.console.parsers.metrics import parse_metrics
+from vllm_console.console.parsers.serving import ServingScrape
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry.host_telemetry import serve_info, serve_info_from_tree
+from vllm_console.console.telemetry.http import HttpResult, ServeUrl, http_get
+from vllm_console.console.telemetry.logclock import LogClock
+from vllm_console.console.telemetry.run_log import RunLog
+from vllm_console.console.telemetry.server import (
     Health,
     Readiness,
     judge_health,
@@ -31,10 +31,10 @@ from console.telemetry.server import (
     load_from_throughput,
     totals,
 )
-from console.telemetry.serving import ServingStatus, ServingWatch, watch_serving
-from console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts
+from vllm_console.console.telemetry.serving import ServingStatus, ServingWatch, watch_serving
+from vllm_console.console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import Flag, auto
 from typing import Any
 
-from console.parsers.classifier import (
+from vllm_console.console.parsers.classifier import (
     LEVEL_ANCHORS,
     LOGO_UTF8,
     MESSAGE_ANCHORS,
@@ -24,16 +24,16 @@ from console.parsers.classifier import (
     LineKind,
     classify,
 )
-from console.parsers.engine import EngineConfig, NonDefaultArgs, SpeculativeSettings
-from console.parsers.errors import ErrorEvent, ErrorKind
-from console.parsers.prefix import parse_line, strip_ansi_block
-from console.parsers.sieve import Sieve
-from console.parsers.spec_decode import SpecDecodeSample
-from console.parsers.startup import StartupEvent, StartupPhase
-from console.parsers.throughput import ThroughputSample
-from console.telemetry.logclock import LogClock
-from console.telemetry.spec_decode import SpecDecodeTracker, SpecSource
-from console.telemetry.startup import (
+from vllm_console.console.parsers.engine import EngineConfig, NonDefaultArgs, SpeculativeSettings
+from vllm_console.console.parsers.errors import ErrorEvent, ErrorKind
+from vllm_console.console.parsers.prefix import parse_line, strip_ansi_block
+from vllm_console.console.parsers.sieve import Sieve
+from vllm_console.console.parsers.spec_decode import SpecDecodeSample
+from vllm_console.console.parsers.startup import StartupEvent, StartupPhase
+from vllm_console.console.parsers.throughput import ThroughputSample
+from vllm_console.console.telemetry.logclock import LogClock
+from vllm_console.console.telemetry.spec_decode import SpecDecodeTracker, SpecSource
+from vllm_console.console.telemetry.startup import (
     RESTART_MARKER,
     STALL_AFTER_S,
     RunMark,

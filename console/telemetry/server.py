@@ -11,16 +11,16 @@ import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from console.parsers.metrics import (
+from vllm_console.console.parsers.metrics import (
     MetricsSnapshot,
     SpecDecodeCounters,
     diff_counters,
     parse_metrics,
 )
-from console.parsers.spec_decode import SpecDecodeSample
-from console.parsers.throughput import ThroughputSample
-from console.telemetry.http import HttpResult, ServeUrl, http_get
-from console.transport.host import Host
+from vllm_console.console.parsers.spec_decode import SpecDecodeSample
+from vllm_console.console.parsers.throughput import ThroughputSample
+from vllm_console.console.telemetry.http import HttpResult, ServeUrl, http_get
+from vllm_console.console.transport.host import Host
 
 _ZERO = SpecDecodeCounters(0, 0, 0, ())
 

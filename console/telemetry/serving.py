@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from console.parsers.serving import (
+from vllm_console.console.parsers.serving import (
     LATENCY_FAMILIES,
     EngineSeries,
     ServingScrape,

@@ -13,18 +13,23 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
-from console.hostclient.discovery import ServeContainer
-from console.hostclient.follower import FollowState
-from console.parsers.engine import SpeculativeSettings
-from console.parsers.errors import ErrorKind
-from console.parsers.redact import redact, redact_text
-from console.telemetry.run_log import RunInfo
-from console.telemetry.server import Health, Readiness, ServerLoad
-from console.telemetry.serving import EngineState, ServingStatus, engine_json, engine_verdict
-from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
-from console.telemetry.startup import StartupState, StartupStatus
-from console.transport.host import ConnectionState, LinkStatus
+from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
+from vllm_console.console.hostclient.discovery import ServeContainer
+from vllm_console.console.hostclient.follower import FollowState
+from vllm_console.console.parsers.engine import SpeculativeSettings
+from vllm_console.console.parsers.errors import ErrorKind
+from vllm_console.console.parsers.redact import redact, redact_text
+from vllm_console.console.telemetry.run_log import RunInfo
+from vllm_console.console.telemetry.server import Health, Readiness, ServerLoad
+from vllm_console.console.telemetry.serving import (
+    EngineState,
+    ServingStatus,
+    engine_json,
+    engine_verdict,
+)
+from vllm_console.console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
+from vllm_console.console.telemetry.startup import StartupState, StartupStatus
+from vllm_console.console.transport.host import ConnectionState, LinkStatus
 
 ERROR_LINE_MAX = 2000
 """An error line in `status --json` is cut here (a traceback line can be a whole repr)."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from console.parsers.engine import SpeculativeSettings
-from console.parsers.spec_decode import SpecDecodeSample
+from vllm_console.console.parsers.engine import SpeculativeSettings
+from vllm_console.console.parsers.spec_decode import SpecDecodeSample
 
 HISTORY = 360
 

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 
-from console.hostside import vocabulary
-from console.parsers.classifier import LineEvent, LineKind
-from console.parsers.errors import ErrorEvent, ErrorKind
-from console.parsers.startup import StartupEvent, StartupPhase
+from vllm_console.console.hostside import vocabulary
+from vllm_console.console.parsers.classifier import LineEvent, LineKind
+from vllm_console.console.parsers.errors import ErrorEvent, ErrorKind
+from vllm_console.console.parsers.startup import StartupEvent, StartupPhase
 
 STALL_AFTER_S = 120.0
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.settings import (
+from vllm_console.console.settings import (
     ConfigError,
     HostConfig,
     load_hosts_file,
     overrides,
     resolve_host,
 )
-from console.transport.host import Host
-from console.transport.ssh_config import identity_problem
+from vllm_console.console.transport.host import Host
+from vllm_console.console.transport.ssh_config import identity_problem
 
 
 def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> HostConfig:
@@ -40,9 +40,9 @@ def host_config_from_args(args: argparse.Namespace, spec: str | None = None) -> 
 def make_host(config: HostConfig) -> Host:
     """`LocalHost` for `local`, else `SSHHost` (imported lazily: asyncssh is heavy)."""
     if config.local:
-        from console.transport.local_host import LocalHost
+        from vllm_console.console.transport.local_host import LocalHost
 
         return LocalHost(config.name)
-    from console.transport.ssh_host import SSHHost
+    from vllm_console.console.transport.ssh_host import SSHHost
 
     return SSHHost(config)

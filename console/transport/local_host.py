@@ -9,8 +9,8 @@ import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-from console.transport.aio import within
-from console.transport.host import (
+from vllm_console.console.transport.aio import within
+from vllm_console.console.transport.host import (
     CommandResult,
     ConnectionState,
     Host,

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from console.hostside import MIN_PYTHON
-from console.hostside.wire import ARGS_ENV, MARKER, TOO_OLD_EXIT, interpreter_flags
-from console.hostside.zipapp_main import PACKAGE
-from console.transport.host import Host, HostError, quote_argv
+from vllm_console.console.hostside import MIN_PYTHON
+from vllm_console.console.hostside.wire import ARGS_ENV, MARKER, TOO_OLD_EXIT, interpreter_flags
+from vllm_console.console.hostside.zipapp_main import PACKAGE
+from vllm_console.console.transport.host import Host, HostError, quote_argv
 
 REMOTE_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/vllm-console"'
 SHOWN_PAYLOAD_MAX = 1500
@@ -96,7 +96,7 @@ def _sources(folder: Any, prefix: str) -> list[tuple[str, bytes]]:
 @functools.cache
 def bundle_bytes() -> bytes:
     """The zipapp of `console.hostside`: `python3 BUNDLE ENTRY ...` runs its `__main__`."""
-    package = resources.files("console.hostside")
+    package = resources.files("vllm_console.console.hostside")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         # The root `__main__`: the package's, from a compiled copy made beside the bundle.
@@ -108,7 +108,8 @@ def bundle_bytes() -> bytes:
 
 def trace_hook_source() -> bytes:
     """The trace hook's source (what a traced run finds as `sitecustomize.py`)."""
-    return resources.files("console.hostside.restart").joinpath("trace_hook.py").read_bytes()
+    hook = resources.files("vllm_console.console.hostside.restart").joinpath("trace_hook.py")
+    return hook.read_bytes()
 
 
 class RemoteScripts:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.transport.host import HostError
+from vllm_console.console.transport.host import HostError
 
 # Values of StrictHostKeyChecking that let an unknown key be recorded. OpenSSH's `no`/`off`
 # would also accept a changed key; the console never does, so they mean accept-new here.

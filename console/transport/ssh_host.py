@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from console.settings import HostConfig
-from console.transport.aio import cancel_and_wait, within
-from console.transport.host import (
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.transport.aio import cancel_and_wait, within
+from vllm_console.console.transport.host import (
     CommandResult,
     ConnectionState,
     Host,
@@ -37,7 +37,7 @@ from console.transport.host import (
     shell_command,
     stream_shell_line,
 )
-from console.transport.ssh_config import (
+from vllm_console.console.transport.ssh_config import (
     SshConfigView,
     identity_problem,
     read_ssh_config,

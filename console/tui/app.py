@@ -33,26 +33,26 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from console import APP_NAME
-from console.output.display import safe_text
-from console.output.messages import failure_line
-from console.session.pending import PendingSession
-from console.telemetry import events as ev
-from console.transport.host import ConnectionState
-from console.tui.driver import QuietApp
-from console.tui.screens.evidence import EvidenceScreen
-from console.tui.screens.fleet import FleetRow, FleetScreen
-from console.tui.screens.host import HostScreen, url_only_line
-from console.tui.screens.host_view import HostView
-from console.tui.ui_state import load_ui_state, save_ui_state
-from themes import DEFAULT_THEME, THEMES, stylesheet_path
-from widgets.checklist import Checklist
-from widgets.draft_diff import DraftDiffPane
-from widgets.log_pane import LogPane
+from vllm_console.console import APP_NAME
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.output.messages import failure_line
+from vllm_console.console.session.pending import PendingSession
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.tui.driver import QuietApp
+from vllm_console.console.tui.screens.evidence import EvidenceScreen
+from vllm_console.console.tui.screens.fleet import FleetRow, FleetScreen
+from vllm_console.console.tui.screens.host import HostScreen, url_only_line
+from vllm_console.console.tui.screens.host_view import HostView
+from vllm_console.console.tui.ui_state import load_ui_state, save_ui_state
+from vllm_console.themes import DEFAULT_THEME, THEMES, stylesheet_path
+from vllm_console.widgets.checklist import Checklist
+from vllm_console.widgets.draft_diff import DraftDiffPane
+from vllm_console.widgets.log_pane import LogPane
 
 if TYPE_CHECKING:  # the sessions' modules load after the first frame (`_open_sessions`)
-    from checks.profile import Acceptance
-    from console.session.host_session import HostSession
+    from vllm_console.checks.profile import Acceptance
+    from vllm_console.console.session.host_session import HostSession
 
 WORKERS_END_S = 10.0
 """How long leaving waits for the cancelled workers' own clean-up (a restart's log drain)."""
@@ -215,7 +215,7 @@ class ConsoleApp(QuietApp[int]):
     # -- one place for worker failures ----------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR:
-            from console.session.host_session import ActionError
+            from vllm_console.console.session.host_session import ActionError
 
             error = event.worker.error
             message = str(error) if isinstance(error, ActionError) else \
@@ -270,7 +270,7 @@ class ConsoleApp(QuietApp[int]):
         return sections
 
     def action_help(self) -> None:
-        from console.tui.screens.help import HelpScreen
+        from vllm_console.console.tui.screens.help import HelpScreen
 
         self.push_screen(HelpScreen([(title, bindings)
                                      for title, _, bindings in self._key_sections()]))

@@ -15,13 +15,18 @@ from textual import on, work
 from textual.binding import Binding
 from textual.message import Message
 
-from console.settings import FleetSettings, HostsFile
-from console.sources.fleet_hosts import OpenKind, OpenTarget, hosts_by_label, open_target
-from console.sources.fleet_query import FleetReport, query_fleet
-from console.sources.prometheus import Prometheus
-from console.tui.driver import QuietApp
-from console.tui.screens.prom_fleet import PromFleetScreen, PromServerScreen
-from themes import DEFAULT_THEME, THEMES
+from vllm_console.console.settings import FleetSettings, HostsFile
+from vllm_console.console.sources.fleet_hosts import (
+    OpenKind,
+    OpenTarget,
+    hosts_by_label,
+    open_target,
+)
+from vllm_console.console.sources.fleet_query import FleetReport, query_fleet
+from vllm_console.console.sources.prometheus import Prometheus
+from vllm_console.console.tui.driver import QuietApp
+from vllm_console.console.tui.screens.prom_fleet import PromFleetScreen, PromServerScreen
+from vllm_console.themes import DEFAULT_THEME, THEMES
 
 REFRESH_S = 5.0
 
@@ -104,7 +109,7 @@ class FleetApp(QuietApp[OpenTarget | None]):
             top.show(message.report)
 
     def action_help(self) -> None:
-        from console.tui.screens.help import HelpScreen
+        from vllm_console.console.tui.screens.help import HelpScreen
 
         keys = [b for b in PromFleetScreen.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen([("Fleet from Prometheus", keys),

@@ -9,10 +9,10 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from widgets.serving_strip import ServingView, age_step
+from vllm_console.widgets.serving_strip import ServingView, age_step
 
 if TYPE_CHECKING:
-    from console.telemetry.snapshot import HostSnapshot
+    from vllm_console.console.telemetry.snapshot import HostSnapshot
 
 
 TRENDS = ("generation tok/s", "running", "TTFT p99 s")

@@ -12,7 +12,7 @@ from typing import Any
 
 import platformdirs
 
-from console import APP_NAME
+from vllm_console.console import APP_NAME
 
 
 def state_path() -> Path:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from checks import Status
-from checks.draft_diff import apply_reference, load_draft_diff
-from checks.links.config_correct import check_invariants, compare_reference
-from checks.profile import load_profile
-from console.sim.configs import draft_config, target_config
-from console.sim.scenarios import WRONG_DRAFT
-from console.transport.local_host import LocalHost
 from tests.app_support import SimApp, wait_until
+from vllm_console.checks import Status
+from vllm_console.checks.draft_diff import apply_reference, load_draft_diff
+from vllm_console.checks.links.config_correct import check_invariants, compare_reference
+from vllm_console.checks.profile import load_profile
+from vllm_console.console.sim.configs import draft_config, target_config
+from vllm_console.console.sim.scenarios import WRONG_DRAFT
+from vllm_console.console.transport.local_host import LocalHost
 
 PROFILE = load_profile("dflash-swa")
 FIELDS = PROFILE.links.config_correct.compare
@@ -96,7 +96,7 @@ async def test_after_apply_before_the_restart_runtime_says_restart_to_apply(
 
 @pytest.mark.programs
 async def test_the_apply_dialog_shows_json_values(tmp_path: Path) -> None:
-    from console.tui.screens.confirm import ConfirmScreen
+    from vllm_console.console.tui.screens.confirm import ConfirmScreen
 
     sim = SimApp(tmp_path / "host")
     try:

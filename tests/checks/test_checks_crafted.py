@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from checks.links import code_present
-from checks.models import Evidence, Status
-from checks.profile import load_profile
-from console.hostside.probes import code_probe
-from console.transport.remote_scripts import ScriptRun, parse_answer
 from tests.hostside.bundle import entry_argv
+from vllm_console.checks.links import code_present
+from vllm_console.checks.models import Evidence, Status
+from vllm_console.checks.profile import load_profile
+from vllm_console.console.hostside.probes import code_probe
+from vllm_console.console.transport.remote_scripts import ScriptRun, parse_answer
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 VERSION = "0.1.dev16016+g3cfc8f8b7"
@@ -350,8 +350,8 @@ def test_interpreter_without_vllm_and_install_without_metadata(tmp_path: Path) -
 
 @pytest.mark.programs
 def test_code_present_verdicts_on_crafted_installs(tmp_path: Path) -> None:
-    from checks.models import Evidence, Status
-    from console.transport.remote_scripts import ScriptRun
+    from vllm_console.checks.models import Evidence, Status
+    from vllm_console.console.transport.remote_scripts import ScriptRun
 
     ctx = Evidence.make("discovery")
 

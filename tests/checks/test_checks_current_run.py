@@ -13,22 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from checks import Status, run_chain
-from checks.configs import ConfigRead
-from checks.links import current_run, runtime_activation
-from checks.models import Evidence
-from checks.profile import load_profile
-from checks.trace import format_trace_line
-from console.hostside.probes import log_probe
-from console.settings import HostConfig, ServeSettings
-from console.sim.runner import start_background, stop, wait_ready
-from console.sim.tree import materialise
-from console.telemetry.oneshot import collect_status
-from console.telemetry.run_log import RunLog
-from console.telemetry.startup import StartupState
-from console.transport.local_host import LocalHost
-from console.transport.remote_scripts import ScriptRun
 from tests.checks.test_checks_crafted import engine_lines, make_install, make_models
+from vllm_console.checks import Status, run_chain
+from vllm_console.checks.configs import ConfigRead
+from vllm_console.checks.links import current_run, runtime_activation
+from vllm_console.checks.models import Evidence
+from vllm_console.checks.profile import load_profile
+from vllm_console.checks.trace import format_trace_line
+from vllm_console.console.hostside.probes import log_probe
+from vllm_console.console.settings import HostConfig, ServeSettings
+from vllm_console.console.sim.runner import start_background, stop, wait_ready
+from vllm_console.console.sim.tree import materialise
+from vllm_console.console.telemetry.oneshot import collect_status
+from vllm_console.console.telemetry.run_log import RunLog
+from vllm_console.console.telemetry.startup import StartupState
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.remote_scripts import ScriptRun
 
 PROFILE = load_profile()
 RUNTIME = PROFILE.links.runtime_activation

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from checks.configs import ConfigRead
-from checks.links import config_correct, fields_extracted, runtime_activation
-from checks.models import Evidence, LinkResult, Status
-from checks.profile import load_profile
-from checks.references import choose_reference
-from checks.rootcause import broken_link, root_cause
-from checks.trace import format_trace_line
-from console.transport.remote_scripts import ScriptRun
 from tests.checks.test_checks_crafted import TARGET_CONFIG, draft_config, engine_lines
+from vllm_console.checks.configs import ConfigRead
+from vllm_console.checks.links import config_correct, fields_extracted, runtime_activation
+from vllm_console.checks.models import Evidence, LinkResult, Status
+from vllm_console.checks.profile import load_profile
+from vllm_console.checks.references import choose_reference
+from vllm_console.checks.rootcause import broken_link, root_cause
+from vllm_console.checks.trace import format_trace_line
+from vllm_console.console.transport.remote_scripts import ScriptRun
 
 PROFILE = load_profile()
 LINKS = PROFILE.links

@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from checks import Status, run_chain
-from console.settings import ServeSettings
-from console.transport.local_host import LocalHost
 from tests.checks.test_checks_crafted import (
     FAKE_SERVE,
     HOST_PYTHON,
@@ -27,6 +24,9 @@ from tests.checks.test_checks_crafted import (
     make_models,
     write_fake_serve,
 )
+from vllm_console.checks import Status, run_chain
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.transport.local_host import LocalHost
 
 
 @pytest.fixture
@@ -111,8 +111,8 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
     """A relaunch the engine refused leaves no process to discover: the chain reads the log,
     interpreter and models of this host entry's last launch by the console (the restart's
     record), and judges that failed run, instead of asking for --log."""
-    from console.hostclient.launch_record import last_key
-    from console.transport.remote_scripts import RemoteScripts
+    from vllm_console.console.hostclient.launch_record import last_key
+    from vllm_console.console.transport.remote_scripts import RemoteScripts
 
     install = make_install(root / "installed", variant="upstream")
     target, draft = make_models(root, "healthy")

@@ -13,15 +13,25 @@ from typing import Any
 
 import pytest
 
-from checks import Status, run_chain
-from checks.configs import ConfigRead
-from checks.links import config_correct, current_run, method_configs, runtime_activation
-from checks.models import Evidence
-from checks.profile import expected_acceptance, load_profile, method_family, shipped_profiles
-from checks.select import choose, infer_method
-from console.hostclient.discovery import parse_serve_argv
-from console.settings import ServeSettings
-from console.transport.local_host import LocalHost
+from vllm_console.checks import Status, run_chain
+from vllm_console.checks.configs import ConfigRead
+from vllm_console.checks.links import (
+    config_correct,
+    current_run,
+    method_configs,
+    runtime_activation,
+)
+from vllm_console.checks.models import Evidence
+from vllm_console.checks.profile import (
+    expected_acceptance,
+    load_profile,
+    method_family,
+    shipped_profiles,
+)
+from vllm_console.checks.select import choose, infer_method
+from vllm_console.console.hostclient.discovery import parse_serve_argv
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.transport.local_host import LocalHost
 
 TARGET = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 128,
           "vocab_size": 1024, "bos_token_id": 0, "eos_token_id": 2, "pad_token_id": 3,
@@ -214,7 +224,7 @@ def _runtime(kind: str, lines: list[str], *, method: str, cfg: dict[str, Any] | 
     numbered = [[i * 100, line] for i, line in enumerate(lines)]
     tail_lines = [[100_000 + i, line] for i, line in enumerate(tail)]
     log = current_run.read_run(numbered, profile.links.runtime_activation, tail_lines)
-    from console.transport.remote_scripts import ScriptRun
+    from vllm_console.console.transport.remote_scripts import ScriptRun
 
     run = ScriptRun(command="log_probe", exit=0, data={
         "log": {"state": "ok", "path": "/l", "size": 1}, "lines": numbered, "tail": tail_lines},
@@ -376,7 +386,7 @@ async def test_the_chain_picks_eagle3_from_the_log_and_blames_the_config(root: P
 
 
 def test_a_traced_restart_watches_what_the_methods_profiles_name() -> None:
-    from checks.select import watch_for_argv
+    from vllm_console.checks.select import watch_for_argv
 
     eagle = watch_for_argv(["vllm", "serve", "/m", "--speculative-config",
                             json.dumps({"method": "eagle3", "model": "/h"})])

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks import (
+from vllm_console.checks import (
     LINK_IDS,
     ChainReport,
     Evidence,
@@ -23,8 +23,8 @@ from checks import (
     load_reference_file,
     shipped_profiles,
 )
-from checks.trace import TRACE_TAG, format_trace_line, parse_trace_line
-from console.cli.commands.check import render
+from vllm_console.checks.trace import TRACE_TAG, format_trace_line, parse_trace_line
+from vllm_console.console.cli.commands.check import render
 
 SHIPPED = Path(__file__).resolve().parents[2] / "checks" / "profiles" / "dflash-swa.toml"
 
@@ -179,7 +179,7 @@ def test_the_human_table(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.programs
 def test_checks_and_the_check_command_never_import_textual() -> None:
     code = ("import sys, checks, checks.chain, checks.links.runtime_activation, "
-            "console.hostclient.discovery, console.cli.commands.check; "
+            "vllm_console.console.hostclient.discovery, console.cli.commands.check; "
             "assert 'textual' not in sys.modules, [m for m in sys.modules if 'textual' in m]")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[2], timeout=60,

@@ -12,9 +12,6 @@ from typing import Any
 
 import pytest
 
-from checks.links import current_run, fields_extracted, runtime_activation
-from checks.profile import load_profile
-from console.hostside.probes import configs_probe, fields_probe, log_probe
 from tests.checks.test_checks_crafted import (
     HOST_PYTHON,
     draft_config,
@@ -22,6 +19,9 @@ from tests.checks.test_checks_crafted import (
     make_install,
     run_script,
 )
+from vllm_console.checks.links import current_run, fields_extracted, runtime_activation
+from vllm_console.checks.profile import load_profile
+from vllm_console.console.hostside.probes import configs_probe, fields_probe, log_probe
 
 PROFILE = load_profile()
 RUNTIME = PROFILE.links.runtime_activation
@@ -345,8 +345,8 @@ def test_a_config_nested_too_deep_is_invalid_with_the_depth_named(tmp_path: Path
     reported as an internal error. It is an invalid config, and the message says why."""
     import sys
 
-    from checks.configs import parse_read
-    from console.transport.remote_scripts import ScriptRun
+    from vllm_console.checks.configs import parse_read
+    from vllm_console.console.transport.remote_scripts import ScriptRun
 
     path = tmp_path / "config.json"
     path.write_text('{"a":' * 200_000 + "1" + "}" * 200_000)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from checks import Status, run_chain
-from console.cli.commands.demo import demo_config
-from console.sim import SimTree, health
-from console.transport.local_host import LocalHost
 from tests.sim.test_sim_serve import engine_pids
 from tests.sim.test_sim_serving import serve, started  # noqa: F401 - the fixture
+from vllm_console.checks import Status, run_chain
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.sim import SimTree, health
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = pytest.mark.sim_servers
 

@@ -24,16 +24,16 @@ from typing import Any
 
 import pytest
 
-from checks import Status, run_chain
-from checks.models import LINK_IDS, ChainReport
-from console.hostclient.launch_env import launch_env
-from console.settings import ServeSettings
-from console.sim.runner import stop, wait_ready
-from console.sim.scenarios import SCENARIOS
-from console.sim.tree import SimTree, materialise
-from console.transport.remote_scripts import trace_hook_source
-from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to
+from vllm_console.checks import Status, run_chain
+from vllm_console.checks.models import LINK_IDS, ChainReport
+from vllm_console.console.hostclient.launch_env import launch_env
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.sim.runner import stop, wait_ready
+from vllm_console.console.sim.scenarios import SCENARIOS
+from vllm_console.console.sim.tree import SimTree, materialise
+from vllm_console.console.transport.remote_scripts import trace_hook_source
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 
@@ -277,7 +277,7 @@ def _cli(sshd: Sshd, item: Running, *extra: str) -> list[str]:
 
 def test_check_json_is_the_documented_object(sshd: Sshd, sims: dict[str, Running],
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli.parser import main
+    from vllm_console.console.cli.parser import main
 
     if sshd.proc is None:
         sshd.start()
@@ -299,7 +299,7 @@ def test_check_json_is_the_documented_object(sshd: Sshd, sims: dict[str, Running
 def test_check_human_output_and_an_explicit_reference(
         sshd: Sshd, sims: dict[str, Running], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli.parser import main
+    from vllm_console.console.cli.parser import main
 
     if sshd.proc is None:
         sshd.start()
@@ -331,7 +331,7 @@ def test_check_human_output_and_an_explicit_reference(
 def test_could_not_run_is_exit_3_with_one_line(sshd: Sshd, sims: dict[str, Running],
                                                tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli.parser import main
+    from vllm_console.console.cli.parser import main
 
     item = sims["healthy"]
     assert main(_cli(sshd, item, "--profile", "no-such-profile")) == 3
@@ -360,7 +360,7 @@ def test_could_not_run_is_exit_3_with_one_line(sshd: Sshd, sims: dict[str, Runni
 
 def _run_check(*argv: str) -> subprocess.CompletedProcess[str]:
     """`vllm-console check ...` as a monitoring system runs it: a process, its exit status."""
-    return subprocess.run([sys.executable, "-m", "console", *argv], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "vllm_console", *argv], capture_output=True,
                           text=True, timeout=120, check=False)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.parser import main
+from vllm_console.console.cli.parser import main
 
 COULD_NOT_RUN = {"status": 2, "check": 3, "restart": 2}
 
@@ -54,7 +54,7 @@ def test_an_unexpected_failure_is_one_line_that_asks_for_a_report(
     async def trips(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr("console.cli.commands.restart.plan_restart", trips)
+    monkeypatch.setattr("vllm_console.console.cli.commands.restart.plan_restart", trips)
     assert main(["restart", "h", "--local", "--yes"]) == 2
     err = one_line(capsys.readouterr().err)
     assert "ZeroDivisionError: division by zero" in err
@@ -68,7 +68,7 @@ def test_a_reader_that_leaves_early_is_not_an_error(words: list[str]) -> None:
     written; the command says nothing on stderr and exits 0."""
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte is written
-    proc = subprocess.run([sys.executable, "-m", "console", *words], stdout=write_end,
+    proc = subprocess.run([sys.executable, "-m", "vllm_console", *words], stdout=write_end,
                           stderr=subprocess.PIPE, text=True, timeout=60, check=False)
     os.close(write_end)
     assert proc.stderr == ""
@@ -95,7 +95,8 @@ def test_a_hosts_file_that_is_a_fifo_is_refused_in_one_line(
     on its first read, with no output at all. It is refused before anything is read."""
     fifo = tmp_path / "hosts.toml"
     os.mkfifo(fifo)
-    proc = subprocess.run([sys.executable, "-m", "console", command, "h", "--config", str(fifo),
+    proc = subprocess.run([sys.executable, "-m", "vllm_console", command, "h",
+                           "--config", str(fifo),
                            "--yes" if command == "restart" else "--local"],
                           capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == COULD_NOT_RUN[command]

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.parser import _normalise, build_parser, parser_for, subcommands, url_alone
+from vllm_console.console.cli.parser import (
+    _normalise,
+    build_parser,
+    parser_for,
+    subcommands,
+    url_alone,
+)
 
 TOP_LEVEL = ["--help", "-h", "--version"]
 
@@ -46,9 +52,10 @@ def run_main_in_a_fresh_interpreter(words: list[str], **env: str) -> list[str]:
     """What `vllm-console WORDS` prints, then `EXIT <status> HEAVY <the heavy modules it
     imported, or ->`."""
     code = ("import sys\n"
-            "from console.cli.parser import main\n"
+            "from vllm_console.console.cli.parser import main\n"
             f"try:\n    code = main({words!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
-            "heavy = [m for m in ('pydantic', 'console.settings', 'textual') if m in sys.modules]\n"
+            "heavy = [m for m in ('pydantic', 'vllm_console.console.settings', 'textual')\n"
+            "         if m in sys.modules]\n"
             "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env={**os.environ, **env})
@@ -69,7 +76,7 @@ def test_a_json_fleet_run_imports_no_textual(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.toml"
     hosts.write_text("")
     code = ("import sys\n"
-            "from console.cli.parser import main\n"
+            "from vllm_console.console.cli.parser import main\n"
             f"code = main(['fleet', '--json', '--config', {str(hosts)!r}])\n"
             "print('EXIT', code, 'TEXTUAL', 'textual' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -105,13 +112,14 @@ def test_the_url_consoles_first_frame_needs_no_settings_models() -> None:
     imports until then is its start-up time. The hosts file's models (pydantic: 0.11-0.14 s of
     the ~0.5 s to the first screen) were among it, for a command that reads no hosts file."""
     code = ("import sys\n"
-            "from console.cli import parser\n"
+            "from vllm_console.console.cli import parser\n"
             "words = ['--url', 'http://127.0.0.1:8000', '--theme', 'vllm-light']\n"
             "p = parser.parser_for(words)\n"
             "args = p.parse_args(parser._normalise(words, p))\n"
-            "import console.cli.commands.tui as tui, console.tui.app\n"
+            "import vllm_console.console.cli.commands.tui as tui, vllm_console.console.tui.app\n"
             "tui.url_pending(args.url, args.url)\n"
-            "print(sorted(m for m in ('pydantic', 'console.settings') if m in sys.modules))\n")
+            "print(sorted(m for m in ('pydantic', 'vllm_console.console.settings')\n"
+            "             if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr

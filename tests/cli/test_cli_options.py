@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from console.cli.parser import build_parser, main, subcommands
-from console.settings import (
+from vllm_console.console.cli.parser import build_parser, main, subcommands
+from vllm_console.console.settings import (
     FleetSettings,
     HostConfig,
     HostEntry,
@@ -20,7 +20,7 @@ from console.settings import (
     override_type,
     overrides,
 )
-from console.transport.connect import host_config_from_args
+from vllm_console.console.transport.connect import host_config_from_args
 
 HOST_COMMANDS = ("tui", "check", "status", "restart")
 
@@ -97,7 +97,7 @@ def test_the_subcommand_is_found_after_any_option_that_takes_a_value(
 @pytest.mark.parametrize("command", ["tui", "demo", "fleet"])
 def test_an_unknown_theme_is_refused_with_the_list(
         command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from themes import THEMES
+    from vllm_console.themes import THEMES
 
     words = {"tui": ["tui", "h", "--local"], "demo": ["demo"],
              "fleet": ["fleet", "--prometheus", "http://127.0.0.1:9"]}[command]
@@ -195,8 +195,8 @@ def test_a_fleet_opens_with_one_hosts_missing_identity_file_and_that_host_says_w
     builds (the other host is usable); the host itself is refused at connect, naming the file."""
     import asyncio
 
-    from console.transport.host import ConnectionState, HostError
-    from console.transport.ssh_host import SSHHost
+    from vllm_console.console.transport.host import ConnectionState, HostError
+    from vllm_console.console.transport.ssh_host import SSHHost
 
     missing = tmp_path / "id_gone"
     hosts = tmp_path / "hosts.toml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.host_names import host_names
+from vllm_console.console.cli.host_names import host_names
 
 
 @pytest.fixture

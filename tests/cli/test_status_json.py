@@ -4,11 +4,11 @@ that never started, a process whose log and port say nothing, a log line holding
 
 from __future__ import annotations
 
-from console.parsers.errors import ErrorEvent, ErrorKind
-from console.telemetry.run_log import RunInfo
-from console.telemetry.server import Health, Readiness, ServerLoad
-from console.telemetry.snapshot import HostSnapshot, ServeInfo, iso_utc
-from console.telemetry.startup import StartupState, StartupStatus
+from vllm_console.console.parsers.errors import ErrorEvent, ErrorKind
+from vllm_console.console.telemetry.run_log import RunInfo
+from vllm_console.console.telemetry.server import Health, Readiness, ServerLoad
+from vllm_console.console.telemetry.snapshot import HostSnapshot, ServeInfo, iso_utc
+from vllm_console.console.telemetry.startup import StartupState, StartupStatus
 
 STARTED = 1_796_276_255.0  # 2026-12-03T05:37:35Z
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from console.parsers.startup import StartupPhase
-from console.sim.runner import stop, wait_ready
-from console.sim.tree import SimTree, materialise
 from tests.sshd import Sshd, chown_to, free_port, start_as
+from vllm_console.console.parsers.startup import StartupPhase
+from vllm_console.console.sim.runner import stop, wait_ready
+from vllm_console.console.sim.tree import SimTree, materialise
 
 pytestmark = pytest.mark.ssh
 
@@ -144,7 +144,7 @@ def epoch(iso: str) -> float:
 
 
 def status(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "status", *args, "--config",
+    return subprocess.run([sys.executable, "-m", "vllm_console", "status", *args, "--config",
                            str(config)], capture_output=True, text=True, timeout=timeout)
 
 

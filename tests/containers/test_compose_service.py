@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from console.hostside.restart.compose import BASE
 from tests.docker import ContainerServer, Dockerd, compose_server, models_volume
 from tests.real_vllm.fixture import RealVllm, dflash_spec
 from tests.real_vllm.support import cli, free_port
+from vllm_console.console.hostside.restart.compose import BASE
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.timeout(600)]
 

@@ -27,15 +27,15 @@ from typing import Any
 
 import pytest
 
-from console.hostclient.discovery import resolve_serve
-from console.hostside.containers import started_at as inspected_started_at
-from console.settings import ServeSettings
-from console.transport.local_host import LocalHost
 from tests.docker import IMAGE, MODELS, ContainerServer, Dockerd, host_mounts
 from tests.hostside.bundle import entry_argv, helpers_of
 from tests.real_vllm.fixture import RealVllm
 from tests.real_vllm.support import cli
 from tests.sshd import Sshd
+from vllm_console.console.hostclient.discovery import resolve_serve
+from vllm_console.console.hostside.containers import started_at as inspected_started_at
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.timeout(600)]
 
@@ -92,7 +92,7 @@ def test_the_servers_processes_are_mapped_to_their_container(
         container_server: ContainerServer) -> None:
     """The GPU pane's mapping (a process to its container, from its cgroup) on the real
     daemon: the server and its engine are the container's; this test's own process is none's."""
-    from console.hostside.procfs import container_from_cgroup, tree_pids
+    from vllm_console.console.hostside.procfs import container_from_cgroup, tree_pids
 
     inspected = container_server.inspect()
     pids = tree_pids(int(inspected["State"]["Pid"]))  # type: ignore[index]
@@ -140,10 +140,14 @@ async def test_the_live_log_is_the_containers_output_followed_as_it_comes(
     """With no log file, the console's log pane follows `docker logs` of the container's
     current run: the replay (the engine's start-up) and then, live, a request's line seconds
     after it was served; a lost follower resumes after the last line, repeating none."""
-    from console.hostclient.follower import FollowState
-    from console.session.host_session import HostSession
-    from console.settings import HostConfig
-    from console.telemetry.events import LogLinesReceived, LogSourceChanged, TelemetryEvent
+    from vllm_console.console.hostclient.follower import FollowState
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.settings import HostConfig
+    from vllm_console.console.telemetry.events import (
+        LogLinesReceived,
+        LogSourceChanged,
+        TelemetryEvent,
+    )
 
     config = HostConfig(name="box", local=True, serve=ServeSettings(url=container_server.url))
     session = HostSession(config, LocalHost("box"))
@@ -225,11 +229,11 @@ async def test_the_host_screen_shows_the_containers_server(
     """The TUI on the real container (Pilot, 160x50): the run reads ready (never `exited`),
     the log pane follows `docker logs`, the chain reaches the incident's verdicts from inside
     the container, and the draft diff shows the wrong draft config the container reads."""
-    from console.session.host_session import HostSession
-    from console.settings import ChecksSettings, HostConfig
-    from console.telemetry.startup import StartupState
-    from console.tui.app import ConsoleApp
     from tests.app_support import screen_text, wait_until
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.settings import ChecksSettings, HostConfig
+    from vllm_console.console.telemetry.startup import StartupState
+    from vllm_console.console.tui.app import ConsoleApp
 
     config = HostConfig(name="box", local=True, serve=ServeSettings(url=container_server.url),
                         checks=ChecksSettings(reference=str(real_vllm.reference)))
@@ -361,10 +365,10 @@ def test_the_draft_diff_reads_inside_and_apply_writes_through_the_mount(
     paths (`docker exec NAME cat`); `a` writes through the container's mount (here a Docker
     volume), never at the host's namesake, and the container then reads the fixed file. A file
     on a read-only mount is refused, saying so. (The original is put back after.)"""
-    from checks.draft_diff import apply_reference, load_draft_diff, mount_source
-    from checks.profile import load_profile
-    from console.transport.host import HostError
-    from console.transport.remote_scripts import Inside
+    from vllm_console.checks.draft_diff import apply_reference, load_draft_diff, mount_source
+    from vllm_console.checks.profile import load_profile
+    from vllm_console.console.transport.host import HostError
+    from vllm_console.console.transport.remote_scripts import Inside
 
     inside = Inside("docker", container_server.name)
     draft_dir = f"{MODELS}/dflash-incident"
@@ -460,7 +464,7 @@ def test_status_over_ssh_as_a_user_in_the_docker_group(
                      f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
                      f'[hosts.gpu.serve]\nurl = "{container_server.url}"\n')
     env_without = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
-    done = subprocess.run([sys.executable, "-m", "console", "status", "gpu", "--config",
+    done = subprocess.run([sys.executable, "-m", "vllm_console", "status", "gpu", "--config",
                            str(hosts), "--json"], capture_output=True, text=True, timeout=120,
                           env=env_without, check=False)
     assert done.returncode == 0, done.stderr
@@ -577,7 +581,7 @@ def test_a_container_whose_mount_source_is_gone_is_not_stopped(
         dockerd: Dockerd, real_vllm: RealVllm, docker_host: str, tmp_path: Path) -> None:
     """`docker restart` of a container whose bind-mount source was deleted would leave it
     stopped: the step's check refuses first, and the container keeps running."""
-    from console.hostside.restart import container as step
+    from vllm_console.console.hostside.restart import container as step
 
     source = tmp_path / "weights"
     source.mkdir()

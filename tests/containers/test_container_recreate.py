@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from console.hostside.restart import recreate
-from console.hostside.restart.container import ContainerFailed
-from console.hostside.restart.status import StatusFile
 from tests.docker import IMAGE, Dockerd, host_mounts
 from tests.real_vllm.fixture import RealVllm
+from vllm_console.console.hostside.restart import recreate
+from vllm_console.console.hostside.restart.container import ContainerFailed
+from vllm_console.console.hostside.restart.status import StatusFile
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.timeout(300)]
 
@@ -183,7 +183,7 @@ def test_under_restart_always_the_daemons_start_is_never_this_restart(
     """`--restart always`: the console's `docker restart` starts a main process that exits at
     once, and the daemon starts the container again by itself. The step reports a failure that
     names the daemon's start, never the daemon's new process as this restart's server."""
-    from console.hostside.restart import container as step
+    from vllm_console.console.hostside.restart import container as step
 
     name = "vllm-console-policy-always"
     names.append(name)

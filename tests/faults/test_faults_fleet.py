@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from console.session.host_session import HostSession
-from console.settings import HostConfig
-from console.telemetry import GpuSampled, HostTelemetry, TelemetryOptions
-from console.transport.host import ConnectionState
-from console.transport.ssh_host import SSHHost
-from console.tui.app import ConsoleApp
-from console.tui.screens.fleet import FleetScreen
-from console.tui.screens.help import HelpScreen
-from console.tui.screens.host import HostScreen
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
 from tests.sshd import Sshd
 from tests.tcp_proxy import TcpProxy, proxied_config
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry import GpuSampled, HostTelemetry, TelemetryOptions
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.transport.ssh_host import SSHHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.fleet import FleetScreen
+from vllm_console.console.tui.screens.help import HelpScreen
+from vllm_console.console.tui.screens.host import HostScreen
 
 pytestmark = pytest.mark.ssh
 

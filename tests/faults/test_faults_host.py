@@ -17,10 +17,19 @@ from dataclasses import dataclass
 
 import pytest
 
-from console.hostclient.follower import NoticeKind
-from console.sim.runner import stop
-from console.sim.tree import materialise
-from console.telemetry import (
+from tests.fault_support import (
+    NumberedWriter,
+    Recorder,
+    assert_exactly_once,
+    pids_with_env,
+    record_figure,
+)
+from tests.sshd import Sshd, chown_to, free_port, start_as
+from tests.tcp_proxy import TcpProxy, proxied_config
+from vllm_console.console.hostclient.follower import NoticeKind
+from vllm_console.console.sim.runner import stop
+from vllm_console.console.sim.tree import materialise
+from vllm_console.console.telemetry import (
     AgentChanged,
     AgentState,
     GpuSampled,
@@ -33,17 +42,8 @@ from console.telemetry import (
     ServeTreeChanged,
     TelemetryOptions,
 )
-from console.transport.host import ConnectionState
-from console.transport.ssh_host import SSHHost
-from tests.fault_support import (
-    NumberedWriter,
-    Recorder,
-    assert_exactly_once,
-    pids_with_env,
-    record_figure,
-)
-from tests.sshd import Sshd, chown_to, free_port, start_as
-from tests.tcp_proxy import TcpProxy, proxied_config
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

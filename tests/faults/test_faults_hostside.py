@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from console.sim.tree import SimTree, materialise
 from tests.hostside.bundle import entry_argv
 from tests.hostside.test_agent import NO_NVML, PYTHON
+from vllm_console.console.sim.tree import SimTree, materialise
 
 ENDS_WITHIN_S = 5.0
 HOW = ["stdin-closed", "sigterm", "sighup"]
@@ -133,7 +133,7 @@ def test_a_one_shot_follower_reads_to_the_end_with_its_stdin_already_closed(
         tmp_path: Path) -> None:
     """`status` reads the log with `follow --once`, its stdin at EOF from the start (nothing to
     send): that EOF is not a console gone away, and the whole log is read, not cut short."""
-    from console.hostclient.follower import FrameDecoder
+    from vllm_console.console.hostclient.follower import FrameDecoder
 
     log = tmp_path / "serve.log"
     lines = 200_000

@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from console.settings import HostConfig
-from console.telemetry import (
+from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
+from tests.sshd import Sshd
+from tests.tcp_proxy import TcpProxy, proxied_config
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry import (
     AgentChanged,
     AgentState,
     GpuSampled,
@@ -30,11 +33,8 @@ from console.telemetry import (
     TelemetryEvent,
     TelemetryOptions,
 )
-from console.transport.host import ConnectionState, HostError
-from console.transport.ssh_host import SSHHost
-from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
-from tests.sshd import Sshd
-from tests.tcp_proxy import TcpProxy, proxied_config
+from vllm_console.console.transport.host import ConnectionState, HostError
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 
@@ -244,7 +244,7 @@ async def test_a_host_that_never_speaks_ssh(sshd_up: Sshd, proxy: TcpProxy, tmp_
                      f'identity = "{config.identity}"\n'
                      f'known_hosts = "{mute_config.known_hosts}"\n')
     cli = asyncio.create_task(asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "console", "status", "mute", "--config",
+        subprocess.run, [sys.executable, "-m", "vllm_console", "status", "mute", "--config",
                          str(hosts)], capture_output=True, text=True, timeout=30))
 
     async with watched(sshd_up, config, "mute", connect_timeout=2.0) as w:
@@ -286,8 +286,8 @@ async def test_streams_restart_at_once_when_the_link_comes_back() -> None:
     """The follower's and the agent's failed attempts while the link was down must not delay
     them once it is back (they used to wait out their whole backoff: the log up to 8 s behind
     the samples, the samples a second behind the link)."""
-    from console.hostclient.follower import LogFollower
-    from console.transport.host import LinkStatus
+    from vllm_console.console.hostclient.follower import LogFollower
+    from vllm_console.console.transport.host import LinkStatus
 
     class Host:
         name = "fake"

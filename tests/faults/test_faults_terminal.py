@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from console.sim import stop
-from console.sim.tree import materialise
 from tests.fault_support import helpers_on_host
 from tests.fleet_support import FleetWorld
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env, demo_processes
+from vllm_console.console.sim import stop
+from vllm_console.console.sim.tree import materialise
 
 pytestmark = pytest.mark.tmux
 
@@ -28,7 +28,7 @@ GONE_WITHIN_S = 10.0
 # is gone (Textual's input thread spun on it at 130 % of a core, for good).
 NOHUP = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGHUP, "
          "signal.SIG_IGN); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"]
-CONSOLE = ["-m", "console"]
+CONSOLE = ["-m", "vllm_console"]
 
 
 def console_terminal(tmp_path: Path, *args: str, nohup: bool = False,

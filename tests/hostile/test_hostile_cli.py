@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.cli.parser import main
-from console.transport.host import HostError
+from vllm_console.console.cli.parser import main
+from vllm_console.console.transport.host import HostError
 
 BAD_HOSTS_FILES: list[tuple[bytes, str]] = [
     (b'[hosts.a]\nssh = "x"\npasswd = "hunter2"\n', "unknown key 'hosts.a.passwd'"),
@@ -91,9 +91,9 @@ def test_a_hosts_words_reach_stderr_inert_and_on_one_line(
         raise HostError(hostile)
 
     if command == "status":
-        monkeypatch.setattr("console.cli.commands.status.collect_status", refuse)
+        monkeypatch.setattr("vllm_console.console.cli.commands.status.collect_status", refuse)
     else:
-        monkeypatch.setattr("console.cli.commands.check.run_chain", refuse)
+        monkeypatch.setattr("vllm_console.console.cli.commands.check.run_chain", refuse)
     assert main([command, "h", "--local"]) == COULD_NOT_RUN[command]
     err = one_line_error(capsys)
     assert "\x07" not in err

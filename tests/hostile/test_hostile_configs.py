@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from checks import load_profile, run_chain
-from checks.draft_diff import apply_reference, load_draft_diff
-from checks.models import Status
-from console.cli.commands.demo import free_port
-from console.cli.parser import main
-from console.settings import ServeSettings
-from console.sim import SimTree, materialise
-from console.transport.host import HostError
-from console.transport.local_host import LocalHost
+from vllm_console.checks import load_profile, run_chain
+from vllm_console.checks.draft_diff import apply_reference, load_draft_diff
+from vllm_console.checks.models import Status
+from vllm_console.console.cli.commands.demo import free_port
+from vllm_console.console.cli.parser import main
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.sim import SimTree, materialise
+from vllm_console.console.transport.host import HostError
+from vllm_console.console.transport.local_host import LocalHost
 
 MIB = 1024 * 1024
 

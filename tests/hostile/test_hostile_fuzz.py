@@ -16,21 +16,21 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from checks import draftconfig as dc
-from checks.draft_diff import compare, json_diff, with_reference_values
-from checks.links.config_correct import check_invariants
-from checks.profile import load_profile
-from console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
-from console.hostclient.discovery import parse_serve_argv, serve_from_facts
-from console.hostclient.follower import FrameDecoder, LogFollower
-from console.hostside.discover import argv_port
-from console.output.display import safe_text
-from console.parsers.redact import REDACTED, is_secret_key, redact_text
-from console.settings import ConfigError, load_hosts_file
-from console.transport.host import HostError
-from console.transport.local_host import LocalHost
-from console.transport.remote_scripts import parse_answer
 from tests.examples import examples
+from vllm_console.checks import draftconfig as dc
+from vllm_console.checks.draft_diff import compare, json_diff, with_reference_values
+from vllm_console.checks.links.config_correct import check_invariants
+from vllm_console.checks.profile import load_profile
+from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
+from vllm_console.console.hostclient.discovery import parse_serve_argv, serve_from_facts
+from vllm_console.console.hostclient.follower import FrameDecoder, LogFollower
+from vllm_console.console.hostside.discover import argv_port
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.parsers.redact import REDACTED, is_secret_key, redact_text
+from vllm_console.console.settings import ConfigError, load_hosts_file
+from vllm_console.console.transport.host import HostError
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.remote_scripts import parse_answer
 
 FAST = settings(max_examples=examples(100), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -259,7 +259,7 @@ def test_a_discovery_answer_of_the_wrong_shape_is_a_discovery_error(facts: dict[
                                                                     ) -> None:
     # Found by the property above: a KeyError/TypeError here ended the telemetry's agent
     # loop (only HostError is retried).
-    from console.hostclient.discovery import DiscoveryError
+    from vllm_console.console.hostclient.discovery import DiscoveryError
 
     with pytest.raises(DiscoveryError):
         serve_from_facts(facts)
@@ -291,7 +291,7 @@ def test_a_json_document_leaves_the_door_valid_with_its_names_and_no_secret(
     are redacted, and the document is still JSON."""
     import json
 
-    from console.cli.commands.common import emit_json
+    from vllm_console.console.cli.commands.common import emit_json
 
     emit_json({"servers": [{"key": "10.0.0.5:8000", "api_key": "sk-door-1",
                             "cmdline": "vllm serve m --api-key sk-door-2 --port 8000"}]})

@@ -22,11 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.cli.parser import main
-from console.session.host_session import ActionError, HostSession
-from console.sim import SimTree, materialise, stop, wait_ready
-from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to, free_port
+from vllm_console.console.cli.parser import main
+from vllm_console.console.session.host_session import ActionError, HostSession
+from vllm_console.console.sim import SimTree, materialise, stop, wait_ready
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from console.output.display import DISPLAY_MAX
-from console.telemetry import HostTelemetry, LogLinesReceived, TelemetryOptions
-from console.transport.host import ConnectionState
-from console.transport.ssh_host import SSHHost
-from console.tui.screens.help import HelpScreen
 from tests.app_support import SimApp, wait_until
 from tests.fault_support import NumberedWriter, Recorder, assert_exactly_once, record_figure
 from tests.sshd import Sshd
+from vllm_console.console.output.display import DISPLAY_MAX
+from vllm_console.console.telemetry import HostTelemetry, LogLinesReceived, TelemetryOptions
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.transport.ssh_host import SSHHost
+from vllm_console.console.tui.screens.help import HelpScreen
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

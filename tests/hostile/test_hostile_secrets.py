@@ -13,14 +13,14 @@ import pytest
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Log, Static, Tree
 
-from console.cli.commands.demo import demo_config, free_port
-from console.cli.parser import main
-from console.session.host_session import HostSession
-from console.sim import SimTree, materialise, start_background, stop, wait_ready
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
-from console.tui.screens.evidence import EvidenceScreen
 from tests.app_support import wait_until
+from vllm_console.console.cli.commands.demo import demo_config, free_port
+from vllm_console.console.cli.parser import main
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.sim import SimTree, materialise, start_background, stop, wait_ready
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.evidence import EvidenceScreen
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

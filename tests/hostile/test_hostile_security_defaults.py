@@ -21,18 +21,18 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.cli.commands.demo import demo_config
-from console.cli.parser import main
-from console.parsers.redact import is_secret_key
-from console.session.host_session import ActionError, HostSession
-from console.settings import HostConfig, HostEntry
-from console.sim import materialise, start_background, stop, wait_ready
-from console.telemetry import HostTelemetry, TelemetryOptions
-from console.transport.host import ConnectionState
-from console.transport.local_host import LocalHost
-from console.transport.ssh_host import SSHHost
 from tests.fault_support import Recorder
 from tests.sshd import Sshd, chown_to, free_port, keygen, start_sshd
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.cli.parser import main
+from vllm_console.console.parsers.redact import is_secret_key
+from vllm_console.console.session.host_session import ActionError, HostSession
+from vllm_console.console.settings import HostConfig, HostEntry
+from vllm_console.console.sim import materialise, start_background, stop, wait_ready
+from vllm_console.console.telemetry import HostTelemetry, TelemetryOptions
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

@@ -22,7 +22,7 @@ from tests.tmux import Terminal, app_env, demo_processes
 
 pytestmark = pytest.mark.tmux
 
-CONSOLE = [sys.executable, "-m", "console"]
+CONSOLE = [sys.executable, "-m", "vllm_console"]
 ROOT = Path(__file__).resolve().parents[2]
 
 # Each carries a marker (HOSTILE-n) that must show up as text, and only inside the log pane.
@@ -109,9 +109,9 @@ def test_hostile_log_lines_are_inert_in_a_real_terminal(demo: Terminal, tmp_path
 def test_status_prints_hostile_host_text_inert(tmp_path: Path) -> None:
     """`status` prints to the terminal directly: a serve process whose log file name and
     arguments carry escape sequences must not retitle or clear it."""
-    from console.cli.commands.demo import free_port
-    from console.sim import materialise, stop
-    from console.sim.runner import wait_ready
+    from vllm_console.console.cli.commands.demo import free_port
+    from vllm_console.console.sim import materialise, stop
+    from vllm_console.console.sim.runner import wait_ready
 
     tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=0.3,
                        metrics_interval_s=0.3)

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from console.transport.remote_scripts import bundle_bytes
+from vllm_console.console.transport.remote_scripts import bundle_bytes
 
 
 @functools.cache

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.agent.samples import AgentSample, ServeTree
-from console.hostside.gpu import smi
-from console.sim.tree import SimTree, materialise
 from tests.hostside.bundle import bundle_path, entry_argv
+from vllm_console.console.hostclient.agent.samples import AgentSample, ServeTree
+from vllm_console.console.hostside.gpu import smi
+from vllm_console.console.sim.tree import SimTree, materialise
 
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 NO_NVML = ["--nvml-lib", "libnvidia-ml-missing-for-test.so"]
@@ -500,11 +500,11 @@ def test_the_live_tree_and_discovery_name_the_same_serve_log(mark: str, tmp_path
     """`vllm serve ... 2>serve.log` (stdout a terminal or a pipe) has its log on fd 2.
     Discovery took fd 1, else fd 2; the agent's tree, which telemetry falls back to, took fd 1
     only, and said there was no log (issue 25: one rule for a process's serve log)."""
-    from console.hostclient.agent.samples import ServeTree
-    from console.hostclient.discovery import serve_from_facts
-    from console.hostside import discover
-    from console.settings import ServeSettings
-    from console.telemetry.host_telemetry import serve_info_from_tree
+    from vllm_console.console.hostclient.agent.samples import ServeTree
+    from vllm_console.console.hostclient.discovery import serve_from_facts
+    from vllm_console.console.hostside import discover
+    from vllm_console.console.settings import ServeSettings
+    from vllm_console.console.telemetry.host_telemetry import serve_info_from_tree
 
     log = tmp_path / "serve.log"
     with open(log, "ab") as out:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from console.hostclient.follower import FrameDecoder
 from tests.hostside.bundle import entry_argv
+from vllm_console.console.hostclient.follower import FrameDecoder
 
 START = "2026-12-05T06:00:00Z"
 FAKE = r'''#!PYTHON

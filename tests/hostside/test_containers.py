@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from console.hostside import containers
-from console.hostside.discover import server_entry
-from console.hostside.procfs import container_in_cgroup
+from vllm_console.console.hostside import containers
+from vllm_console.console.hostside.discover import server_entry
+from vllm_console.console.hostside.procfs import container_in_cgroup
 
 SERVE = ["/opt/venv/bin/vllm", "serve", "/models/target", "--port", "8001"]
 

@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.discovery import (
+from tests.sshd import Sshd, chown_to
+from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     discover_serve,
     effective_serve,
     parse_serve_argv,
     serve_from_facts,
 )
-from console.hostside.argv import matches
-from console.hostside.discover import interpreter
-from console.settings import ServeSettings
-from console.transport.local_host import LocalHost
-from tests.sshd import Sshd, chown_to
+from vllm_console.console.hostside.argv import matches
+from vllm_console.console.hostside.discover import interpreter
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.transport.local_host import LocalHost
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 SPEC = {"method": "dflash", "model": "/m/Qwen3.6-27B-DFlash", "num_speculative_tokens": 15}
@@ -251,7 +251,7 @@ def test_several_servers_pick_the_oldest_and_say_so() -> None:
 
 @pytest.mark.ssh
 async def test_over_ssh_only_the_login_users_processes(sshd: Sshd, root: Path) -> None:
-    from console.transport.ssh_host import SSHHost
+    from vllm_console.console.transport.ssh_host import SSHHost
 
     if os.geteuid() != 0:
         pytest.skip("needs root to run a process as another user")
@@ -314,7 +314,7 @@ def _start_orphaner(root: Path, token: str) -> subprocess.Popen[bytes]:
 async def test_an_orphaned_engine_and_its_resource_tracker_are_named(root: Path) -> None:
     """The API server SIGKILLed: its engine and resource tracker keep running. No server is
     reported; the orphan is, with the tracker that shares its directory and parent."""
-    from console.hostclient.discovery import resolve_serve
+    from vllm_console.console.hostclient.discovery import resolve_serve
 
     token = f"orphan-{os.getpid()}"
     api = _start_orphaner(root, token)
@@ -348,7 +348,7 @@ async def test_check_names_an_orphaned_engine_when_no_server_runs(root: Path) ->
     instead of only 'no process matching'."""
     import psutil
 
-    from checks.chain import run_chain
+    from vllm_console.checks.chain import run_chain
 
     token = f"orphan-chk-{os.getpid()}"
     api = _start_orphaner(root, token)

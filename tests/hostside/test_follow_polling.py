@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from console.hostside import follow
+from vllm_console.console.hostside import follow
 
 
 class Frames:

@@ -19,15 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.agent.client import AgentClient
-from console.hostside import MIN_PYTHON
-from console.hostside.__main__ import ENTRIES
-from console.hostside.argv import matches
-from console.hostside.procfs import parse_stat, read_stat
-from console.hostside.wire import MARKER, TOO_OLD_EXIT
-from console.transport import remote_scripts
-from console.transport.local_host import LocalHost
-from console.transport.remote_scripts import (
+from tests.hostside.bundle import bundle_path, entry_argv
+from tests.sshd import Sshd
+from vllm_console.console.hostclient.agent.client import AgentClient
+from vllm_console.console.hostside import MIN_PYTHON
+from vllm_console.console.hostside.__main__ import ENTRIES
+from vllm_console.console.hostside.argv import matches
+from vllm_console.console.hostside.procfs import parse_stat, read_stat
+from vllm_console.console.hostside.wire import MARKER, TOO_OLD_EXIT
+from vllm_console.console.transport import remote_scripts
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.remote_scripts import (
     PACKAGE,
     RemoteScripts,
     bundle_bytes,
@@ -35,9 +37,7 @@ from console.transport.remote_scripts import (
     python_line,
     run_json,
 )
-from console.transport.ssh_host import SSHHost
-from tests.hostside.bundle import bundle_path, entry_argv
-from tests.sshd import Sshd
+from vllm_console.console.transport.ssh_host import SSHHost
 
 HOSTSIDE = Path(__file__).resolve().parents[2] / "console" / "hostside"
 SOURCES = sorted(HOSTSIDE.rglob("*.py"))
@@ -458,7 +458,7 @@ def test_a_process_start_time_is_right_to_a_few_hundredths_of_a_second() -> None
     import sys
     import time
 
-    from console.hostside.procfs import start_epoch
+    from vllm_console.console.hostside.procfs import start_epoch
     errors = []
     for _ in range(5):
         before = time.time()

@@ -11,9 +11,9 @@ import time
 import psutil
 import pytest
 
-from console.transport.host import HostError
-from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd
+from vllm_console.console.transport.host import HostError
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

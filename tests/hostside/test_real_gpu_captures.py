@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.agent.samples import AgentSample
-from console.hostside.gpu import smi
+from vllm_console.console.hostclient.agent.samples import AgentSample
+from vllm_console.console.hostside.gpu import smi
 
 H200 = Path(__file__).parents[1] / "data" / "real_gpu" / "h200"
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from console.parsers import (
+from vllm_console.console.parsers import (
     EngineConfig,
     ErrorEvent,
     LineKind,
@@ -113,7 +113,7 @@ def test_payloads_carry_the_parsed_values() -> None:
 
 
 def test_a_parser_bug_does_not_escape_classify(monkeypatch: pytest.MonkeyPatch) -> None:
-    import console.parsers.classifier as module
+    import vllm_console.console.parsers.classifier as module
 
     def boom(message: str) -> None:
         raise RuntimeError("bug")

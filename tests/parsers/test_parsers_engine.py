@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from console.parsers import (
+from vllm_console.console.parsers import (
     REDACTED,
     SpeculativeSettings,
     VersionBanner,
@@ -17,7 +17,7 @@ from console.parsers import (
     redact,
     to_jsonable,
 )
-from console.parsers.pyrepr import TYPE_KEY, UNPARSED_KEY
+from vllm_console.console.parsers.pyrepr import TYPE_KEY, UNPARSED_KEY
 
 CAPTURE_SIZES = ", ".join(str(n) for n in range(512, 0, -8))
 # Modelled on vLLM 0.11+'s VllmConfig.__str__: reprs, bare words, nested Name(...), a dict

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import ErrorEvent, ErrorKind, Frame, group_tracebacks, parse_error, parse_line
+from vllm_console.console.parsers import (
+    ErrorEvent,
+    ErrorKind,
+    Frame,
+    group_tracebacks,
+    parse_error,
+    parse_line,
+)
 
 K = ErrorKind
 

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.output.display import safe_text
-from console.parsers import prefix
-from console.parsers.classifier import (
+from tests.examples import examples
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.parsers import prefix
+from vllm_console.console.parsers.classifier import (
     MESSAGE_ANCHORS,
     LineEvent,
     LineKind,
@@ -26,8 +27,8 @@ from console.parsers.classifier import (
     _classify,
     classify,
 )
-from console.parsers.lines import LineAssembler, split_lines
-from console.parsers.prefix import (
+from vllm_console.console.parsers.lines import LineAssembler, split_lines
+from vllm_console.console.parsers.prefix import (
     _LEVEL_NAMES,
     _PREFIX,
     _UVICORN,
@@ -36,10 +37,9 @@ from console.parsers.prefix import (
     strip_ansi,
     strip_ansi_block,
 )
-from console.parsers.sieve import Sieve, batch_keys
-from console.telemetry.logclock import LogClock
-from console.telemetry.run_log import Changed, RunLog, _per_request, _throughput
-from tests.examples import examples
+from vllm_console.console.parsers.sieve import Sieve, batch_keys
+from vllm_console.console.telemetry.logclock import LogClock
+from vllm_console.console.telemetry.run_log import Changed, RunLog, _per_request, _throughput
 
 SETTINGS = settings(max_examples=examples(400), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -426,8 +426,8 @@ screen_line = st.lists(st.one_of(st.sampled_from(SECRETISH), st.sampled_from(PIE
 @given(st.lists(screen_line, max_size=8), st.sampled_from([30, 80, 2000]))
 def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
                                                              width: int) -> None:
-    from console.hostclient.follower import LogBatch, LogEntry
-    from widgets.log_pane import display_safe
+    from vllm_console.console.hostclient.follower import LogBatch, LogEntry
+    from vllm_console.widgets.log_pane import display_safe
 
     batch = LogBatch.of(LogEntry(i, t) for i, t in enumerate(texts))
     each = [e.display(width) for e in batch.entries]
@@ -438,7 +438,7 @@ def test_a_batch_shown_at_once_is_what_each_line_shown_gives(texts: list[str],
 
 
 def _shown(text: str, width: int) -> str:
-    from console.hostclient.follower import LogEntry
+    from vllm_console.console.hostclient.follower import LogEntry
 
     return LogEntry(0, text).display(width)
 
@@ -450,7 +450,7 @@ def test_plain_lines_leave_out_only_lines_shown_as_they_are(
         texts: list[str], digits: list[str], width: int) -> None:
     """`PlainLines` answers by the line with its digits made `#`: a batch, then the same
     batch renumbered (a flood's next lines, answered from the cache), then both mixed."""
-    from console.output.display import PlainLines
+    from vllm_console.console.output.display import PlainLines
 
     plain = PlainLines()
     renumbered = [t.translate(str.maketrans("0123456789", "".join(digits))) for t in texts]
@@ -462,7 +462,7 @@ def test_plain_lines_leave_out_only_lines_shown_as_they_are(
 
 
 def test_plain_lines_tell_a_secret_from_a_line_that_differs_only_in_its_digits() -> None:
-    from console.output.display import PlainLines
+    from vllm_console.console.output.display import PlainLines
 
     plain = PlainLines()
     assert plain.changed([" ke1y: v", "GET /v1/x 200", "a7 token9 b"]) == []
@@ -473,7 +473,7 @@ def test_plain_lines_tell_a_secret_from_a_line_that_differs_only_in_its_digits()
 
 
 def test_plain_lines_cache_stays_small() -> None:
-    from console.output.display import PlainLines
+    from vllm_console.console.output.display import PlainLines
 
     plain = PlainLines(max_keys=4, max_key_bytes=64)
     assert plain.changed(["x" * 65, "key: x" + "y" * 80]) == [1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import SpecDecodeCounters, diff_counters, parse_metrics
+from vllm_console.console.parsers import SpecDecodeCounters, diff_counters, parse_metrics
 
 MODEL = "/root/models/Qwen3.6-27B"
 

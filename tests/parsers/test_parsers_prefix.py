@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import LineAssembler, parse_line, split_lines, strip_ansi
+from vllm_console.console.parsers import LineAssembler, parse_line, split_lines, strip_ansi
 
 PROCS = [
     "APIServer",

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.parsers import (
+from tests.examples import BIG_LINE, examples
+from vllm_console.console.parsers import (
     LineAssembler,
     SpecDecodeCounters,
     SpecDecodeSample,
@@ -38,9 +39,8 @@ from console.parsers import (
     strip_ansi,
     to_jsonable,
 )
-from console.parsers.classifier import _classify
-from console.parsers.redact import REDACTED, is_secret_key
-from tests.examples import BIG_LINE, examples
+from vllm_console.console.parsers.classifier import _classify
+from vllm_console.console.parsers.redact import REDACTED, is_secret_key
 
 # Every message-level parser; `_classify` is classify without its safety net, so a parser
 # that raises fails here instead of being swallowed.
@@ -321,7 +321,7 @@ def test_the_metrics_reader_reads_what_prometheus_client_reads(lines: list[str])
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from console.parsers.metrics import _samples
+    from vllm_console.console.parsers.metrics import _samples
 
     text = "\n".join(lines) + "\n"
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from console.parsers import parse_kwargs, parse_repr, to_jsonable
-from console.parsers.pyrepr import ARGS_KEY, TYPE_KEY, UNPARSED_KEY
+from vllm_console.console.parsers import parse_kwargs, parse_repr, to_jsonable
+from vllm_console.console.parsers.pyrepr import ARGS_KEY, TYPE_KEY, UNPARSED_KEY
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.parsers import (
+from tests.examples import examples
+from vllm_console.console.parsers import (
     ErrorKind,
     LineKind,
     StartupPhase,
@@ -22,7 +23,6 @@ from console.parsers import (
     split_lines,
     strip_ansi,
 )
-from tests.examples import examples
 
 DATA = Path(__file__).parents[1] / "data" / "real_formats"
 VERSIONS = ("0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")

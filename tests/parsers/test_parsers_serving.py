@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.parsers.metrics import parse_metrics
-from console.parsers.serving import (
+from vllm_console.console.parsers.metrics import parse_metrics
+from vllm_console.console.parsers.serving import (
     Histogram,
     counter_delta,
     histogram_delta,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import (
+from vllm_console.console.parsers import (
     SpecDecodeSample,
     format_spec_decode,
     parse_aux_layers,
@@ -90,7 +90,7 @@ def test_appended_fields_are_kept_and_do_not_disturb() -> None:
 
 
 def test_prefixed_and_coloured_line_via_message() -> None:
-    from console.parsers import parse_line
+    from vllm_console.console.parsers import parse_line
 
     line = parse_line(
         "\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 05-14 10:02:13 [metrics.py:96] " + CURRENT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import StartupEvent, StartupPhase, parse_startup
+from vllm_console.console.parsers import StartupEvent, StartupPhase, parse_startup
 
 P = StartupPhase
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import ThroughputSample, format_throughput, parse_throughput
+from vllm_console.console.parsers import ThroughputSample, format_throughput, parse_throughput
 
 CURRENT = (
     "Engine 000: Avg prompt throughput: 131.0 tokens/s, Avg generation throughput: 19.0 tokens/s,"

@@ -51,10 +51,10 @@ def main() -> int:
     except FixtureBuildFailed as exc:
         print(f"real vLLM demo: the build failed: {exc}", file=sys.stderr)
         return 1
-    from console.session.host_session import HostSession
-    from console.settings import ChecksSettings, HostConfig, ServeSettings
-    from console.transport.local_host import LocalHost
-    from console.tui.app import ConsoleApp
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.settings import ChecksSettings, HostConfig, ServeSettings
+    from vllm_console.console.transport.local_host import LocalHost
+    from vllm_console.console.tui.app import ConsoleApp
 
     root = Path(tempfile.mkdtemp(prefix="vllm-console-real-demo-"))
     drafter = root / "models" / "Tiny-DFlash"

@@ -76,10 +76,10 @@ def hosts_file(path: Path, sshd: Sshd, entries: dict[str, RealServer],
 
 def console_app(hosts: Path, name: str) -> Any:
     """The console's app on one entry of a hosts file, over its real SSH link (for Pilot)."""
-    from console.session.host_session import HostSession
-    from console.settings import load_hosts_file, resolve_host
-    from console.transport.ssh_host import SSHHost
-    from console.tui.app import ConsoleApp
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.settings import load_hosts_file, resolve_host
+    from vllm_console.console.transport.ssh_host import SSHHost
+    from vllm_console.console.tui.app import ConsoleApp
 
     config = resolve_host(name, load_hosts_file(hosts))
     return ConsoleApp([HostSession(config, SSHHost(config))])
@@ -89,7 +89,7 @@ def cli(*args: str, timeout: float = CLI_TIMEOUT, stdin: str | None = None
         ) -> subprocess.CompletedProcess[str]:
     """`vllm-console ARGS` as a user runs it (a fresh process, the installed entry point)."""
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "vllm_console", *args], capture_output=True,
                           text=True, timeout=timeout, input=stdin, env=env)
 
 

@@ -22,10 +22,6 @@ from typing import Any
 import psutil
 import pytest
 
-from checks.models import Status
-from console.parsers import LineKind, classify_text, parse_metrics
-from console.sim import materialise, start_background, stop, wait_ready
-from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec
 from tests.real_vllm.support import (
@@ -39,6 +35,10 @@ from tests.real_vllm.support import (
     server,
 )
 from tests.sshd import Sshd
+from vllm_console.checks.models import Status
+from vllm_console.console.parsers import LineKind, classify_text, parse_metrics
+from vllm_console.console.sim import materialise, start_background, stop, wait_ready
+from vllm_console.console.telemetry.spec_decode import SpecDecodeStatus
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
 

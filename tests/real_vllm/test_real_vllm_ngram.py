@@ -23,8 +23,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.parsers.spec_decode import parse_spec_decode
-from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.app_support import wait_until
 from tests.fault_support import ctrl_c_once_launched
 from tests.prometheus import Job, PrometheusServer, running_prometheus
@@ -40,6 +38,8 @@ from tests.real_vllm.support import (
     server,
 )
 from tests.sshd import Sshd
+from vllm_console.console.parsers.spec_decode import parse_spec_decode
+from vllm_console.console.telemetry.spec_decode import SpecDecodeStatus
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.prometheus,
               pytest.mark.timeout(900)]
@@ -314,7 +314,7 @@ def test_a_keyed_server_restarts_after_a_ctrl_c_and_never_shows_its_key(
     lets go of the lock (issue 24 break 2); the next restart goes through, ready by the key
     it found on the command line, and no output shows the key."""
     hosts = str(ngram_wrong.hosts)
-    words = [sys.executable, "-m", "console", "restart", "wrong", "--config", hosts, "--yes"]
+    words = [sys.executable, "-m", "vllm_console", "restart", "wrong", "--config", hosts, "--yes"]
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
     code, err = ctrl_c_once_launched(words, env)
     assert code == 130, err

@@ -33,10 +33,10 @@ from typing import Any
 import psutil
 import pytest
 
-import checks
 from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec, fixture_processes
 from tests.real_vllm.support import cli, cli_json, hosts_file, server
 from tests.sshd import Sshd, chown_to
+from vllm_console import checks
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(900)]
 

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from console.parsers.metrics import parse_metrics
-from console.parsers.serving import Histogram, histogram_delta, percentiles
 from tests.app_support import colour_of, screen_text, theme_colour, wait_until
 from tests.real_vllm.fixture import RealServer, RealVllm, ngram_spec
 from tests.real_vllm.support import CLI_TIMEOUT, cli_json, console_app, hosts_file, scrape, served
 from tests.sshd import Sshd
+from vllm_console.console.parsers.metrics import parse_metrics
+from vllm_console.console.parsers.serving import Histogram, histogram_delta, percentiles
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
 

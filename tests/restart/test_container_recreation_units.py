@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from console.hostside.restart import compose, recreate
-from console.hostside.restart.container import ContainerFailed
-from console.restart import RestartPlan
-from console.restart.edit import edit_plan
+from vllm_console.console.hostside.restart import compose, recreate
+from vllm_console.console.hostside.restart.container import ContainerFailed
+from vllm_console.console.restart import RestartPlan
+from vllm_console.console.restart.edit import edit_plan
 
 SERVER = ["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "/models/t", "--port", "8000"]
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.restart import (
+from tests.sshd import Sshd, chown_to, free_port
+from vllm_console.console.restart import (
     Outcome,
     RestartError,
     RestartOptions,
@@ -32,10 +33,9 @@ from console.restart import (
     plan_restart,
     restart,
 )
-from console.settings import HostConfig
-from console.sim import SimTree, materialise, stop, wait_ready
-from console.transport.ssh_host import SSHHost
-from tests.sshd import Sshd, chown_to, free_port
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.sim import SimTree, materialise, stop, wait_ready
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 
@@ -330,7 +330,7 @@ async def test_traced_restart_turns_runtime_activation_into_a_verdict(
     hook_dir = env["VLLM_CONSOLE_TRACE_HOOK"]
     assert env["PYTHONPATH"] == hook_dir
     assert "/vllm-console/trace-hook-" in hook_dir
-    from checks.chain import run_chain
+    from vllm_console.checks.chain import run_chain
 
     report = await run_chain(lab.host, served.config.serve)
     runtime = next(link for link in report.links if link.id == "runtime-activation")
@@ -347,7 +347,7 @@ async def test_traced_restart_turns_runtime_activation_into_a_verdict(
 
 def test_cli_restart_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
     """`vllm-console restart HOST --yes` exits 0 once ready and prints the phases."""
-    from console.cli.parser import main
+    from vllm_console.console.cli.parser import main
 
     if sshd.proc is None:
         sshd.start()
@@ -433,7 +433,7 @@ async def test_a_look_alike_is_never_stopped_for_the_server(lab: Lab) -> None:
 
 async def test_status_and_check_skip_an_older_look_alike(lab: Lab) -> None:
     """A same-user `python -c sleep ... vllm serve ...` started before the server."""
-    from console.hostclient.discovery import discover_serve
+    from vllm_console.console.hostclient.discovery import discover_serve
 
     root = lab.sshd.user_dir("early-decoy")
     lab.dirs.append(root)
@@ -585,7 +585,7 @@ async def test_an_orphaned_engine_is_named_and_stopped_before_the_relaunch(lab: 
     """The API server SIGKILLed: its EngineCore keeps running (holding GPU memory, as a real
     one does). Discovery names it; the restart stops it with the same identity checks before
     it starts the last launch again, and leaves another directory's orphan alone."""
-    from console.hostclient.discovery import resolve_serve
+    from vllm_console.console.hostclient.discovery import resolve_serve
 
     served = await lab.serve("incident")
     first = await restart(lab.host, served.config, options=FAST)
@@ -652,8 +652,8 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok).serve_forever()
 async def test_status_never_calls_a_non_server_on_the_port_healthy(lab: Lab) -> None:
     """The server is gone and something that is no vLLM server answers /health with 200 on
     the configured port: status says who holds the port and does not call it healthy."""
-    from console.telemetry.oneshot import collect_status
-    from console.telemetry.server import Health
+    from vllm_console.console.telemetry.oneshot import collect_status
+    from vllm_console.console.telemetry.server import Health
 
     served = await lab.serve("incident")
     config = lab.sshd.host_config(serve={"url": served.tree.url,
@@ -682,10 +682,10 @@ async def test_a_stale_configured_log_is_warned_of_and_the_pane_sees_the_restart
     showed the restart. One rule now (the configured log, warned of): `status`, `check`, the
     TUI's telemetry and the restart agree on the file, and each says it is not the one the
     server was writing to."""
-    from checks.chain import run_chain
-    from console.telemetry import HostTelemetry, LogLinesReceived, ServeWarning
-    from console.telemetry.host_telemetry import TelemetryOptions
-    from console.telemetry.oneshot import collect_status
+    from vllm_console.checks.chain import run_chain
+    from vllm_console.console.telemetry import HostTelemetry, LogLinesReceived, ServeWarning
+    from vllm_console.console.telemetry.host_telemetry import TelemetryOptions
+    from vllm_console.console.telemetry.oneshot import collect_status
 
     served = await lab.serve("incident")
     stale = served.tree.root / "old-setup.log"
@@ -735,7 +735,7 @@ async def test_after_the_server_exited_a_restart_relaunches_with_the_edited_env(
     by the engine config and exits 1. Its hint: relaunch with the variable at 1. The last
     launch is planned again with that edit, shown as a diff, and the server comes up; the
     restart after that keeps the variable."""
-    from console.restart.edit import edit_plan, parse_env
+    from vllm_console.console.restart.edit import edit_plan, parse_env
 
     served, failed = await refused_relaunch(lab)
     assert failed.outcome is Outcome.FAILED, (failed.reason, failed.steps)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from checks.trace import parse_trace_line
-from console.cli.commands import restart as restart_command
-from console.cli.parser import main
-from console.hostclient.launch_env import (
+from vllm_console.checks.trace import parse_trace_line
+from vllm_console.console.cli.commands import restart as restart_command
+from vllm_console.console.cli.parser import main
+from vllm_console.console.hostclient.launch_env import (
     ENV_HOOK,
     ENV_ORIG_PYTHONPATH,
     ENV_WATCH,
@@ -28,17 +28,21 @@ from console.hostclient.launch_env import (
     launch_env,
     original_env,
 )
-from console.hostside.procfs import read_proc, service_in_cgroup
-from console.hostside.restart.status import take_lock
-from console.hostside.restart.stop import send, verified_tree
-from console.parsers import StartupPhase, parse_line, parse_startup
-from console.restart import Outcome, RestartPlan, RestartResult, restart
-from console.restart.plan import server_address
-from console.restart.startup import RelaunchTracker
-from console.settings import HostConfig
-from console.telemetry.startup import StartupTracker
-from console.transport.local_host import LocalHost
-from console.transport.remote_scripts import bundle_bytes, parse_answer, trace_hook_source
+from vllm_console.console.hostside.procfs import read_proc, service_in_cgroup
+from vllm_console.console.hostside.restart.status import take_lock
+from vllm_console.console.hostside.restart.stop import send, verified_tree
+from vllm_console.console.parsers import StartupPhase, parse_line, parse_startup
+from vllm_console.console.restart import Outcome, RestartPlan, RestartResult, restart
+from vllm_console.console.restart.plan import server_address
+from vllm_console.console.restart.startup import RelaunchTracker
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry.startup import StartupTracker
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.remote_scripts import (
+    bundle_bytes,
+    parse_answer,
+    trace_hook_source,
+)
 
 HOOK = "/home/u/.cache/vllm-console/trace-hook-abc"
 WATCH = ("m:f",)
@@ -542,9 +546,9 @@ elif args[0] == "start":
 @pytest.mark.programs
 async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.restart import RestartError, RestartOptions, Stage, plan_restart
-    from console.sim import materialise, stop, wait_ready
     from tests.sshd import free_port
+    from vllm_console.console.restart import RestartError, RestartOptions, Stage, plan_restart
+    from vllm_console.console.sim import materialise, stop, wait_ready
 
     tree = materialise("healthy", tmp_path / "host", port=free_port(), startup_s=0.3)
     state = tmp_path / "unit"
@@ -586,7 +590,7 @@ async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
 
 
 def test_the_status_file_beats_while_the_step_waits(tmp_path: Path) -> None:
-    from console.hostside.restart.status import StatusFile
+    from vllm_console.console.hostside.restart.status import StatusFile
 
     path = tmp_path / "s.status"
     status = StatusFile(str(path), heartbeat_s=0.2)
@@ -602,9 +606,9 @@ def test_the_status_file_beats_while_the_step_waits(tmp_path: Path) -> None:
 
 @pytest.mark.programs
 async def test_a_step_that_cannot_start_is_reported_with_its_own_words(tmp_path: Path) -> None:
-    from console.restart import RestartOptions, plan_restart
-    from console.sim import materialise, start_background, stop, wait_ready
     from tests.sshd import free_port
+    from vllm_console.console.restart import RestartOptions, plan_restart
+    from vllm_console.console.sim import materialise, start_background, stop, wait_ready
 
     tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=0.3)
     proc = start_background(tree)
@@ -725,7 +729,7 @@ def test_a_port_taken_by_someone_else_is_never_restarted_over(tmp_path: Path) ->
     ([], False),
 ])
 def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) -> None:
-    from console.hostside.discover import server_entry
+    from vllm_console.console.hostside.discover import server_entry
 
     assert server_entry(argv) is server
 
@@ -741,7 +745,7 @@ def test_only_a_server_entry_point_is_a_server(argv: list[str], server: bool) ->
     (["/lib/systemd/systemd", "--user"], False),  # a unit is found by its cgroup instead
 ])
 def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
-    from console.hostside.discover import supervisor
+    from vllm_console.console.hostside.discover import supervisor
 
     comm = os.path.basename(argv[0]).lstrip("-")
     assert bool(supervisor(4242, comm, argv)) is loop
@@ -749,7 +753,7 @@ def test_a_supervising_parent_is_named(argv: list[str], loop: bool) -> None:
 
 def test_a_stuck_phase_ends_and_says_which(tmp_path: Path) -> None:
     """Any blocking call (here the open of a FIFO nobody reads) ends with the phase bound."""
-    from console.hostside.restart.step import StepFailed, bounded
+    from vllm_console.console.hostside.restart.step import StepFailed, bounded
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -806,8 +810,8 @@ def test_ready_needs_the_relaunched_tree_to_own_the_port(
     import http.server
     import threading
 
-    from console.hostside.restart.launch import wait_ready
-    from console.hostside.restart.step import answered_by
+    from vllm_console.console.hostside.restart.launch import wait_ready
+    from vllm_console.console.hostside.restart.step import answered_by
 
     class Ok(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -872,8 +876,8 @@ def test_a_server_with_an_api_key_is_ready_as_soon_as_it_answers(
     """Ready asked `/v1/models` for a 200, which a keyed server never gives without its key: a
     restart waited the whole start-up timeout (1800 s) while the real server was up in 25 s.
     The step uses the key where the server has it; a 401 it cannot answer is still "up"."""
-    from console.hostside.restart.launch import wait_ready
-    from console.hostside.restart.step import api_key_of
+    from vllm_console.console.hostside.restart.launch import wait_ready
+    from vllm_console.console.hostside.restart.step import api_key_of
 
     keyed = _KeyedServer("sk-planted-7")
     try:
@@ -898,7 +902,7 @@ async def test_the_restart_follower_holds_no_more_than_a_bounded_line(tmp_path: 
     141 MB)."""
     import tracemalloc
 
-    from console.restart.follow import MAX_LINE_BYTES, FileFollower
+    from vllm_console.console.restart.follow import MAX_LINE_BYTES, FileFollower
 
     log = tmp_path / "serve.log"
     with open(log, "wb") as fh:
@@ -931,9 +935,9 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
     """A real engine renames itself (its environment reads back overwritten): the resource
     tracker beside it still has the server's. Another directory, or an environment that
     lacks one of the server's variables, is someone else's orphan: named, left alone."""
-    from console.hostclient.discovery import Resolution
-    from console.hostside.discover import env_items
-    from console.restart.plan import _orphans_to_stop
+    from vllm_console.console.hostclient.discovery import Resolution
+    from vllm_console.console.hostside.discover import env_items
+    from vllm_console.console.restart.plan import _orphans_to_stop
 
     env = {"PATH": "/v/bin:/usr/bin", "HF_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "0"}
     spawned = env_items({**env, "LOCAL_WORLD_SIZE": "1"})  # vLLM adds its own
@@ -962,9 +966,9 @@ def test_an_orphan_is_the_servers_only_by_its_port_or_its_directory_and_environm
 def test_an_edited_command_line_keeps_the_keys_the_dialog_hides() -> None:
     """The dialog shows `--api-key <redacted>`; an edit there (a flag added) relaunches with the
     last run's key, not with the word `<redacted>`; a key the person adds is taken as typed."""
-    from console.restart import RestartError
-    from console.restart.edit import edit_plan, parse_argv
-    from console.restart.model import RestartPlan
+    from vllm_console.console.restart import RestartError
+    from vllm_console.console.restart.edit import edit_plan, parse_argv
+    from vllm_console.console.restart.model import RestartPlan
 
     argv = ("vllm", "serve", "m", "--api-key", "sk-keep-1", "--hf-token=hf_keep2")
     plan = RestartPlan(host="h", mode="process", command="", argv=argv)
@@ -987,13 +991,13 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     host's restart lock, and the next `restart` was refused ("another restart is running on
     this host"). The step still relaunches (a stopped server is never left down), stops
     waiting, and lets go of the lock: the next restart goes through."""
-    from console.sim import materialise, start_background, stop, wait_ready
     from tests.fault_support import ctrl_c_once_launched
     from tests.sshd import free_port
+    from vllm_console.console.sim import materialise, start_background, stop, wait_ready
 
     tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=6)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    words = [sys.executable, "-m", "console", "restart", "h", "--local", "--yes",
+    words = [sys.executable, "-m", "vllm_console", "restart", "h", "--local", "--yes",
              "--match", f"serve {tree.target}", "--log", str(tree.log)]
     proc = start_background(tree)
     try:
@@ -1020,8 +1024,8 @@ def test_discovery_restart_and_telemetry_reach_a_bind_address_alike(bind: str,
     """Three "any address" rules disagreed (issue 25): `--host [::]` or `*` was loopback to
     discovery but a host name to the restart's ready check; `localhost` the other way round
     for telemetry. One rule now: `console.hostside.vocabulary.reachable`."""
-    from console.hostclient.discovery import parse_serve_argv
-    from console.telemetry.http import ServeUrl
+    from vllm_console.console.hostclient.discovery import parse_serve_argv
+    from vllm_console.console.telemetry.http import ServeUrl
 
     argv = ["vllm", "serve", "m", "--host", bind, "--port", "9001"]
     assert parse_serve_argv(argv).host == reached

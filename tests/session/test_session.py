@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config, free_port
-from console.restart import Outcome, RestartError, RestartOptions, plan_restart
-from console.session.host_session import ActionError, HostSession
-from console.settings import HostConfig
-from console.sim import SimTree, materialise, start_background, stop, wait_ready
-from console.telemetry import ServeTreeChanged, TelemetryEvent
-from console.transport.local_host import LocalHost
+from vllm_console.console.cli.commands.demo import demo_config, free_port
+from vllm_console.console.restart import Outcome, RestartError, RestartOptions, plan_restart
+from vllm_console.console.session.host_session import ActionError, HostSession
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.sim import SimTree, materialise, start_background, stop, wait_ready
+from vllm_console.console.telemetry import ServeTreeChanged, TelemetryEvent
+from vllm_console.console.transport.local_host import LocalHost
 
 FAST = RestartOptions(term_timeout_s=5, kill_timeout_s=5, free_timeout_s=10,
                       startup_timeout_s=30)
@@ -111,7 +111,7 @@ async def test_export_is_private_and_redacted(tree: SimTree, tmp_path: Path) -> 
 async def test_the_expected_acceptance_is_the_configured_profiles(tree: SimTree) -> None:
     """The spec pane's expected figure ignored the hosts file's `checks.profile` (it took the
     running method's) while `check` judged with the configured one (issue 25): one rule."""
-    from console.settings import ChecksSettings
+    from vllm_console.console.settings import ChecksSettings
 
     configured = session_on(tree, checks=ChecksSettings(profile="eagle3"))
     expected = configured.expected_acceptance()

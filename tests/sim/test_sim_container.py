@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from console.hostclient.discovery import resolve_serve
-from console.settings import ServeSettings
-from console.sim import SimTree, health, materialise, stop, wait_ready
-from console.sim.container import (
+from tests.sim.test_sim_serve import FAST, free_port
+from vllm_console.console.hostclient.discovery import resolve_serve
+from vllm_console.console.settings import ServeSettings
+from vllm_console.console.sim import SimTree, health, materialise, stop, wait_ready
+from vllm_console.console.sim.container import (
     NAME,
     container_argv,
     docker,
@@ -31,8 +32,7 @@ from console.sim.container import (
     run_container,
     stop_containers,
 )
-from console.transport.local_host import LocalHost
-from tests.sim.test_sim_serve import FAST, free_port
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = pytest.mark.sim_servers
 
@@ -80,7 +80,7 @@ def hosts_file(tree: SimTree, path: Path) -> Path:
 
 
 def console(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "vllm_console", *args], capture_output=True,
                           text=True, timeout=180)
 
 
@@ -237,9 +237,9 @@ async def test_the_live_screen_sees_the_containers_server_running_and_its_draft(
     """The agent's tree never holds a container's server (another pid namespace): the live
     picture takes the container discovery found for the server's life, so the run reads
     ready (never `exited`) and the draft diff reads the draft the container's command names."""
-    from console.session.host_session import HostSession
-    from console.settings import HostConfig
-    from console.telemetry.startup import StartupState
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.settings import HostConfig
+    from vllm_console.console.telemetry.startup import StartupState
 
     config = HostConfig(name="box", local=True, serve=ServeSettings(url=boxed.url))
     session = HostSession(config, LocalHost("box"))

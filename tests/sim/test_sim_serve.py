@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from console.sim import (
+from vllm_console.console.sim import (
     SCENARIOS,
     SimTree,
     health,
@@ -30,8 +30,8 @@ from console.sim import (
     tree_processes,
     wait_ready,
 )
-from console.sim.configs import draft_config
-from console.sim.scenarios import RIGHT_DRAFT
+from vllm_console.console.sim.configs import draft_config
+from vllm_console.console.sim.scenarios import RIGHT_DRAFT
 
 FAST = {"startup_s": 0.5, "metrics_interval_s": 0.3}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

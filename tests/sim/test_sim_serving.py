@@ -14,13 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from console.parsers.metrics import parse_metrics
-from console.parsers.serving import histogram_delta, percentiles
-from console.settings import HostConfig, ServeSettings
-from console.sim import SimTree, health, materialise, start_background, stop, wait_ready
-from console.telemetry.oneshot import collect_status
-from console.transport.local_host import LocalHost
 from tests.sim.test_sim_serve import FAST, engine_pids, free_port
+from vllm_console.console.parsers.metrics import parse_metrics
+from vllm_console.console.parsers.serving import histogram_delta, percentiles
+from vllm_console.console.settings import HostConfig, ServeSettings
+from vllm_console.console.sim import (
+    SimTree,
+    health,
+    materialise,
+    start_background,
+    stop,
+    wait_ready,
+)
+from vllm_console.console.telemetry.oneshot import collect_status
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = pytest.mark.sim_servers
 

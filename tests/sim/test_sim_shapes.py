@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from console.parsers import LineKind, classify_text, split_lines
-from console.sim import materialise, start_background, stop, wait_ready
-from console.sim.tree import SimTree
+from vllm_console.console.parsers import LineKind, classify_text, split_lines
+from vllm_console.console.sim import materialise, start_background, stop, wait_ready
+from vllm_console.console.sim.tree import SimTree
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

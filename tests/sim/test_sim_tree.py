@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from console.sim import SCENARIOS, SimTree, materialise, runner
-from console.sim.configs import draft_config, speculators_draft_config
-from console.sim.scenarios import RIGHT_DRAFT
+from vllm_console.console.sim import SCENARIOS, SimTree, materialise, runner
+from vllm_console.console.sim.configs import draft_config, speculators_draft_config
+from vllm_console.console.sim.scenarios import RIGHT_DRAFT
 
 GPU_QUERY = ("--query-gpu=index,name,utilization.gpu,memory.used,memory.total,"
              "temperature.gpu,power.draw")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from console.sources.fleet_query import ABSENT, IDLE, FleetServer, query_fleet
-from console.sources.prometheus import Prometheus
 from tests.prometheus import PrometheusServer, running_prometheus
+from vllm_console.console.sources.fleet_query import ABSENT, IDLE, FleetServer, query_fleet
+from vllm_console.console.sources.prometheus import Prometheus
 
 pytestmark = pytest.mark.prometheus
 

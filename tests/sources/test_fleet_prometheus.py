@@ -20,7 +20,7 @@ def world(prometheus_world: FleetWorld) -> FleetWorld:
 
 
 def fleet_cli(*args: str, config: Path | None = None) -> tuple[int, dict[str, Any] | None, str]:
-    cmd = [sys.executable, "-m", "console", "fleet", "--json", *args]
+    cmd = [sys.executable, "-m", "vllm_console", "fleet", "--json", *args]
     if config is not None:
         cmd += ["--config", str(config)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -147,9 +147,9 @@ def test_usage_errors_are_one_line(args: tuple[str, ...], message: str, tmp_path
 
 # -- the table (Pilot, the real app on the same Prometheus) ------------------------------------
 def _app(world: FleetWorld, hosts: dict[str, Any] | None = None, **fleet: str):  # type: ignore[no-untyped-def]
-    from console.settings import FleetSettings, HostsFile
-    from console.sources.prometheus import Prometheus
-    from console.tui.fleet_app import FleetApp
+    from vllm_console.console.settings import FleetSettings, HostsFile
+    from vllm_console.console.sources.prometheus import Prometheus
+    from vllm_console.console.tui.fleet_app import FleetApp
 
     settings = FleetSettings(prometheus=world.prom.url, **fleet)
     return FleetApp(Prometheus(world.prom.url), settings, "",
@@ -162,11 +162,11 @@ def _cells(app, key: str) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 async def test_table_sort_filter_refresh_and_enter(world: FleetWorld) -> None:
-    from console.sources.fleet_hosts import OpenKind
-    from console.sources.prometheus import Prometheus
-    from console.tui.screens.prom_fleet import COLUMNS
     from tests.app_support import wait_until
     from tests.prometheus import free_port
+    from vllm_console.console.sources.fleet_hosts import OpenKind
+    from vllm_console.console.sources.prometheus import Prometheus
+    from vllm_console.console.tui.screens.prom_fleet import COLUMNS
 
     app = _app(world, {"gpu-a": {"url": f"http://{world.incident}"}})
     titles = [c.key for c in COLUMNS]
@@ -222,8 +222,8 @@ async def test_table_sort_filter_refresh_and_enter(world: FleetWorld) -> None:
 
 
 async def test_prometheus_only_view(world: FleetWorld) -> None:
-    from console.tui.screens.prom_fleet import PromServerScreen
     from tests.app_support import wait_until
+    from vllm_console.console.tui.screens.prom_fleet import PromServerScreen
 
     app = _app(world, host_label="job")  # a row named `vllm`: no URL, no hosts-file entry
     async with app.run_test(size=(200, 40)) as pilot:

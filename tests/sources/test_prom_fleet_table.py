@@ -8,9 +8,9 @@ import time
 
 from textual.app import App
 
-from checks.profile import expected_acceptance
-from console.sources.fleet_query import FleetReport, FleetServer
-from console.tui.screens.prom_fleet import COLUMNS, PromFleetScreen
+from vllm_console.checks.profile import expected_acceptance
+from vllm_console.console.sources.fleet_query import FleetReport, FleetServer
+from vllm_console.console.tui.screens.prom_fleet import COLUMNS, PromFleetScreen
 
 
 def report(n: int, shift: int) -> FleetReport:
@@ -49,7 +49,7 @@ async def test_a_live_sort_keeps_the_server_under_the_cursor() -> None:
 
 
 async def test_label_values_are_data_never_markup_or_escapes() -> None:
-    from console.tui.screens.prom_fleet import PromServerScreen
+    from vllm_console.console.tui.screens.prom_fleet import PromServerScreen
 
     evil = "m\x1b]0;pwned\x07[bold red]x[/]"
     server = FleetServer(key="[::1]:8000", model=evil, up=True)
@@ -147,10 +147,10 @@ async def test_e_shows_one_row_per_data_parallel_engine_under_its_server() -> No
 
 
 async def test_help_lists_the_fleet_keys() -> None:
-    from console.settings import FleetSettings, HostsFile
-    from console.sources.prometheus import Prometheus
-    from console.tui.fleet_app import FleetApp
     from tests.prometheus import free_port
+    from vllm_console.console.settings import FleetSettings, HostsFile
+    from vllm_console.console.sources.prometheus import Prometheus
+    from vllm_console.console.tui.fleet_app import FleetApp
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing there: the table says so, keys work
     app = FleetApp(Prometheus(url), FleetSettings(prometheus=url), "", HostsFile())
@@ -187,10 +187,10 @@ async def test_a_refresh_cancelled_before_its_thread_started_leaves_no_coroutine
     import gc
     import warnings
 
-    from console.settings import FleetSettings, HostsFile
-    from console.sources.prometheus import Prometheus
-    from console.tui.fleet_app import FleetApp
     from tests.prometheus import free_port
+    from vllm_console.console.settings import FleetSettings, HostsFile
+    from vllm_console.console.sources.prometheus import Prometheus
+    from vllm_console.console.tui.fleet_app import FleetApp
 
     class BusyThreads(concurrent.futures.ThreadPoolExecutor):
         """Every thread busy: what is handed in waits (and is never run here)."""

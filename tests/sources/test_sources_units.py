@@ -9,10 +9,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.settings import HostsFile
-from console.sources.fleet_hosts import OpenKind, host_part, hosts_by_label, open_target
-from console.sources.prometheus import PromError, PromQueryError, check_selector, parse_vector
-from console.sources.web import BadUrl, split_url
+from vllm_console.console.settings import HostsFile
+from vllm_console.console.sources.fleet_hosts import (
+    OpenKind,
+    host_part,
+    hosts_by_label,
+    open_target,
+)
+from vllm_console.console.sources.prometheus import (
+    PromError,
+    PromQueryError,
+    check_selector,
+    parse_vector,
+)
+from vllm_console.console.sources.web import BadUrl, split_url
 
 JSON = st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=4)
@@ -95,10 +105,10 @@ def test_enter_opens_ssh_then_url_then_prometheus() -> None:
 def test_enter_on_a_mapped_row_builds_the_ssh_console_of_that_entry(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import argparse
 
-    from console.cli.commands.fleet import _session
-    from console.session.host_session import HostSession
-    from console.sources.fleet_hosts import OpenTarget
-    from console.sources.url import UrlSession
+    from vllm_console.console.cli.commands.fleet import _session
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.sources.fleet_hosts import OpenTarget
+    from vllm_console.console.sources.url import UrlSession
 
     config = tmp_path / "hosts.toml"
     config.write_text('[hosts.gpu2]\nssh = "root@10.0.0.6:2222"\n[hosts.gpu2.serve]\n'
@@ -129,7 +139,7 @@ def test_enter_on_a_mapped_row_builds_the_ssh_console_of_that_entry(tmp_path) ->
 ])
 def test_the_prometheus_fleet_tells_a_hung_engine_from_an_idle_one(
         running: float | None, waiting: float, tps: float, engine: str | None) -> None:
-    from console.sources.fleet_query import FleetServer
+    from vllm_console.console.sources.fleet_query import FleetServer
 
     server = FleetServer(key="10.0.0.5:8000", running=running, waiting=waiting,
                          generation_tps=tps)
@@ -138,7 +148,7 @@ def test_the_prometheus_fleet_tells_a_hung_engine_from_an_idle_one(
 
 
 def test_the_fleet_asks_prometheus_for_windowed_latency_quantiles() -> None:
-    from console.sources.fleet_query import queries
+    from vllm_console.console.sources.fleet_query import queries
 
     asked = queries('{job="vllm"}', "instance")
     assert asked["ttft_p99"] == (

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from console.sim import stop
-from console.sim.tree import materialise
 from tests.prometheus import Job, running_prometheus
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env
+from vllm_console.console.sim import stop
+from vllm_console.console.sim.tree import materialise
 
 pytestmark = [pytest.mark.ssh, pytest.mark.tmux, pytest.mark.prometheus]
 
@@ -42,7 +42,7 @@ def test_enter_opens_the_ssh_console_and_q_comes_back(sshd: Sshd, tmp_path: Path
                 f'[hosts.gpu1.gpu]\nnvidia_smi = "{tree.nvidia_smi}"\n')
             env = app_env()
             env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
-            term = Terminal([sys.executable, "-m", "console", "fleet", "--config", str(hosts)],
+            term = Terminal([sys.executable, "-m", "vllm_console", "fleet", "--config", str(hosts)],
                             width=200, env=env).start()
             screen = term.wait_for(lambda s: "1/1 servers" in s and "LOW (expect ~6.4)" in s,
                                    timeout=30)

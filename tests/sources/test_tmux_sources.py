@@ -16,7 +16,7 @@ from tests.tmux import Terminal, app_env
 
 pytestmark = pytest.mark.tmux
 
-CONSOLE = [sys.executable, "-m", "console"]
+CONSOLE = [sys.executable, "-m", "vllm_console"]
 ROOT = str(Path(__file__).resolve().parents[2])
 
 

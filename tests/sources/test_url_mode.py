@@ -17,14 +17,14 @@ from urllib.request import urlopen
 
 import pytest
 
-from checks.profile import Acceptance
-from console.settings import ConfigError, HostEntry
-from console.sim import materialise, stop
-from console.sources.url import UrlSession, read_api_key, url_session
-from console.telemetry.server import Health
-from console.telemetry.spec_decode import SpecDecodeStatus
 from tests.fleet_support import start_sim, wait_http
 from tests.prometheus import free_port
+from vllm_console.checks.profile import Acceptance
+from vllm_console.console.settings import ConfigError, HostEntry
+from vllm_console.console.sim import materialise, stop
+from vllm_console.console.sources.url import UrlSession, read_api_key, url_session
+from vllm_console.console.telemetry.server import Health
+from vllm_console.console.telemetry.spec_decode import SpecDecodeStatus
 
 KEY = "sk-test-7f3a9c-do-not-show"
 
@@ -165,7 +165,7 @@ def test_key_from_env_or_file_and_clear_errors(tmp_path: Path,
 
 
 async def test_host_actions_say_they_need_ssh(sim_server: str, tmp_path: Path) -> None:
-    from console.session.host_session import ActionError
+    from vllm_console.console.session.host_session import ActionError
 
     session = url_session("gpu-a", sim_server, entry(tmp_path, sim_server))
     assert session.readonly
@@ -183,9 +183,9 @@ async def test_the_console_on_a_url(sim_server: str, tmp_path: Path, made: str,
     """Pilot: the header and the speculative pane live; GPU, chain, draft diff and log say
     they need SSH. The command line makes the session after the first frame (its imports are
     ~0.08 s of the start-up): that frame is already the URL-only layout."""
-    from console.cli.commands.tui import url_pending
-    from console.tui.app import ConsoleApp
     from tests.app_support import screen_text, wait_until
+    from vllm_console.console.cli.commands.tui import url_pending
+    from vllm_console.console.tui.app import ConsoleApp
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     if made == "before":
@@ -244,7 +244,7 @@ async def test_the_console_on_a_url(sim_server: str, tmp_path: Path, made: str,
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "vllm_console", *args], capture_output=True,
                           text=True, timeout=30, env=env)
 
 
@@ -304,9 +304,9 @@ async def test_an_outage_dims_the_url_screen_and_says_how_old(tmp_path: Path,
     """The SSH screen dims its panes when the link drops; the URL screen does the same when
     the server stops answering: the figures stay, marked stale with their age, and the
     metrics badge loses its green."""
-    from console.telemetry.host_telemetry import TelemetryOptions
-    from console.tui.app import ConsoleApp
     from tests.app_support import screen_text, wait_until
+    from vllm_console.console.telemetry.host_telemetry import TelemetryOptions
+    from vllm_console.console.tui.app import ConsoleApp
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     tree = materialise("healthy", tmp_path / "h", port=free_port(), startup_s=0.5,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.parser import main
-from console.settings import HostConfig, HostsFile, resolve_host
-from console.transport.host import HostError, HostKeyError
-from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, keygen
 from tests.tcp_proxy import TcpProxy
+from vllm_console.console.cli.parser import main
+from vllm_console.console.settings import HostConfig, HostsFile, resolve_host
+from vllm_console.console.transport.host import HostError, HostKeyError
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

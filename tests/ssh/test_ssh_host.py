@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from console.transport.host import ConnectionState, HostError, HostKeyError
-from console.transport.ssh_host import SSHHost
 from tests.sshd import Sshd, chown_to, keygen
+from vllm_console.console.transport.host import ConnectionState, HostError, HostKeyError
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 
@@ -275,7 +275,7 @@ async def test_ssh_config_alias_user_port_and_identity_are_honoured(
         f"Host gpu-alias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
         f"  IdentityFile {sshd.client_key}\n")
     monkeypatch.setenv("HOME", str(home))
-    from console.settings import HostsFile, resolve_host
+    from vllm_console.console.settings import HostsFile, resolve_host
 
     config = resolve_host("gpu-alias", HostsFile(),
                           overrides={"known_hosts": str(sshd.known_hosts)})

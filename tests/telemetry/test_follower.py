@@ -15,9 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.follower import FollowState, FrameDecoder, LogBatch, LogFollower, NoticeKind
-from console.transport.local_host import LocalHost
 from tests.hostside.bundle import entry_argv
+from vllm_console.console.hostclient.follower import (
+    FollowState,
+    FrameDecoder,
+    LogBatch,
+    LogFollower,
+    NoticeKind,
+)
+from vllm_console.console.transport.local_host import LocalHost
 
 PREAMBLE = "(APIServer pid=1) INFO 05-14 10:00:00 [utils.py:1] non-default args: {'model': 'm'}"
 ENGINE = ("(EngineCore_DP0 pid=7) INFO 05-14 10:00:05 [core.py:2] Initializing a V1 LLM engine "

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from console.hostclient.follower import FollowState, LogBatch, LogFollower, NoticeKind
-from console.transport.ssh_host import SSHHost
 from tests.follower_support import running
 from tests.sshd import Sshd
+from vllm_console.console.hostclient.follower import FollowState, LogBatch, LogFollower, NoticeKind
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from console.hostclient.agent.samples import AgentSample
-from console.telemetry.history import GPU_HISTORY, RESTART, AcceptanceHistory, GpuHistory
-from console.telemetry.spec_decode import (
+from vllm_console.console.hostclient.agent.samples import AgentSample
+from vllm_console.console.telemetry.history import (
+    GPU_HISTORY,
+    RESTART,
+    AcceptanceHistory,
+    GpuHistory,
+)
+from vllm_console.console.telemetry.spec_decode import (
     SpecDecodePoint,
     SpecDecodeState,
     SpecDecodeStatus,

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config, free_port
-from console.parsers.metrics import MetricsSnapshot
-from console.sim import materialise, start_background, stop
-from console.telemetry import HostTelemetry, TelemetryOptions
-from console.telemetry.http import ServeUrl
-from console.telemetry.server import Health
-from console.telemetry.startup import StartupState
-from console.transport.local_host import LocalHost
+from vllm_console.console.cli.commands.demo import demo_config, free_port
+from vllm_console.console.parsers.metrics import MetricsSnapshot
+from vllm_console.console.sim import materialise, start_background, stop
+from vllm_console.console.telemetry import HostTelemetry, TelemetryOptions
+from vllm_console.console.telemetry.http import ServeUrl
+from vllm_console.console.telemetry.server import Health
+from vllm_console.console.telemetry.startup import StartupState
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from console.parsers.metrics import SpecDecodeCounters, diff_counters
-from console.parsers.redact import REDACTED
-from console.parsers.startup import StartupPhase
-from console.telemetry.logclock import LogClock
-from console.telemetry.run_log import Changed, RunLog
-from console.telemetry.spec_decode import SpecDecodeStatus, SpecSource
-from console.telemetry.startup import StartupState, format_duration
+from vllm_console.console.parsers.metrics import SpecDecodeCounters, diff_counters
+from vllm_console.console.parsers.redact import REDACTED
+from vllm_console.console.parsers.startup import StartupPhase
+from vllm_console.console.telemetry.logclock import LogClock
+from vllm_console.console.telemetry.run_log import Changed, RunLog
+from vllm_console.console.telemetry.spec_decode import SpecDecodeStatus, SpecSource
+from vllm_console.console.telemetry.startup import StartupState, format_duration
 
 API = "\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 05-14 10:{}:{} [api_server.py:1] "
 CORE = "(EngineCore_DP0 pid=7) INFO 05-14 10:{}:{} [core.py:2] "

@@ -9,9 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from console.telemetry.http import ServeUrl, http_get
-from console.telemetry.server import Health, MetricsReader, judge_health, probe_readiness, totals
-from console.transport.local_host import LocalHost
+from vllm_console.console.telemetry.http import ServeUrl, http_get
+from vllm_console.console.telemetry.server import (
+    Health,
+    MetricsReader,
+    judge_health,
+    probe_readiness,
+    totals,
+)
+from vllm_console.console.transport.local_host import LocalHost
 
 METRICS = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from console.parsers.metrics import parse_metrics
-from console.parsers.serving import ServingScrape
-from console.telemetry.serving import (
+from vllm_console.console.parsers.metrics import parse_metrics
+from vllm_console.console.parsers.serving import ServingScrape
+from vllm_console.console.telemetry.serving import (
     EngineState,
     ServingWatch,
     engine_json,

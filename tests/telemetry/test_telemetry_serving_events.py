@@ -10,12 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config
-from console.sim import SimTree, materialise, start_background, stop, wait_ready
-from console.telemetry import HostTelemetry, ServingChanged, TelemetryEvent, TelemetryOptions
-from console.telemetry.serving import EngineState
-from console.transport.local_host import LocalHost
 from tests.sim.test_sim_serve import FAST, free_port
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.sim import SimTree, materialise, start_background, stop, wait_ready
+from vllm_console.console.telemetry import (
+    HostTelemetry,
+    ServingChanged,
+    TelemetryEvent,
+    TelemetryOptions,
+)
+from vllm_console.console.telemetry.serving import EngineState
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = pytest.mark.sim_servers
 

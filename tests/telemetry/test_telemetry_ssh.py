@@ -12,9 +12,11 @@ from collections.abc import Callable
 
 import pytest
 
-from console.sim.runner import stop
-from console.sim.tree import materialise
-from console.telemetry import (
+from tests.hostside.bundle import helpers_of
+from tests.sshd import Sshd, chown_to, free_port, start_as
+from vllm_console.console.sim.runner import stop
+from vllm_console.console.sim.tree import materialise
+from vllm_console.console.telemetry import (
     AgentChanged,
     AgentState,
     GpuSampled,
@@ -33,10 +35,8 @@ from console.telemetry import (
     TelemetryEvent,
     TelemetryOptions,
 )
-from console.transport.host import ConnectionState
-from console.transport.ssh_host import SSHHost
-from tests.hostside.bundle import helpers_of
-from tests.sshd import Sshd, chown_to, free_port, start_as
+from vllm_console.console.transport.host import ConnectionState
+from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
 

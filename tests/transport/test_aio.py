@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from console.transport.aio import cancel_and_wait, within
+from vllm_console.console.transport.aio import cancel_and_wait, within
 
 
 async def test_within_never_trades_the_callers_cancellation_for_a_result() -> None:

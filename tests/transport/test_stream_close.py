@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from console.transport.local_host import LocalHost
+from vllm_console.console.transport.local_host import LocalHost
 
 
 @pytest.mark.programs

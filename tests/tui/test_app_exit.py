@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.transport.local_host import LocalHost
 from tests.app_support import SimApp
+from vllm_console.console.transport.local_host import LocalHost
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

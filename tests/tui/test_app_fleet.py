@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config
-from console.session.host_session import HostSession
-from console.settings import HostConfig
-from console.sim import start_background, stop
-from console.transport.local_host import LocalHost
-from console.transport.ssh_host import SSHHost
-from console.tui.app import ConsoleApp
-from console.tui.screens.fleet import COLUMNS, FleetScreen
-from console.tui.screens.host import HostScreen
 from tests.app_support import make_tree, wait_until
 from tests.sshd import free_port
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.sim import start_background, stop
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.transport.ssh_host import SSHHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.fleet import COLUMNS, FleetScreen
+from vllm_console.console.tui.screens.host import HostScreen
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from checks.models import Status
-from console.telemetry.spec_decode import SpecDecodeStatus
-from console.tui.screens.confirm import ConfirmScreen
-from console.tui.screens.evidence import EvidenceScreen
-from console.tui.screens.help import HelpScreen
-from console.tui.screens.host import HostScreen
 from tests.app_support import SimApp, screen_text, wait_until
 from tests.fault_support import record_figure
+from vllm_console.checks.models import Status
+from vllm_console.console.telemetry.spec_decode import SpecDecodeStatus
+from vllm_console.console.tui.screens.confirm import ConfirmScreen
+from vllm_console.console.tui.screens.evidence import EvidenceScreen
+from vllm_console.console.tui.screens.help import HelpScreen
+from vllm_console.console.tui.screens.host import HostScreen
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

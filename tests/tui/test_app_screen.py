@@ -13,16 +13,16 @@ import pytest
 from rich.text import Text
 from textual.pilot import Pilot
 
-from console.telemetry import events as ev
-from console.transport.host import ConnectionState, LinkStatus
-from console.tui.app import ConsoleApp, TelemetryArrived
-from console.tui.screens.evidence import EvidenceScreen
-from console.tui.screens.help import HelpScreen
-from console.tui.screens.host import HostScreen
 from tests.app_support import colour_of, screen_text, theme_colour
 from tests.snapshot_support import DRAFT_DIR, HOST, replay_app
-from themes import THEMES
-from widgets.checklist import Checklist
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.transport.host import ConnectionState, LinkStatus
+from vllm_console.console.tui.app import ConsoleApp, TelemetryArrived
+from vllm_console.console.tui.screens.evidence import EvidenceScreen
+from vllm_console.console.tui.screens.help import HelpScreen
+from vllm_console.console.tui.screens.host import HostScreen
+from vllm_console.themes import THEMES
+from vllm_console.widgets.checklist import Checklist
 
 pytestmark = pytest.mark.usefixtures("state_home")
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config
-from console.session.host_session import HostSession
-from console.session.pending import PendingSession
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
 from tests.app_support import make_tree, screen_text, wait_until
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.session.pending import PendingSession
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
 
 SIZE = (160, 50)
 
@@ -67,18 +67,21 @@ def test_the_first_frame_imports_nothing_of_the_session() -> None:
     source, the simulated host's writer and runner (each loads with the session, after the
     first frame)."""
     code = ("import sys\n"
-            "import console.cli.parser, console.cli.commands.tui, console.cli.commands.demo\n"
-            "import console.tui.app\n"
-            "console.cli.commands.demo.check_scenario('incident')\n"
+            "import vllm_console.console.cli.parser, vllm_console.console.cli.commands.tui\n"
+            "import vllm_console.console.cli.commands.demo\n"
+            "import vllm_console.console.tui.app\n"
+            "vllm_console.console.cli.commands.demo.check_scenario('incident')\n"
             "print(' '.join(sorted(sys.modules)))\n")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True, timeout=60).stdout.split())
-    assert {"textual.app", "console.tui.screens.host"} <= loaded
-    for module in ("console.session.host_session", "console.telemetry.host_telemetry",
-                   "console.restart",
-                   "checks.chain", "checks.references", "console.sources.url",
-                   "console.hostclient.agent.client", "asyncssh", "console.sim.tree",
-                   "console.sim.runner"):
+    assert {"textual.app", "vllm_console.console.tui.screens.host"} <= loaded
+    for module in ("vllm_console.console.session.host_session",
+                   "vllm_console.console.telemetry.host_telemetry",
+                   "vllm_console.console.restart",
+                   "vllm_console.checks.chain", "vllm_console.checks.references",
+                   "vllm_console.console.sources.url",
+                   "vllm_console.console.hostclient.agent.client", "asyncssh",
+                   "vllm_console.console.sim.tree", "vllm_console.console.sim.runner"):
         assert module not in loaded, module
 
 
@@ -106,9 +109,10 @@ async def test_the_console_turns_the_collector_on_once_its_sessions_are_open(
 @pytest.mark.programs
 def test_every_other_command_runs_with_the_collector_on(tmp_path: Path) -> None:
     code = ("import gc, sys\n"
-            "import console.cli.parser, console.cli.commands.init as init\n"
+            "import vllm_console.console.cli.commands.init as init\n"
+            "from vllm_console.console.cli.parser import main\n"
             "init.run = lambda args: print('RUN', gc.isenabled()) or 0\n"
-            f"code = console.cli.parser.main(['init', '--config', {str(tmp_path / 'h.toml')!r}])\n"
+            f"code = main(['init', '--config', {str(tmp_path / 'h.toml')!r}])\n"
             "print('AFTER', gc.isenabled(), code)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.split("\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.app import App
 
-from console.tui.screens.fleet import FleetRow, FleetScreen
+from vllm_console.console.tui.screens.fleet import FleetRow, FleetScreen
 
 
 def row(name: str, **changes: object) -> FleetRow:
@@ -32,7 +32,7 @@ async def test_link_names_are_never_cut_when_they_arrive_later() -> None:
 async def test_serve_state_root_cause_and_a_ticking_age() -> None:
     import time
 
-    from console.tui.screens.fleet import COLUMNS
+    from vllm_console.console.tui.screens.fleet import COLUMNS
 
     app: App[None] = App()
     async with app.run_test(size=(200, 40)) as pilot:
@@ -57,7 +57,7 @@ async def test_serve_state_root_cause_and_a_ticking_age() -> None:
 
 
 async def test_the_serving_columns_say_a_stall_loudly() -> None:
-    from console.tui.screens.fleet import COLUMNS
+    from vllm_console.console.tui.screens.fleet import COLUMNS
 
     app: App[None] = App()
     async with app.run_test(size=(200, 40)) as pilot:
@@ -88,8 +88,8 @@ async def test_e_shows_each_data_parallel_engine_under_its_host() -> None:
     """Summed, a DP server with one hung or slow replica looks fine; `e` adds one row per
     engine under its host (state, TTFT p99, requests), the slow one said, the host's engine
     cell saying the imbalance; Enter on an engine's row opens its host."""
-    from console.telemetry.serving import EngineFigures, EngineState
-    from console.tui.screens.fleet import COLUMNS
+    from vllm_console.console.telemetry.serving import EngineFigures, EngineState
+    from vllm_console.console.tui.screens.fleet import COLUMNS
 
     engines = (EngineFigures("0", EngineState.OK, 3, 0, 100.0, 0.4),
                EngineFigures("1", EngineState.OK, 3, 1, 20.0, 2.5, slow=True))

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from console.telemetry import events as ev
-from console.tui.app import ConsoleApp, TelemetryArrived
 from tests.app_support import screen_text
 from tests.snapshot_support import HOST, replay_app, sample
-from widgets.row_repaint import changed_rows
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.tui.app import ConsoleApp, TelemetryArrived
+from vllm_console.widgets.row_repaint import changed_rows
 
 pytestmark = pytest.mark.usefixtures("state_home")
 

@@ -4,7 +4,7 @@ and a key clicked there is pressed (Pilot, on the recorded incident)."""
 from __future__ import annotations
 
 from tests.snapshot_support import replay_app
-from widgets.key_footer import KeyFooter
+from vllm_console.widgets.key_footer import KeyFooter
 
 SIZE = (160, 50)
 

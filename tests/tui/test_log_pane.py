@@ -9,9 +9,9 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
 
-from console.parsers.classifier import LineKind, classify_text
-from console.telemetry.run_log import RunLog
-from widgets.log_pane import LogPane
+from vllm_console.console.parsers.classifier import LineKind, classify_text
+from vllm_console.console.telemetry.run_log import RunLog
+from vllm_console.widgets.log_pane import LogPane
 
 SIZE = (100, 24)
 
@@ -221,7 +221,12 @@ async def test_a_batch_bigger_than_the_pane_keeps_the_newest_lines_numbered() ->
 async def test_a_batch_bigger_than_the_pane_shows_what_every_line_shown_would() -> None:
     # `add_batch` makes display-safe only the lines the pane keeps: the same lines, numbers,
     # redaction and styles as showing every line of the batch and dropping the oldest.
-    from console.hostclient.follower import FollowNotice, LogBatch, LogEntry, NoticeKind
+    from vllm_console.console.hostclient.follower import (
+        FollowNotice,
+        LogBatch,
+        LogEntry,
+        NoticeKind,
+    )
 
     warning = "WARNING 05-14 10:00:01 [x.py:2] slow {}"
     texts = [warning.format(i) if i % 17 == 0 else

@@ -9,7 +9,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from tests.tui.test_log_pane import SIZE, PaneApp, info
-from widgets.log_pane import LogPane
+from vllm_console.widgets.log_pane import LogPane
 
 
 def bar_column(pilot: Pilot[None]) -> list[tuple[str, Any]]:

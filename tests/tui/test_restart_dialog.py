@@ -12,15 +12,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from console.cli.commands.demo import demo_config, free_port, record
-from console.restart import RestartError, RestartPlan
-from console.session.host_session import HostSession
-from console.sim import materialise, start_background, stop
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
-from console.tui.screens.restart import RestartScreen
 from tests.app_support import SimApp, wait_until
 from tests.tui.test_app_pilot import SIZE
+from vllm_console.console.cli.commands.demo import demo_config, free_port, record
+from vllm_console.console.restart import RestartError, RestartPlan
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.sim import materialise, start_background, stop
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.restart import RestartScreen
 
 
 def environ(pid: int) -> dict[str, str]:
@@ -130,7 +130,7 @@ async def test_a_server_that_exited_restarts_from_its_last_launch_with_the_edite
 
 
 def _container_plan(**extra: object) -> RestartPlan:
-    from console.restart import RestartPlan
+    from vllm_console.console.restart import RestartPlan
 
     argv = ("/venv/bin/vllm", "serve", "/models/target", "--port", "8000")
     fields: dict[str, object] = dict(
@@ -146,8 +146,8 @@ def _container_plan(**extra: object) -> RestartPlan:
 
 def _editor(plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
     # As the session's: the dialog's fields parsed, then console.restart.edit.
-    from console.restart.edit import edit_plan, parse_argv, parse_env
-    from console.session.host_session import ActionError
+    from vllm_console.console.restart.edit import edit_plan, parse_argv, parse_env
+    from vllm_console.console.session.host_session import ActionError
 
     try:
         return edit_plan(plan, env=parse_env(env), argv=parse_argv(argv) if argv else ())

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config
-from console.session.host_session import HostSession
-from console.sim import start_background, stop
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
 from tests.app_support import make_tree, wait_until
 from tests.tui.test_app_pilot import SIZE
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.sim import start_background, stop
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
 
 pytestmark = pytest.mark.programs  # each test starts a simulated server
 

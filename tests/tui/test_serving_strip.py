@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.commands.demo import demo_config
-from console.session.host_session import HostSession
-from console.sim import materialise, start_background, stop
-from console.telemetry import TelemetryOptions
-from console.transport.local_host import LocalHost
-from console.tui.app import ConsoleApp
-from console.tui.screens.host import HostScreen
 from tests.app_support import colour_of, screen_text, theme_colour, wait_until
 from tests.sim.test_sim_serve import free_port
+from vllm_console.console.cli.commands.demo import demo_config
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.sim import materialise, start_background, stop
+from vllm_console.console.telemetry import TelemetryOptions
+from vllm_console.console.transport.local_host import LocalHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.host import HostScreen
 
 
 class Served:
@@ -158,7 +158,7 @@ async def test_at_80x24_the_strip_is_one_line(stalled: Served) -> None:
 
 
 def test_ages_move_in_steps_so_an_idle_screen_is_not_redrawn_each_second() -> None:
-    from widgets.serving_strip import age_step, describe_age
+    from vllm_console.widgets.serving_strip import age_step, describe_age
 
     assert [age_step(s) for s in (0, 4.9, 5, 12, 59, 61, 185)] == [0, 0, 5, 10, 55, 60, 180]
     assert [describe_age(age_step(s)) for s in (3, 12, 185)] == ["<5 s ago", "10 s ago",
@@ -170,11 +170,11 @@ def test_the_screen_wakes_when_an_age_steps_not_every_second(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """`next_change_s`: the host view's next tick. Ages move in steps (5 s, then minutes), so a
     screen left alone wakes once per step; a stall's length moves every second."""
-    from console.telemetry.server import ServerLoad
-    from console.telemetry.serving import EngineState, ServingStatus
-    from console.telemetry.snapshot import HostSnapshot
-    from console.tui import serving_figures
-    from console.tui.serving_figures import ServingFigures
+    from vllm_console.console.telemetry.server import ServerLoad
+    from vllm_console.console.telemetry.serving import EngineState, ServingStatus
+    from vllm_console.console.telemetry.snapshot import HostSnapshot
+    from vllm_console.console.tui import serving_figures
+    from vllm_console.console.tui.serving_figures import ServingFigures
 
     clock = [1000.0]
     monkeypatch.setattr(serving_figures.time, "monotonic", lambda: clock[0])

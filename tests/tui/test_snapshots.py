@@ -20,7 +20,7 @@ def _ages_hold_still(monkeypatch: pytest.MonkeyPatch) -> None:
     """The serving strip's ages move on with the local clock: on a loaded machine the app took
     over 5 s from the snapshot's data to its frame, and `<5 s ago` became `5 s ago` (a CI
     run). Held still here, the snapshot is what the figures say, however long it took."""
-    import console.tui.serving_figures as figures
+    import vllm_console.console.tui.serving_figures as figures
 
     monkeypatch.setattr(figures, "time", SimpleNamespace(monotonic=lambda: 1000.0))
 

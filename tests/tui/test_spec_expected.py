@@ -6,17 +6,17 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
 
-from checks.profile import expected_acceptance
-from console.parsers.engine import SpeculativeSettings
-from console.parsers.spec_decode import SpecDecodeSample
-from console.telemetry.spec_decode import (
+from vllm_console.checks.profile import expected_acceptance
+from vllm_console.console.parsers.engine import SpeculativeSettings
+from vllm_console.console.parsers.spec_decode import SpecDecodeSample
+from vllm_console.console.telemetry.spec_decode import (
     SpecDecodePoint,
     SpecDecodeState,
     SpecDecodeStatus,
     SpecSource,
 )
-from themes import THEMES, stylesheet_path
-from widgets.spec_pane import SpecPane, SpecView
+from vllm_console.themes import THEMES, stylesheet_path
+from vllm_console.widgets.spec_pane import SpecPane, SpecView
 
 
 class Bare(App[None]):
@@ -63,8 +63,8 @@ async def test_the_figure_is_coloured_by_the_methods_range() -> None:
 
 
 async def test_the_checklist_title_names_the_profile_that_judged() -> None:
-    from checks.models import LINK_IDS, ChainReport, LinkResult, Status
-    from widgets.checklist import Checklist, ChecklistState
+    from vllm_console.checks.models import LINK_IDS, ChainReport, LinkResult, Status
+    from vllm_console.widgets.checklist import Checklist, ChecklistState
 
     app = Bare()
     async with app.run_test(size=(100, 30)) as pilot:

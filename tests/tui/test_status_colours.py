@@ -9,12 +9,12 @@ from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from console.sources.fleet_query import FleetReport, FleetServer
-from console.telemetry.serving import EngineFigures, EngineState
-from console.tui.screens.fleet import COLUMNS, FleetRow, FleetScreen
-from console.tui.screens.prom_fleet import PromFleetScreen
 from tests.app_support import WidgetApp, theme_colour
-from widgets.log_pane import LogPane
+from vllm_console.console.sources.fleet_query import FleetReport, FleetServer
+from vllm_console.console.telemetry.serving import EngineFigures, EngineState
+from vllm_console.console.tui.screens.fleet import COLUMNS, FleetRow, FleetScreen
+from vllm_console.console.tui.screens.prom_fleet import PromFleetScreen
+from vllm_console.widgets.log_pane import LogPane
 
 LIGHT = "vllm-light"
 
@@ -110,7 +110,7 @@ async def test_the_fleet_says_what_the_host_screen_says_about_link_and_acceptanc
     failure (`reconnecting` is a warning on the host's header, `connecting` unknown), and a
     DFlash acceptance of 3.5 was red on the spec pane and in `check` (below the profile's low,
     4.0) but plain in the fleet. Both now come from one rule each."""
-    from checks.profile import expected_acceptance
+    from vllm_console.checks.profile import expected_acceptance
 
     dflash = expected_acceptance("dflash")
     assert dflash is not None
@@ -133,8 +133,8 @@ async def test_the_fleet_says_what_the_host_screen_says_about_link_and_acceptanc
 
 
 def test_the_prometheus_fleet_flags_the_acceptance_the_chain_flags() -> None:
-    from checks.links.method_activation import acceptance_flag
-    from checks.profile import expected_acceptance
+    from vllm_console.checks.links.method_activation import acceptance_flag
+    from vllm_console.checks.profile import expected_acceptance
 
     dflash = expected_acceptance("dflash")
     server = FleetServer(key="10.0.0.5:8000", up=True, mean_acceptance_length=3.5,

@@ -13,7 +13,7 @@ from tests.tmux import Terminal, app_env, demo_processes
 
 pytestmark = pytest.mark.tmux
 
-CONSOLE = [sys.executable, "-m", "console"]
+CONSOLE = [sys.executable, "-m", "vllm_console"]
 
 
 def demo_terminal(tmp_path: Path, width: int = 160, height: int = 50) -> Terminal:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from console.sim import stop
-from console.sim.tree import materialise
 from tests.fault_support import helpers_on_host
 from tests.sshd import Sshd, chown_to, free_port, start_as
 from tests.tmux import Terminal, app_env
+from vllm_console.console.sim import stop
+from vllm_console.console.sim.tree import materialise
 
 pytestmark = [pytest.mark.ssh, pytest.mark.tmux]
 
@@ -31,7 +31,7 @@ def test_console_over_ssh_in_a_real_terminal(sshd: Sshd, tmp_path: Path) -> None
     hosts = sshd.hosts_file(tmp_path / "hosts.toml", "gpu1", tree.root, tree.nvidia_smi)
     env = app_env()
     env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
-    term = Terminal([sys.executable, "-m", "console", "--config", str(hosts), "gpu1"],
+    term = Terminal([sys.executable, "-m", "vllm_console", "--config", str(hosts), "gpu1"],
                     env=env).start()
     try:
         screen = term.wait_for(lambda s: "ROOT CAUSE" in s and "acceptance length 1." in s,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.tui.ui_state import load_ui_state, save_ui_state, state_path
+from vllm_console.console.tui.ui_state import load_ui_state, save_ui_state, state_path
 
 
 def test_nothing_saved_yet_reads_as_empty(tmp_path: Path) -> None:

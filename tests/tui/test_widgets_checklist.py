@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from checks.models import ChainReport, LinkResult, Status
 from tests.app_support import WidgetApp, colour_of, theme_colour
-from widgets.checklist import (
+from vllm_console.checks.models import ChainReport, LinkResult, Status
+from vllm_console.widgets.checklist import (
     NOT_PROVEN,
     NOT_PROVEN_READONLY,
     Checklist,

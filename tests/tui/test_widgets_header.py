@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from console.transport.host import ConnectionState, LinkStatus
 from tests.app_support import WidgetApp, colour_of, theme_colour
-from widgets.host_header import HostHeader, Sources, describe_age, describe_link
+from vllm_console.console.transport.host import ConnectionState, LinkStatus
+from vllm_console.widgets.host_header import HostHeader, Sources, describe_age, describe_link
 
 
 def show_ready(header: HostHeader, host: str, *, gpu: str) -> None:

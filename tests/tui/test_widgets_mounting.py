@@ -11,10 +11,10 @@ from textual.containers import Vertical
 from textual.message_pump import NoActiveAppError
 from textual.widgets import Log, Static
 
-from checks.draft_diff import DraftDiff
-from widgets.draft_diff import DraftDiffPane
-from widgets.log_lines import LogLines
-from widgets.log_pane import LogPane, display_safe
+from vllm_console.checks.draft_diff import DraftDiff
+from vllm_console.widgets.draft_diff import DraftDiffPane
+from vllm_console.widgets.log_lines import LogLines
+from vllm_console.widgets.log_pane import LogPane, display_safe
 
 
 class Bare(App[None]):
@@ -66,9 +66,9 @@ def test_lines_are_made_inert_once_per_batch() -> None:
 
 
 async def test_a_configured_drafter_with_no_drafts_yet_reads_on_two_lines() -> None:
-    from console.parsers.engine import SpeculativeSettings
-    from console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
-    from widgets.spec_pane import SpecPane, SpecView
+    from vllm_console.console.parsers.engine import SpeculativeSettings
+    from vllm_console.console.telemetry.spec_decode import SpecDecodeState, SpecDecodeStatus
+    from vllm_console.widgets.spec_pane import SpecPane, SpecView
 
     app = Bare()
     async with app.run_test(size=(100, 30)) as pilot:

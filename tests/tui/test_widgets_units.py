@@ -3,13 +3,13 @@ compact values, display safety."""
 
 from __future__ import annotations
 
-from console.hostclient.agent.samples import AgentSample
-from console.output.display import safe_text
-from console.parsers.engine import parse_engine_start
-from widgets.draft_diff import _show
-from widgets.engine_tree import changed_fields
-from widgets.gpu_pane import _is_orphan, bar, sparkline
-from widgets.log_pane import compile_query, level_rank
+from vllm_console.console.hostclient.agent.samples import AgentSample
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.parsers.engine import parse_engine_start
+from vllm_console.widgets.draft_diff import _show
+from vllm_console.widgets.engine_tree import changed_fields
+from vllm_console.widgets.gpu_pane import _is_orphan, bar, sparkline
+from vllm_console.widgets.log_pane import compile_query, level_rank
 
 LINE = ("Initializing a V1 LLM engine (v0.1.dev1+gabc) with config: model='/m/T', "
         "speculative_config=SpeculativeConfig(method='dflash', model='/m/D', "
@@ -93,7 +93,7 @@ def test_one_host_line_never_shows_as_several_rows() -> None:
 def test_a_gpu_process_in_a_container_is_shown_with_its_container() -> None:
     """The GPU pane names the container a process holding GPU memory runs in: the server's
     by its name, another by its short id (as `docker ps` shows it)."""
-    from widgets.gpu_pane import GpuPane, GpuView
+    from vllm_console.widgets.gpu_pane import GpuPane, GpuView
 
     ours, other = "a" * 64, "b" * 64
     sample = AgentSample.from_json({

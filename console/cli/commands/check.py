@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TextIO
 
-from checks import (
+from vllm_console.checks import (
     ChainReport,
     ProfileError,
     Reference,
@@ -26,11 +26,11 @@ from checks import (
     load_reference_file,
     run_chain,
 )
-from checks.models import EXIT_UNKNOWN
-from console.cli.commands.common import EXPECTED as COMMON_EXPECTED
-from console.cli.commands.common import emit, emit_json
-from console.output.display import safe_text
-from console.transport.connect import host_config_from_args, make_host
+from vllm_console.checks.models import EXIT_UNKNOWN
+from vllm_console.console.cli.commands.common import EXPECTED as COMMON_EXPECTED
+from vllm_console.console.cli.commands.common import emit, emit_json
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.transport.connect import host_config_from_args, make_host
 
 # `cli.main` reports these on one line with exit 3: UNKNOWN, the chain could not run.
 COULD_NOT_RUN = EXIT_UNKNOWN

@@ -13,10 +13,10 @@ import os
 import sys
 from typing import TextIO
 
-from console import ConfigError
-from console.output.messages import failure_line, one_line, reason
-from console.parsers.redact import redact, redact_text
-from console.transport.host import HostError
+from vllm_console.console import ConfigError
+from vllm_console.console.output.messages import failure_line, one_line, reason
+from vllm_console.console.parsers.redact import redact, redact_text
+from vllm_console.console.transport.host import HostError
 
 EXIT_COULD_NOT_RUN = 2
 __all__ = ["EXPECTED", "EXIT_COULD_NOT_RUN", "CommandError", "emit", "emit_json", "failure_line",

@@ -13,8 +13,8 @@ import argparse
 import shlex
 from dataclasses import dataclass
 
-from console.cli.commands.common import emit
-from console.cli.parser import SHELLS
+from vllm_console.console.cli.commands.common import emit
+from vllm_console.console.cli.parser import SHELLS
 
 _FILE_METAVARS = {"PATH", "NAME|PATH"}
 
@@ -33,15 +33,15 @@ class Option:
 def _value_words(dest: str) -> tuple[str, ...]:
     """Values argparse does not list as choices (they are checked by the command)."""
     if dest == "theme":
-        from themes import THEMES
+        from vllm_console.themes import THEMES
 
         return tuple(THEMES)
     if dest == "scenario":
-        from console.sim import SCENARIOS
+        from vllm_console.console.sim import SCENARIOS
 
         return tuple(SCENARIOS)
     if dest == "profile":  # auto, a shipped name, or a file (offered too)
-        from checks.profile import shipped_profiles
+        from vllm_console.checks.profile import shipped_profiles
 
         return ("auto", *shipped_profiles())
     return ()
@@ -49,7 +49,7 @@ def _value_words(dest: str) -> tuple[str, ...]:
 
 def host_commands(parser: argparse.ArgumentParser) -> str:
     """The subcommands that take a HOST, space-separated: after them, host names."""
-    from console.cli.parser import subcommands
+    from vllm_console.console.cli.parser import subcommands
 
     return " ".join(name for name, sub in subcommands(parser).items()
                     if any(action.dest == "host" for action in sub._actions))
@@ -57,7 +57,7 @@ def host_commands(parser: argparse.ArgumentParser) -> str:
 
 def describe(parser: argparse.ArgumentParser) -> dict[str, list[Option]]:
     """Each subcommand's options, read off the parser."""
-    from console.cli.parser import subcommands
+    from vllm_console.console.cli.parser import subcommands
 
     found: dict[str, list[Option]] = {}
     for name, sub in subcommands(parser).items():
@@ -209,10 +209,10 @@ def _subparser_help(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.cli.parser import build_parser
+    from vllm_console.console.cli.parser import build_parser
 
     if args.shell == "hosts":
-        from console.cli.host_names import host_names
+        from vllm_console.console.cli.host_names import host_names
 
         emit("\n".join(host_names(args.config)))
         return 0

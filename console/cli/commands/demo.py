@@ -13,9 +13,9 @@ import socket
 import tempfile
 from pathlib import Path
 
-from console.cli.commands.common import CommandError, reason
-from console.cli.commands.sim import check_scenario, list_scenarios
-from console.cli.commands.tui import check_theme
+from vllm_console.console.cli.commands.common import CommandError, reason
+from vllm_console.console.cli.commands.sim import check_scenario, list_scenarios
+from vllm_console.console.cli.commands.tui import check_theme
 
 
 def free_port() -> int:
@@ -25,8 +25,8 @@ def free_port() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.sim import stop
-    from console.tui import hangup
+    from vllm_console.console.sim import stop
+    from vllm_console.console.tui import hangup
 
     if args.list:
         return list_scenarios()
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             tree_root = root / "host"
             if tree_root.exists():
-                from console.sim import SimTree
-                from console.sim.container import stop_containers
+                from vllm_console.console.sim import SimTree
+                from vllm_console.console.sim.container import stop_containers
 
                 tree = SimTree.load(tree_root)
                 stop_containers(tree)
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
 async def record(host, tree, pid: int) -> None:  # type: ignore[no-untyped-def]
     """Record the simulated server's start as the console's last launch of the `demo` entry:
     a scenario whose server exits at start-up can then be started again with `r`."""
-    from console.hostclient.launch_record import launch_record, record_launch
-    from console.sim.runner import launch_environment
+    from vllm_console.console.hostclient.launch_record import launch_record, record_launch
+    from vllm_console.console.sim.runner import launch_environment
 
     await record_launch(host, launch_record(
         "demo", tree.serve_argv(), cwd=str(tree.root), env=launch_environment(tree),
@@ -68,7 +68,7 @@ async def record(host, tree, pid: int) -> None:  # type: ignore[no-untyped-def]
 def demo_config(tree, *, readonly: bool = False):  # type: ignore[no-untyped-def]
     """The host configuration of a simulated host on this machine: everything pinned to the
     tree, so that no other `vllm serve` on the machine is ever matched."""
-    from console.settings import GpuSettings, HostConfig, ServeSettings
+    from vllm_console.console.settings import GpuSettings, HostConfig, ServeSettings
 
     return HostConfig(
         name="demo", local=True, readonly=readonly,
@@ -85,7 +85,7 @@ def container_demo_config(tree, *, readonly: bool = False):  # type: ignore[no-u
     finds a real container's, through `docker ps` and `docker inspect` (the tree's stand-in,
     first on PATH) and the port it answers on. Not an empty serve table: a bare `vllm serve`
     of this user elsewhere on the machine would be found first, and `r` would restart it."""
-    from console.settings import HostConfig, ServeSettings
+    from vllm_console.console.settings import HostConfig, ServeSettings
 
     return HostConfig(name="demo", local=True, readonly=readonly,
                       serve=ServeSettings(url=tree.url))
@@ -103,15 +103,15 @@ def open_console(scenario: str, where: Path, *, theme: str | None = None,
                  readonly: bool = False) -> int:
     """The console on a simulated host written into `where`: the tree, its server, the host's
     session and the record of its launch are made after the first frame."""
-    from console.session.pending import PendingSession
-    from console.tui import hangup
-    from console.tui.app import ConsoleApp
+    from vllm_console.console.session.pending import PendingSession
+    from vllm_console.console.tui import hangup
+    from vllm_console.console.tui.app import ConsoleApp
 
     async def open_session():  # type: ignore[no-untyped-def]
-        from console.session.host_session import HostSession
-        from console.sim import get_scenario, materialise, start_background
-        from console.sim.container import run_container
-        from console.transport.local_host import LocalHost
+        from vllm_console.console.session.host_session import HostSession
+        from vllm_console.console.sim import get_scenario, materialise, start_background
+        from vllm_console.console.sim.container import run_container
+        from vllm_console.console.transport.local_host import LocalHost
 
         try:
             tree = materialise(scenario, where, port=free_port(), gpus=2, startup_s=4.0,

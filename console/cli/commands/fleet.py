@@ -14,14 +14,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.cli.commands.common import EXPECTED, CommandError, emit, emit_json, one_line
-from console.cli.commands.tui import check_theme
-from console.settings import ConfigError, FleetSettings, HostsFile, load_hosts_file
+from vllm_console.console.cli.commands.common import (
+    EXPECTED,
+    CommandError,
+    emit,
+    emit_json,
+    one_line,
+)
+from vllm_console.console.cli.commands.tui import check_theme
+from vllm_console.console.settings import ConfigError, FleetSettings, HostsFile, load_hosts_file
 
 if TYPE_CHECKING:
-    from console.session.host_session import HostSession
-    from console.sources.fleet_hosts import OpenTarget
-    from console.sources.prometheus import Prometheus
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.sources.fleet_hosts import OpenTarget
+    from vllm_console.console.sources.prometheus import Prometheus
 
 
 def fleet_settings(args: argparse.Namespace, hosts: HostsFile) -> FleetSettings:
@@ -36,9 +42,9 @@ def fleet_settings(args: argparse.Namespace, hosts: HostsFile) -> FleetSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.sources.fleet_hosts import hosts_by_label
-    from console.sources.fleet_query import query_fleet
-    from console.sources.prometheus import PromError, Prometheus, check_selector
+    from vllm_console.console.sources.fleet_hosts import hosts_by_label
+    from vllm_console.console.sources.fleet_query import query_fleet
+    from vllm_console.console.sources.prometheus import PromError, Prometheus, check_selector
 
     check_theme(args.theme)
     path = Path(args.config).expanduser() if args.config else None
@@ -65,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
 def run_fleet(prom: Prometheus, fleet: FleetSettings, selector: str, hosts: HostsFile,
               args: argparse.Namespace) -> int:
     """The table until `q`; each Enter runs that server's console, then the table again."""
-    from console.tui import hangup
-    from console.tui.app import ConsoleApp
-    from console.tui.fleet_app import FleetApp, TableState
+    from vllm_console.console.tui import hangup
+    from vllm_console.console.tui.app import ConsoleApp
+    from vllm_console.console.tui.fleet_app import FleetApp, TableState
 
     state = TableState()
     while True:
@@ -89,13 +95,13 @@ def run_fleet(prom: Prometheus, fleet: FleetSettings, selector: str, hosts: Host
 
 
 def _session(target: OpenTarget, hosts: HostsFile, args: argparse.Namespace) -> HostSession:
-    from console.sources.fleet_hosts import OpenKind
-    from console.sources.url import url_session
+    from vllm_console.console.sources.fleet_hosts import OpenKind
+    from vllm_console.console.sources.url import url_session
 
     if target.kind is OpenKind.URL:
         return url_session(target.name, target.url, hosts.hosts.get(target.name))
-    from console.session.host_session import HostSession
-    from console.transport.connect import host_config_from_args, make_host
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.transport.connect import host_config_from_args, make_host
 
     config = host_config_from_args(argparse.Namespace(**{**vars(args), "host": target.name}),
                                    target.name)

@@ -11,8 +11,8 @@ import argparse
 import os
 from pathlib import Path
 
-from console.cli.commands.common import CommandError, emit
-from console.settings import default_hosts_path
+from vllm_console.console.cli.commands.common import CommandError, emit
+from vllm_console.console.settings import default_hosts_path
 
 TEMPLATE = """\
 # vllm-console hosts file: one [hosts.NAME] table per GPU host; `vllm-console NAME` opens one,

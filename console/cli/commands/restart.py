@@ -11,10 +11,10 @@ import argparse
 import asyncio
 import sys
 
-from console.cli.commands.common import EXPECTED as COMMON_EXPECTED
-from console.cli.commands.common import CommandError, emit
-from console.output.display import safe_text
-from console.restart import (
+from vllm_console.console.cli.commands.common import EXPECTED as COMMON_EXPECTED
+from vllm_console.console.cli.commands.common import CommandError, emit
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.restart import (
     Outcome,
     RestartError,
     RestartPlan,
@@ -24,8 +24,8 @@ from console.restart import (
     plan_restart,
     restart,
 )
-from console.settings import HostConfig
-from console.transport.connect import host_config_from_args, make_host
+from vllm_console.console.settings import HostConfig
+from vllm_console.console.transport.connect import host_config_from_args, make_host
 
 # `cli.main` reports these on one line with exit 2: the restart could not run.
 EXPECTED = (*COMMON_EXPECTED, RestartError)

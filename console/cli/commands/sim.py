@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.cli.commands.common import CommandError, emit, reason
+from vllm_console.console.cli.commands.common import CommandError, emit, reason
 
 
 def list_scenarios() -> int:
-    from console.sim import SCENARIOS
+    from vllm_console.console.sim import SCENARIOS
 
     for name, scenario in SCENARIOS.items():
         emit(f"{name:<30} {scenario.description}")
@@ -18,14 +18,14 @@ def list_scenarios() -> int:
 
 
 def check_scenario(name: str) -> None:
-    from console.sim import SCENARIOS
+    from vllm_console.console.sim import SCENARIOS
 
     if name not in SCENARIOS:
         raise CommandError(f"unknown scenario {name!r}; one of: {', '.join(SCENARIOS)}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.sim import materialise, run_foreground
+    from vllm_console.console.sim import materialise, run_foreground
 
     if args.list:
         return list_scenarios()

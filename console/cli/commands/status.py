@@ -14,14 +14,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from console.cli.commands.common import emit, emit_json
-from console.hostclient.container_log import describe as describe_container_log
-from console.output.display import safe_text
-from console.settings import HostEntry, load_hosts_file
-from console.telemetry.oneshot import collect_status
-from console.telemetry.snapshot import HostSnapshot
-from console.telemetry.startup import format_duration
-from console.transport.connect import host_config_from_args, make_host
+from vllm_console.console.cli.commands.common import emit, emit_json
+from vllm_console.console.hostclient.container_log import describe as describe_container_log
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.settings import HostEntry, load_hosts_file
+from vllm_console.console.telemetry.oneshot import collect_status
+from vllm_console.console.telemetry.snapshot import HostSnapshot
+from vllm_console.console.telemetry.startup import format_duration
+from vllm_console.console.transport.connect import host_config_from_args, make_host
 
 
 def _num(value: float | None, fmt: str = ".0f", unit: str = "") -> str:
@@ -157,7 +157,7 @@ def _url_only(args: argparse.Namespace) -> HostEntry | None:
 async def _collect_url(name: str, entry: HostEntry) -> HostSnapshot:
     """What the URL alone tells (the console's URL-only source): health, model, version,
     every /metrics figure; the rest is said to need SSH."""
-    from console.sources.url import url_session
+    from vllm_console.console.sources.url import url_session
 
     session = url_session(name, entry.url, entry)
     telemetry = session.url_telemetry

@@ -7,12 +7,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.cli.commands.common import CommandError
+from vllm_console.console.cli.commands.common import CommandError
 
 if TYPE_CHECKING:
-    from console.session.host_session import HostSession
-    from console.session.pending import PendingSession
-    from console.settings import HostEntry, HostsFile
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.session.pending import PendingSession
+    from vllm_console.console.settings import HostEntry, HostsFile
 
 
 def check_theme(name: str | None) -> None:
@@ -21,7 +21,7 @@ def check_theme(name: str | None) -> None:
     Textual's: 0.2 s that a `--json` run never needs)."""
     if name is None:
         return
-    from themes import THEMES
+    from vllm_console.themes import THEMES
 
     if name not in THEMES:
         raise CommandError(f"unknown theme {name!r}; one of: {', '.join(THEMES)}")
@@ -31,13 +31,13 @@ def url_pending(name: str, url: str, entry: HostEntry | None = None) -> PendingS
     """A URL-only session, made after the console's first frame (its module imports the host
     session, the telemetry and the checks: ~0.08 s); the URL and the key are checked now, so
     that a mistake is one line on stderr, not a screen."""
-    from console.session.pending import PendingSession
-    from console.sources.api_key import url_settings
+    from vllm_console.console.session.pending import PendingSession
+    from vllm_console.console.sources.api_key import url_settings
 
     name, key, profile = url_settings(name, url, entry)
 
     async def open_session() -> HostSession:
-        from console.sources.url import UrlSession, UrlSource
+        from vllm_console.console.sources.url import UrlSession, UrlSource
 
         return UrlSession(name, UrlSource(url, key), profile=profile)
 
@@ -45,8 +45,8 @@ def url_pending(name: str, url: str, entry: HostEntry | None = None) -> PendingS
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.tui import hangup
-    from console.tui.app import ConsoleApp
+    from vllm_console.console.tui import hangup
+    from vllm_console.console.tui.app import ConsoleApp
 
     check_theme(args.theme)
     sessions: list[HostSession | PendingSession]
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
 def hosts_sessions(args: argparse.Namespace) -> list[HostSession | PendingSession]:
     """The sessions the command line and the hosts file ask for: HOST, a hosts file's
     `--url`, or every host of the hosts file."""
-    from console.session.pending import PendingSession
-    from console.settings import default_hosts_path, load_hosts_file
-    from console.transport.connect import host_config_from_args, make_host
+    from vllm_console.console.session.pending import PendingSession
+    from vllm_console.console.settings import default_hosts_path, load_hosts_file
+    from vllm_console.console.transport.connect import host_config_from_args, make_host
 
     def session(name: str | None, hosts: HostsFile) -> HostSession | PendingSession:
         """A session on the hosts-file entry `name`, or on the HOST typed (None). An SSH or
@@ -78,7 +78,7 @@ def hosts_sessions(args: argparse.Namespace) -> list[HostSession | PendingSessio
         config = host_config_from_args(args, name)
 
         async def open_session() -> HostSession:
-            from console.session.host_session import HostSession
+            from vllm_console.console.session.host_session import HostSession
 
             return HostSession(config, make_host(config))
 

@@ -9,8 +9,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from console.hostclient.agent.client import AgentClient, AgentError, agent_command
-    from console.hostclient.agent.samples import (
+    from vllm_console.console.hostclient.agent.client import AgentClient, AgentError, agent_command
+    from vllm_console.console.hostclient.agent.samples import (
         AgentHello,
         AgentSample,
         GpuProcess,
@@ -24,16 +24,16 @@ if TYPE_CHECKING:
 # not the client (the remote scripts' bundle).
 _WHERE = {
     **dict.fromkeys(("AgentClient", "AgentError", "agent_command"),
-                    "console.hostclient.agent.client"),
+                    "vllm_console.console.hostclient.agent.client"),
     **dict.fromkeys(("AgentHello", "AgentSample", "GpuProcess", "GpuReading", "HostStats",
-                     "ServeProc", "ServeTree"), "console.hostclient.agent.samples"),
+                     "ServeProc", "ServeTree"), "vllm_console.console.hostclient.agent.samples"),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
         return getattr(import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'console.hostclient.agent' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

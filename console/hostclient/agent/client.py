@@ -14,10 +14,10 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
-from console.transport.aio import within
-from console.transport.host import Host, HostError
-from console.transport.remote_scripts import RemoteScripts, python_line
+from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
+from vllm_console.console.transport.aio import within
+from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.remote_scripts import RemoteScripts, python_line
 
 HELLO_TIMEOUT_S = 30.0
 

@@ -14,12 +14,12 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from console.output.display import safe_text
-from widgets.checklist import STATUS_COLOUR
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.console.output.display import safe_text
+from vllm_console.widgets.checklist import STATUS_COLOUR
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 if TYPE_CHECKING:
-    from checks.models import LinkResult
+    from vllm_console.checks.models import LinkResult
 
 
 def evidence_text(link: LinkResult, style_of: Callable[[str], Style]) -> Text:

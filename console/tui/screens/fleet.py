@@ -16,10 +16,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from console.telemetry.serving import EngineFigures, EngineState
-from console.transport.host import link_status
-from widgets.serving_strip import ENGINE_STATUS
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.console.telemetry.serving import EngineFigures, EngineState
+from vllm_console.console.transport.host import link_status
+from vllm_console.widgets.serving_strip import ENGINE_STATUS
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 COLUMNS = ("host", "link", "serve", "engine", "TTFT p99", "run/wait", "GPU util",
            "acceptance length", "broken link", "root cause", "last check")

@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.binding import Binding
 
-from console.session.capabilities import SERVER_ONLY, Capability
-from console.tui.screens.evidence import EvidenceScreen
-from console.tui.screens.host_view import HostView
-from widgets.checklist import Checklist, ChecklistState
+from vllm_console.console.session.capabilities import SERVER_ONLY, Capability
+from vllm_console.console.tui.screens.evidence import EvidenceScreen
+from vllm_console.console.tui.screens.host_view import HostView
+from vllm_console.widgets.checklist import Checklist, ChecklistState
 
 if TYPE_CHECKING:  # the sessions' modules load after the first frame
     from pathlib import Path
 
-    from checks.draft_diff import DraftDiff
-    from console.restart import RestartPlan, RestartResult, RestartStep
-    from console.session.host_session import HostSession
+    from vllm_console.checks.draft_diff import DraftDiff
+    from vllm_console.console.restart import RestartPlan, RestartResult, RestartStep
+    from vllm_console.console.session.host_session import HostSession
 
 HOST_ONLY = {Capability.GPUS: "GPUs", Capability.LOG: "serve log",
              Capability.ENGINE_CONFIG: "engine config", Capability.CHECKS: "checks",
@@ -83,7 +83,7 @@ class HostScreen(HostView):
         if Capability.CHECKS in missing:
             self.show_checks(ChecklistState(error=missing[Capability.CHECKS]))
         if Capability.DRAFT_DIFF in missing:
-            from checks.draft_diff import DraftDiff
+            from vllm_console.checks.draft_diff import DraftDiff
 
             self.show_diff(DraftDiff(error=missing[Capability.DRAFT_DIFF]))
         if {Capability.GPUS, Capability.LOG, Capability.CHECKS} <= missing.keys():
@@ -139,7 +139,7 @@ class HostScreen(HostView):
     # as it was before (and could come last, over the newer one's).
     @work(group="checks", exclusive=True, exit_on_error=False)
     async def _checks_worker(self) -> None:
-        from console.session.host_session import ActionError
+        from vllm_console.console.session.host_session import ActionError
 
         assert self.session is not None
         try:
@@ -181,7 +181,7 @@ class HostScreen(HostView):
             if ok:
                 self._apply_worker()
 
-        from console.tui.screens.confirm import ConfirmScreen
+        from vllm_console.console.tui.screens.confirm import ConfirmScreen
 
         self.app.push_screen(ConfirmScreen("Apply the reference draft config?", body, "Write"),
                              confirmed)
@@ -205,7 +205,7 @@ class HostScreen(HostView):
 
     @work(group="restart-plan", exclusive=True, exit_on_error=False)
     async def _plan_worker(self, trace: bool) -> None:
-        from console.tui.screens.restart import RestartScreen
+        from vllm_console.console.tui.screens.restart import RestartScreen
 
         session = self.session
         assert session is not None

@@ -28,28 +28,28 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
-from console.telemetry import events as ev
-from console.telemetry.history import AcceptanceHistory, GpuHistory
-from console.telemetry.startup import StartupState
-from console.transport.host import ConnectionState, LinkStatus
-from console.tui.serving_figures import ServingFigures
-from widgets.checklist import Checklist, ChecklistState
-from widgets.draft_diff import DraftDiffPane
-from widgets.engine_tree import EngineTree, EngineView
-from widgets.gpu_pane import GpuPane, GpuView
-from widgets.host_header import HostHeader, Sources, describe_age
-from widgets.key_footer import KeyFooter
-from widgets.log_pane import LogPane
-from widgets.serving_strip import ServingStrip, ServingView
-from widgets.spec_pane import SpecPane, SpecView
+from vllm_console.console.telemetry import events as ev
+from vllm_console.console.telemetry.history import AcceptanceHistory, GpuHistory
+from vllm_console.console.telemetry.startup import StartupState
+from vllm_console.console.transport.host import ConnectionState, LinkStatus
+from vllm_console.console.tui.serving_figures import ServingFigures
+from vllm_console.widgets.checklist import Checklist, ChecklistState
+from vllm_console.widgets.draft_diff import DraftDiffPane
+from vllm_console.widgets.engine_tree import EngineTree, EngineView
+from vllm_console.widgets.gpu_pane import GpuPane, GpuView
+from vllm_console.widgets.host_header import HostHeader, Sources, describe_age
+from vllm_console.widgets.key_footer import KeyFooter
+from vllm_console.widgets.log_pane import LogPane
+from vllm_console.widgets.serving_strip import ServingStrip, ServingView
+from vllm_console.widgets.spec_pane import SpecPane, SpecView
 
 if TYPE_CHECKING:  # not needed for the first frame (docs/design.md, "Start-up")
     from textual.timer import Timer
 
-    from checks.draft_diff import DraftDiff
-    from checks.profile import Acceptance
-    from console.restart import RestartStep
-    from console.telemetry.snapshot import HostSnapshot
+    from vllm_console.checks.draft_diff import DraftDiff
+    from vllm_console.checks.profile import Acceptance
+    from vllm_console.console.restart import RestartStep
+    from vllm_console.console.telemetry.snapshot import HostSnapshot
 
 COMPACT_BELOW = (120, 40)
 """Columns, rows: below either, the compact layout."""

@@ -20,8 +20,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
-from console.output.display import safe_text
-from console.sources.fleet_query import (
+from vllm_console.console.output.display import safe_text
+from vllm_console.console.sources.fleet_query import (
     ABSENT,
     IDLE,
     NO_DCGM,
@@ -30,7 +30,7 @@ from console.sources.fleet_query import (
     FleetReport,
     FleetServer,
 )
-from widgets.status import STATUS_CLASSES, status_style
+from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 
 @dataclass(frozen=True)

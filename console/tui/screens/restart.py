@@ -18,10 +18,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Button, Input, Static
 
-from console.restart import RestartPlan
-from console.restart.edit import edit_refused
-from console.session.host_session import ActionError
-from console.tui.screens.confirm import ConfirmScreen
+from vllm_console.console.restart import RestartPlan
+from vllm_console.console.restart.edit import edit_refused
+from vllm_console.console.session.host_session import ActionError
+from vllm_console.console.tui.screens.confirm import ConfirmScreen
 
 Editor = Callable[..., RestartPlan]
 """`HostSession.edit_plan(plan, env=..., argv=...)`: the plan with the changes, or

@@ -1,0 +1,7 @@
+"""`python -m vllm_console` is `vllm-console`."""
+
+import sys
+
+from vllm_console.console.cli.parser import main
+
+sys.exit(main())
