@@ -21,7 +21,7 @@ from vllm_console.widgets.gpu_pane import sparkline
 from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 ENGINE_STATUS = {"ok": "ok", "idle": "unknown", "stalled": "fail", "dead": "fail",
-                 "unknown": "unknown"}
+                 "unknown": "unknown", "restarting": "unknown"}
 """`serve.engine` -> the status colour it is shown in."""
 LATENCY_NAMES = (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("e2e_s", "e2e"), ("queue_s", "queue"))
 
@@ -42,6 +42,9 @@ class ServingView:
     prompt_tps: float | None = None
     generation_tps: float | None = None
     load_source: str = ""
+    """Whence the gauges (running, waiting, KV): `log` or `metrics`."""
+    rates_source: str = ""
+    """Whence the rates (tokens/s, prefix hits), when not the gauges' source."""
     load_age_s: int | None = None
     latency: Mapping[str, Mapping[str, float] | None] | None = None
     window_s: float | None = None
@@ -158,6 +161,8 @@ class ServingStrip(Widget):
         load.append(f" · prompt {_num(view.prompt_tps, '.1f')} tok/s"
                     f" · generation {_num(view.generation_tps, '.1f')} tok/s")
         load.append(_source(view.load_source, view.load_age_s), style=dim)
+        if view.rates_source and view.rates_source != view.load_source:
+            load.append(f"[tok/s, prefix: {view.rates_source}]", style=dim)
         latency = Text("latency p50/p99 ", style="bold")
         if view.latency is None:
             latency.append("? (two /metrics scrapes make a window)", style=dim)

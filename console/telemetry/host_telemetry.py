@@ -317,6 +317,7 @@ class HostTelemetry:
                 self._emit(ev.ServeWarning(self.host.name, warning))
             self.metrics.reset()
             self.serving.reset()
+            self._update(load=None)  # another server: none of the old one's figures wins
             if info.speculative is not None and self.run_log.spec.configure(
                     info.speculative, authoritative=False):
                 self._spec_changed()
@@ -386,6 +387,7 @@ class HostTelemetry:
         self._emit(ev.LogLinesReceived(name, batch, tuple(notable)))
         if changed & Changed.NEW_RUN:
             self.metrics.reset()
+            self._update(load=None)  # a new run: the old run's gauges no longer win
             spec = self._snapshot.serve.speculative
             if spec is not None:
                 self.run_log.spec.configure(spec, authoritative=False)

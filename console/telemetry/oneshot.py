@@ -16,7 +16,7 @@ from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSampl
 from vllm_console.console.hostclient.container_log import read_container_log
 from vllm_console.console.hostclient.discovery import Resolution, configured_port, resolve_serve
 from vllm_console.console.hostclient.follower import LogFollower, NoticeKind
-from vllm_console.console.parsers.metrics import parse_metrics
+from vllm_console.console.parsers.metrics import MetricsSnapshot, parse_metrics
 from vllm_console.console.parsers.serving import ServingScrape
 from vllm_console.console.settings import HostConfig
 from vllm_console.console.telemetry.host_telemetry import serve_info, serve_info_from_tree
@@ -46,6 +46,9 @@ class ServingLook:
     status: ServingStatus
     scrapes: int
     url: str
+    last: MetricsSnapshot | None = None
+    """The scrape the verdict was judged from (its gauges are the load's figures)."""
+    last_at: float | None = None
 
 
 async def look_at_serving(host: Host, url: ServeUrl, *, stall_s: float, clock: LogClock,
@@ -60,19 +63,21 @@ async def look_at_serving(host: Host, url: ServeUrl, *, stall_s: float, clock: L
     if not first.ok:
         why = first.error or f"answered {first.status}"
         return ServingLook(ServingStatus(reason=f"/metrics: {why}"), scrapes, url.base)
+    at = at if at is not None else clock.now()
+    last, last_at = parse_metrics(first.body), at
 
     async def again() -> tuple[ServingScrape | None, float, str]:
-        nonlocal scrapes
+        nonlocal scrapes, last, last_at
         scrapes += 1
         result = await http_get(host, url, "/metrics")
         if not result.ok:
             return None, clock.now(), f"/metrics: {result.error or f'answered {result.status}'}"
-        return parse_metrics(result.body).serving, clock.now(), ""
+        last, last_at = parse_metrics(result.body), clock.now()
+        return last.serving, last_at, ""
 
-    status = await watch_serving(ServingWatch(stall_s=stall_s), parse_metrics(first.body).serving,
-                                 at if at is not None else clock.now(), again,
+    status = await watch_serving(ServingWatch(stall_s=stall_s), last.serving, at, again,
                                  settle_s=settle_s)
-    return ServingLook(status, scrapes, url.base)
+    return ServingLook(status, scrapes, url.base, last, last_at)
 
 
 class StatusError(HostError):
@@ -172,13 +177,13 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     if url is not None and metrics is not None and metrics.ok:
         look = await look_at_serving(host, url, stall_s=serve.stall_s, clock=clock,
                                      first=metrics, at=now)
-        serving, parsed = look.status, parse_metrics(metrics.body)
+        serving, parsed = look.status, look.last or parse_metrics(metrics.body)
         run_log.spec.set_totals(totals(parsed))
-        scraped = load_from_metrics(parsed, now)
+        scraped = load_from_metrics(parsed, look.last_at or now)
         if scraped is not None:
-            # The stat line's figures are one instant's, as the engine logged them: they are
-            # kept, `/metrics` fills what the line lacks, and the source says "log". Without a
-            # stat line (data parallel with several API servers logs none) it is "metrics".
+            # One source per figure: running, waiting and KV use from the scrape the engine's
+            # state was judged from (the stat line's are another instant's: `running 4` beside
+            # `6 running`); the rates from the stat line (`rates_source`), when there is one.
             load = scraped.merged(load) if load is not None else scraped
     agent_status = (AgentStatus(AgentState.RUNNING, hello.gpu_reason, hello) if hello
                     else AgentStatus(AgentState.LOST, notes[0] if notes else ""))

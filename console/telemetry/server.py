@@ -50,10 +50,21 @@ class Readiness:
         return self.health is Health.HEALTHY
 
 
+GAUGES = ("running", "waiting", "kv_cache_usage_pct")
+"""The load's instant figures: `/metrics` and the log's stat line both say them."""
+RATES = ("prompt_tps", "generation_tps", "prefix_cache_hit_pct")
+"""The load's rates: only the log's stat line says them (a scrape alone has no interval)."""
+GAUGES_FRESH_S = 30.0
+"""While `/metrics` gave the gauges this recently, they stay the figures: the engine's state
+is judged from the same scrape, so a stat line's own counts (logged at another instant) would
+show `idle` beside `6 running`. One source per figure."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerLoad:
     """Requests, KV-cache use and throughput (tokens/s), from `/metrics` and the periodic
-    throughput log line; `at` is when the newest figure came (host clock), `source` whence."""
+    throughput log line; `at` is when the gauges came (host clock), `source` whence they came
+    (`log` or `metrics`), `rates_source` whence the rates (`log`, or "" when none)."""
 
     running: int | None = None
     waiting: int | None = None
@@ -63,23 +74,28 @@ class ServerLoad:
     prefix_cache_hit_pct: float | None = None
     at: float = 0.0
     source: str = ""
+    rates_source: str = ""
 
     def merged(self, newer: ServerLoad) -> ServerLoad:
         """`newer`, with what it lacks kept from this one (the log and `/metrics` each know
-        part of the picture)."""
-        keep = {name: getattr(self, name) for name in ("running", "waiting",
-                                                         "kv_cache_usage_pct", "prompt_tps",
-                                                         "generation_tps",
-                                                         "prefix_cache_hit_pct")
+        part of the picture). A stat line does not replace fresh `/metrics` gauges: it gives
+        the rates only."""
+        if newer.source == "log" and self.source == "metrics" and \
+                newer.at - self.at < GAUGES_FRESH_S:
+            rates = {name: getattr(newer, name) for name in RATES}
+            return replace(self, **rates, rates_source=newer.rates_source)
+        keep = {name: getattr(self, name) for name in (*GAUGES, *RATES)
                 if getattr(newer, name) is None}
-        return replace(newer, **keep)
+        kept_rates = any(name in keep and keep[name] is not None for name in RATES)
+        return replace(newer, **keep, rates_source=newer.rates_source or (
+            self.rates_source if kept_rates else ""))
 
 
 def load_from_throughput(sample: ThroughputSample, at: float) -> ServerLoad:
     """The periodic `Engine 000: Avg prompt throughput ...` line as a load figure."""
     return ServerLoad(sample.running, sample.waiting, sample.kv_cache_usage_pct,
                       sample.prompt_throughput, sample.generation_throughput,
-                      sample.prefix_cache_hit_rate_pct, at, "log")
+                      sample.prefix_cache_hit_rate_pct, at, "log", "log")
 
 
 def judge_health(result: HttpResult | None, *, running: bool | None, log_ready: bool

@@ -192,9 +192,21 @@ class HostSnapshot:
             tree.root == self.serve.pid
         engines = [p for p in tree.procs if p.is_engine_core] if same_tree else []
         stopped = next((p.pid for p in engines if p.state == "T"), None)
-        return engine_verdict(self.serving, api_alive=self.serve.running, engine_dead_line=dead,
-                              engine_procs=len(engines) if same_tree else None,
-                              started=state is ServeState.READY, stopped_engine_pid=stopped)
+        verdict, reason = engine_verdict(
+            self.serving, api_alive=self.serve.running, engine_dead_line=dead,
+            engine_procs=len(engines) if same_tree else None,
+            started=state is ServeState.READY, stopped_engine_pid=stopped)
+        load = self.load
+        busy = load is not None and (load.running or 0) + (load.waiting or 0) > 0
+        if verdict is EngineState.IDLE and busy and load is not None and \
+                load.source != "metrics":
+            # The scrape said idle, a newer stat line says requests run: never `idle` beside
+            # `6 running`. Tokens in that line say it serves; the next scrape settles the rest.
+            where = f"{load.running} running, {load.waiting} waiting in the log's stat line"
+            if load.generation_tps:
+                return EngineState.OK, f"{where}, {load.generation_tps:.1f} tokens/s"
+            return EngineState.UNKNOWN, f"{where}, newer than the last /metrics scrape"
+        return verdict, reason
 
     @property
     def started_at(self) -> float | None:
@@ -268,12 +280,13 @@ class HostSnapshot:
         if load is None:
             return dict.fromkeys(("prompt_tps", "generation_tps", "running", "waiting",
                                   "kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "source",
-                                  "at"))
+                                  "rates_source", "at"))
         return {"prompt_tps": load.prompt_tps, "generation_tps": load.generation_tps,
                 "running": load.running, "waiting": load.waiting,
                 "kv_cache_usage_pct": load.kv_cache_usage_pct,
                 "prefix_cache_hit_rate_pct": load.prefix_cache_hit_pct,
-                "source": load.source or None, "at": iso_utc(load.at or None)}
+                "source": load.source or None, "rates_source": load.rates_source or None,
+                "at": iso_utc(load.at or None)}
 
     def _errors_json(self) -> list[dict[str, str]]:
         """Each error kind of the current run once, with its first line, secrets hidden."""

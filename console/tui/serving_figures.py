@@ -112,4 +112,5 @@ class ServingFigures:
                        kv_cache_usage_pct=load.kv_cache_usage_pct,
                        prefix_cache_hit_pct=load.prefix_cache_hit_pct,
                        prompt_tps=load.prompt_tps, generation_tps=load.generation_tps,
-                       load_source=load.source, load_age_s=age(load.at))
+                       load_source=load.source, rates_source=load.rates_source,
+                       load_age_s=age(load.at))

@@ -63,7 +63,7 @@ def test_load_from_metrics_alone_says_so_and_leaves_rates_null() -> None:
     assert snap.status_json()["throughput"] == {
         "prompt_tps": None, "generation_tps": None, "running": 3, "waiting": 1,
         "kv_cache_usage_pct": 12.5, "prefix_cache_hit_rate_pct": None, "source": "metrics",
-        "at": iso_utc(STARTED)}  # every figure says whence and how old
+        "rates_source": None, "at": iso_utc(STARTED)}  # every figure says whence and how old
 
 
 def test_errors_each_kind_once_with_its_first_line_and_no_secret() -> None:

@@ -220,3 +220,52 @@ def test_an_empty_gauge_with_tokens_generated_since_the_last_scrape_is_between_r
         "the last 2 s (between requests)"
     # Nothing more generated: idle now.
     assert watch.feed(scrape(0, 2500), 3.0).progress is EngineState.IDLE
+
+
+# -- one source per figure (issue 40) --------------------------------------------------------
+def test_a_stat_line_does_not_replace_the_gauges_of_a_fresh_scrape() -> None:
+    """`status` said `running 4` (the stat line) and `6 running` (the scrape the engine was
+    judged from). While /metrics answers, running, waiting and KV use are the scrape's; the
+    stat line gives the rates, and each keeps its source."""
+    from vllm_console.console.telemetry.server import ServerLoad
+
+    scraped = ServerLoad(running=6, waiting=0, kv_cache_usage_pct=12.0, at=100.0,
+                         source="metrics")
+    line = ServerLoad(4, 1, 10.0, 5.0, 200.0, 3.0, at=98.0, source="log", rates_source="log")
+    load = scraped.merged(line)
+    assert (load.running, load.waiting, load.kv_cache_usage_pct) == (6, 0, 12.0)
+    assert (load.prompt_tps, load.generation_tps, load.prefix_cache_hit_pct) == (5.0, 200.0, 3.0)
+    assert (load.source, load.rates_source) == ("metrics", "log")
+    # A scrape after the line: its gauges, the line's rates kept with their source.
+    again = load.merged(ServerLoad(running=5, waiting=0, kv_cache_usage_pct=11.0, at=102.0,
+                                   source="metrics"))
+    assert (again.running, again.generation_tps, again.rates_source) == (5, 200.0, "log")
+    # /metrics silent for long: the stat line's own counts are the newest there are.
+    late = load.merged(ServerLoad(3, 0, 9.0, 4.0, 150.0, 2.0, at=140.0, source="log",
+                                  rates_source="log"))
+    assert (late.running, late.source) == (3, "log")
+
+
+def test_the_engine_is_never_idle_beside_running_requests() -> None:
+    """For 3-5 s after a start the header said `engine idle · 6/0 run/wait`: the first scrape
+    (idle) and a newer stat line (6 running). The engine's state agrees with the counts shown."""
+    from vllm_console.console.telemetry.server import Health, Readiness, ServerLoad
+    from vllm_console.console.telemetry.serving import ServingStatus
+    from vllm_console.console.telemetry.snapshot import HostSnapshot
+    from vllm_console.console.tui.serving_figures import ServingFigures
+
+    idle = ServingStatus(EngineState.IDLE, "no request running or waiting", at=100.0)
+    line = ServerLoad(6, 0, 10.0, 5.0, 200.0, 0.0, at=103.0, source="log")
+    snap = HostSnapshot("h", readiness=Readiness(Health.HEALTHY), serving=idle, load=line)
+    figures = ServingFigures()
+    figures.take(snap)
+    view = figures.view()
+    assert (view.running, view.waiting) == (6, 0)
+    assert view.engine == "ok", view
+    assert "6 running" in view.engine_reason
+    quiet = HostSnapshot("h", readiness=Readiness(Health.HEALTHY), serving=idle,
+                         load=ServerLoad(6, 0, 10.0, 0.0, 0.0, 0.0, at=103.0, source="log"))
+    assert quiet.engine_state()[0] is EngineState.UNKNOWN
+    calm = HostSnapshot("h", readiness=Readiness(Health.HEALTHY), serving=idle,
+                        load=ServerLoad(0, 0, 1.0, at=100.0, source="metrics"))
+    assert calm.engine_state()[0] is EngineState.IDLE

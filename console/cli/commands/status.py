@@ -115,15 +115,24 @@ def _state(serve: dict[str, Any]) -> str:
     return text + (f" (started {serve['started_at']})" if serve["started_at"] else "")
 
 
+def _whence(source: str) -> str:
+    return f"(from {'the log' if source == 'log' else '/metrics'})"
+
+
 def _load(load: dict[str, Any]) -> str:
+    """Each figure once, with where it came from: the rates from the stat line, the gauges
+    from it too or from the /metrics scrape the engine's state was judged from."""
     if load["source"] is None:
         return "unknown (no stat line in the log, no /metrics)"
-    return (f"prompt {_num(load['prompt_tps'], '.1f', ' tokens/s')}, "
-            f"generation {_num(load['generation_tps'], '.1f', ' tokens/s')}, "
-            f"running {_num(load['running'])}, waiting {_num(load['waiting'])}, "
-            f"KV cache {_num(load['kv_cache_usage_pct'], '.1f', '%')}, "
-            f"prefix cache hit {_num(load['prefix_cache_hit_rate_pct'], '.1f', '%')} "
-            f"(from {'the log' if load['source'] == 'log' else '/metrics'})")
+    rates = (f"prompt {_num(load['prompt_tps'], '.1f', ' tokens/s')}, "
+             f"generation {_num(load['generation_tps'], '.1f', ' tokens/s')}")
+    gauges = (f"running {_num(load['running'])}, waiting {_num(load['waiting'])}, "
+              f"KV cache {_num(load['kv_cache_usage_pct'], '.1f', '%')}")
+    prefix = f"prefix cache hit {_num(load['prefix_cache_hit_rate_pct'], '.1f', '%')}"
+    if load["rates_source"] in (None, load["source"]):
+        return f"{rates}, {gauges}, {prefix} {_whence(load['source'])}"
+    return f"{gauges} {_whence(load['source'])}; {rates}, {prefix} " \
+           f"{_whence(load['rates_source'])}"
 
 
 _LATENCY_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "e2e", "queue_s": "queue"}
