@@ -303,13 +303,18 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
                                        kind=kind, method_findings=await _method_findings(
                                            ctx, probes, draft, target))
     configs = await probes.configs()
+    engine = await probes.engine()
+    # A live serve process whose URL does not answer /health yet: starting (or its API
+    # server hangs; the log, once it has a run, tells which).
+    starting = serve.process is not None and engine is None and \
+        ServeUrl.parse(serve.url.value or "") is not None
     return runtime_activation.evaluate(
         links.runtime_activation, log_label(ctx), await probes.log(), configs["draft"],
         settings_evidence(ctx, "log", "draft"), watch=ctx.profile.watch,
         host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
         methods=ctx.profile.methods, expected=ctx.profile.acceptance,
         target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]),
-        engine=await probes.engine())
+        engine=engine, starting=starting)
 
 
 CLOCK_GRAIN = 0.05

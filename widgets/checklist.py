@@ -31,6 +31,9 @@ BOLD, BOLD_REVERSE = Style(bold=True), Style(bold=True, reverse=True)
 NOT_PROVEN = "not proven: press R for a traced restart"
 NOT_PROVEN_READONLY = "not proven: a traced restart would prove it"
 """With --readonly there is no R to press."""
+CHANGED = "config changed on disk: press r to restart and apply it"
+CHANGED_READONLY = "config changed on disk: a restart would apply it"
+STARTING = "server starting: checked again once it is up"
 TITLES = {
     "code-present": "code present",
     "fields-extracted": "fields extracted",
@@ -75,10 +78,21 @@ def marks(link: LinkResult, report: ChainReport,
         if link.status is Status.FAIL:
             found.append(("broken link", "fail"))
         elif link.status is Status.UNKNOWN:
-            found.append((NOT_PROVEN_READONLY if readonly else NOT_PROVEN, "warn"))
+            found.append((_unproven(link, readonly), "warn"))
         elif link.status is Status.ERROR:
             found.append(("could not probe: see the evidence", "warn"))
     return found
+
+
+def _unproven(link: LinkResult, readonly: bool) -> str:
+    """Why a link is only unproven, as its evidence says: a config written after the run
+    started (a restart applies it: `a` then `r`), a server still starting, else silence that
+    a traced restart would break."""
+    if link.details.get("config_changed"):
+        return CHANGED_READONLY if readonly else CHANGED
+    if link.details.get("phase") in ("starting", "before-engine"):
+        return STARTING
+    return NOT_PROVEN_READONLY if readonly else NOT_PROVEN
 
 
 def first_to_look_at(report: ChainReport) -> int:

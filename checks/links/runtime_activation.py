@@ -173,15 +173,17 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
              host: str = "the host", checked_draft: str = "", kind: str = "dflash-swa",
              methods: Sequence[str] = (), expected: Acceptance | None = None,
              target: Mapping[str, Any] | None = None, changed_since: str = "",
-             engine: EngineLook | None = None) -> LinkResult:
+             engine: EngineLook | None = None, starting: bool = False) -> LinkResult:
     """The verdict from the current run of the log (kinds other than `dflash-swa`: judged by
     `checks.links.method_activation` once the engine line is there). `changed_since`: the
     draft config was written after this run started (in words): the run's evidence is about
     the old config, so the verdict is `unknown`, "restart to apply", never a failure.
-    `engine`: the serving look's verdict (`with_engine`)."""
+    `engine`: the serving look's verdict (`with_engine`). `starting`: the serve process
+    lives and does not answer `/health` yet: a log with no run start is one whose server has
+    not logged its banner yet (a real vLLM spends its first seconds importing), `unknown`."""
     link = _evaluate(spec, log_path, run, draft, context, watch=watch, host_label=host_label,
                      host=host, checked_draft=checked_draft, kind=kind, methods=methods,
-                     expected=expected, target=target)
+                     expected=expected, target=target, starting=starting)
     if changed_since and link.status is not Status.ERROR:
         link = result(LINK, link.title, Status.UNKNOWN,
                       f"config changed on disk since this run started; restart to apply "
@@ -195,7 +197,8 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
 def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
               draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
               host: str, checked_draft: str, kind: str, methods: Sequence[str],
-              expected: Acceptance | None, target: Mapping[str, Any] | None) -> LinkResult:
+              expected: Acceptance | None, target: Mapping[str, Any] | None,
+              starting: bool = False) -> LinkResult:
     title = spec.title
     trace_hint = (f"run `vllm-console restart {host_label} --trace`: the traced run logs how "
                   "each drafter layer is built, which turns this into pass or fail")
@@ -218,6 +221,13 @@ def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                       [context, run_evidence("log-scan", run, str(state))])
     log = read_run(data.get("lines") or [], spec, data.get("tail") or [])
     evidence = [context, run_evidence("log-scan", run, _excerpt(data, log))]
+    if not log.started and starting and not log.exceptions:
+        return result(LINK, title, Status.UNKNOWN,
+                      f"the server is starting: {log_path} has no run start yet (vLLM logs "
+                      "its banner once its imports are done)",
+                      "check again once the server answers /health (the console checks "
+                      "again by itself when it becomes ready)", evidence,
+                      {"phase": "starting", "ready": False})
     if not log.started:
         ends = f"; the log ends with {log.exceptions[-1][:200]}" if log.exceptions else ""
         return result(LINK, title, Status.ERROR,

@@ -37,15 +37,15 @@ def root() -> Iterator[Path]:
 
 
 def _serve(argv: list[str], root: Path, lines: list[str], env: dict[str, str],
-           cwd: Path) -> subprocess.Popen[bytes]:
+           cwd: Path, *, wait: bool = True) -> subprocess.Popen[bytes]:
     lines_file = root / "serve-lines.txt"
-    lines_file.write_text("\n".join(lines) + "\n")
+    lines_file.write_text("".join(f"{line}\n" for line in lines))
     log = root / "serve.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
                                 env={"PATH": "/usr/bin:/bin", "FAKE_SERVE_LINES": str(lines_file),
                                      **env}, start_new_session=True)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + (10 if wait else 0)
     while b"startup complete" not in log.read_bytes() and time.monotonic() < deadline:
         time.sleep(0.02)
     return proc
@@ -146,3 +146,32 @@ async def test_with_no_server_the_chain_judges_the_entrys_last_launch(root: Path
     assert report.link("code-present").status is Status.PASS
     assert str(draft) in report.link("config-correct").evidence[0].excerpt or \
         any(str(draft) in e.excerpt for e in report.link("config-correct").evidence)
+
+
+@pytest.mark.programs
+async def test_a_server_that_has_logged_nothing_yet_is_starting_not_an_error(
+        root: Path) -> None:
+    """Issue 40 (`make demo-real`): a real vLLM spends its first seconds importing, its log
+    empty, its port closed. Runtime activation said `error` ("no run start in .../serve.log")
+    until it was ready: a live process whose URL does not answer yet is starting, `unknown`."""
+    from tests.prometheus import free_port
+
+    install = make_install(root)
+    target, draft = make_models(root, "healthy")
+    script, _ = write_fake_serve(root, [])  # it logs nothing: importing
+    token = f"local-{os.getpid()}-starting"
+    spec = json.dumps({"method": "dflash", "model": str(draft)})
+    log = root / "serve.log"
+    port = free_port()  # its port, closed: nothing listens there yet
+    proc = _serve([HOST_PYTHON, str(script), "serve", str(target), "--speculative-config", spec,
+                   "--served-model-name", token, "--port", str(port)], root, [],
+                  {"PYTHONPATH": str(install.site)}, root, wait=False)
+    try:
+        settings = ServeSettings(match=f"vllm serve {token}")
+        report = await run_chain(LocalHost(), settings)
+    finally:
+        _stop(proc)
+    runtime = report.link("runtime-activation")
+    assert runtime.status is Status.UNKNOWN, runtime.summary
+    assert runtime.summary.startswith(f"the server is starting: {log} has no run start yet")
+    assert report.link("code-present").status is Status.PASS  # the rest is judged as ever

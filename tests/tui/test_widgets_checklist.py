@@ -55,6 +55,29 @@ def test_marks_red_only_for_what_failed() -> None:
     assert marks(errored.links[1], errored)[0][1] == "warn"
 
 
+def test_an_unproven_rows_mark_says_what_its_evidence_says() -> None:
+    """Issue 40: after `a` the row said "not proven: press R" while the evidence said "config
+    changed on disk since this run started; restart to apply"; a starting server's row said
+    "could not probe". The mark is the evidence's reason, in a few words."""
+    def unknown(**details: object) -> tuple[LinkResult, ChainReport]:
+        link = LinkResult(id="runtime-activation", title="t", status=Status.UNKNOWN,
+                          summary="s", hint="h", details=details)
+        links = tuple(link if i == link.id else LinkResult(id=i, title=i, status=Status.PASS,
+                                                           summary="", hint="")
+                      for i in IDS)
+        return link, ChainReport(host="h", profile="p", links=links,
+                                 broken_link="runtime-activation", root_cause=None)
+
+    link, chain = unknown(config_changed="draft/config.json was written 40 s after pid 7")
+    assert marks(link, chain) == [("config changed on disk: press r to restart and apply it",
+                                   "warn")]
+    assert "press R" not in marks(link, chain, readonly=True)[0][0]
+    link, chain = unknown(phase="starting", ready=False)
+    assert marks(link, chain) == [("server starting: checked again once it is up", "warn")]
+    link, chain = unknown(trace="none")
+    assert marks(link, chain) == [(NOT_PROVEN, "warn")]
+
+
 def test_the_first_row_to_look_at() -> None:
     assert first_to_look_at(report(Status.PASS, Status.PASS, Status.UNKNOWN, Status.FAIL,
                                    root="config-correct")) == 3
