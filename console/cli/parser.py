@@ -37,6 +37,17 @@ _CONSOLES = ("tui", "demo")
 HOST_HELP = "a hosts-file name, an ssh_config alias, or [user@]host[:port]"
 
 
+
+def _window(text: str) -> float:
+    """`--window S`: seconds, above 0 and at most an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text} s: give 0 < S <= 3600")
+    return value
+
 def _common(parser: argparse.ArgumentParser, settings: bool) -> None:
     g = parser.add_argument_group("host options")
     g.add_argument("--config", metavar="PATH",
@@ -114,6 +125,10 @@ def build_parser(*, settings: bool = True) -> argparse.ArgumentParser:
                                         "could not run.")
     status.add_argument("host", metavar="HOST", help=HOST_HELP)
     status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.add_argument("--window", type=_window, metavar="S",
+                        help="latency over S seconds of scrapes (default: the look's own few "
+                             "seconds, or since the server's start when no request finished "
+                             "in them)")
     _common(status, settings)
 
     restart = sub.add_parser("restart", help="stop the serve tree, relaunch, wait until ready",

@@ -135,6 +135,8 @@ class UrlTelemetry(HostTelemetry):
         self.source = source
         # (at, (prompt, generation, prefix queries, prefix hits)): the last scrape's counters
         self._counters: tuple[float, tuple[float | None, ...]] | None = None
+        self.last_scrape: MetricsSnapshot | None = None
+        """The newest `/metrics` scrape (a one-shot `status` reads its histograms)."""
         self._update(agent=AgentStatus(AgentState.LOST, needs_ssh("GPU telemetry", host.name)))
 
     async def run(self, on_event: OnEvent) -> None:
@@ -214,6 +216,7 @@ class UrlTelemetry(HostTelemetry):
     def _metrics(self, snapshot: MetricsSnapshot, now: float) -> None:
         """One scrape: spec decode (the counters say a drafter runs), then the load, its rates
         from the counters' change since the previous scrape."""
+        self.last_scrape = snapshot
         counters = snapshot.spec_decode
         if counters is not None and self.run_log.spec.configure(
                 SpeculativeSettings(num_spec_tokens=len(counters.accepted_per_pos) or None),

@@ -31,7 +31,12 @@ from vllm_console.console.telemetry.server import (
     load_from_throughput,
     totals,
 )
-from vllm_console.console.telemetry.serving import ServingStatus, ServingWatch, watch_serving
+from vllm_console.console.telemetry.serving import (
+    WINDOW_S,
+    ServingStatus,
+    ServingWatch,
+    watch_serving,
+)
 from vllm_console.console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
 from vllm_console.console.transport.host import Host, HostError
 from vllm_console.console.transport.remote_scripts import RemoteScripts
@@ -53,10 +58,12 @@ class ServingLook:
 
 async def look_at_serving(host: Host, url: ServeUrl, *, stall_s: float, clock: LogClock,
                           first: HttpResult | None = None, at: float | None = None,
-                          settle_s: float = 2.0) -> ServingLook:
+                          settle_s: float = 2.0, window_s: float | None = None
+                          ) -> ServingLook:
     """Scrape `/metrics` (`first`: a scrape already made, at `at`) and, with requests in
     flight, again once a second until a token comes (and `settle_s` passed) or `stall_s`
-    passes without one (`console.telemetry.serving.watch_serving`)."""
+    passes without one (`console.telemetry.serving.watch_serving`). `window_s`: the last
+    scrape comes that long after the first (`status --window S`): the latency's window."""
     scrapes = 1
     if first is None:
         first, at = await http_get(host, url, "/metrics"), clock.now()
@@ -75,8 +82,9 @@ async def look_at_serving(host: Host, url: ServeUrl, *, stall_s: float, clock: L
         last, last_at = parse_metrics(result.body), clock.now()
         return last.serving, last_at, ""
 
-    status = await watch_serving(ServingWatch(stall_s=stall_s), last.serving, at, again,
-                                 settle_s=settle_s)
+    watch = ServingWatch(stall_s=stall_s, window_s=max(WINDOW_S, 2 * (window_s or 0.0)))
+    status = await watch_serving(watch, last.serving, at, again, settle_s=settle_s,
+                                 span_s=window_s)
     return ServingLook(status, scrapes, url.base, last, last_at)
 
 
@@ -85,8 +93,11 @@ class StatusError(HostError):
 
 
 async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int = 4 * MIB,
-                         timeout: float = 60.0) -> HostSnapshot:
-    """Everything `status` prints. Raises HostError when the host cannot be reached."""
+                         timeout: float = 60.0, window_s: float | None = None
+                         ) -> HostSnapshot:
+    """Everything `status` prints. Raises HostError when the host cannot be reached.
+    `window_s`: the latency over that many seconds (`--window`); without it, over the look's
+    own few seconds, or since the server's start when no request finished in them."""
     await host.connect()
     scripts = RemoteScripts(host)
     serve = config.serve
@@ -176,8 +187,10 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     serving = ServingStatus(reason="no /metrics answer" if url is not None else "no server URL")
     if url is not None and metrics is not None and metrics.ok:
         look = await look_at_serving(host, url, stall_s=serve.stall_s, clock=clock,
-                                     first=metrics, at=now)
+                                     first=metrics, at=now, window_s=window_s)
         serving, parsed = look.status, look.last or parse_metrics(metrics.body)
+        if window_s is None:
+            serving = serving.with_latency_since_start(parsed.serving)
         run_log.spec.set_totals(totals(parsed))
         scraped = load_from_metrics(parsed, look.last_at or now)
         if scraped is not None:

@@ -95,6 +95,9 @@ class ServingStatus:
     at: float | None = None
     engines: tuple[EngineFigures, ...] = ()
     """One entry per data-parallel engine when the server has two or more, else empty."""
+    since_start: bool = False
+    """`latency` holds the percentiles since the server's start (a one-shot `status` whose
+    own window saw no request finish), not a window's: `window_s` is None then."""
 
     @property
     def imbalanced(self) -> bool:
@@ -116,7 +119,21 @@ class ServingStatus:
     def latency_json(self) -> dict[str, Any]:
         keys = dict.fromkeys(LATENCY_FAMILIES)
         return {**keys, **(self.latency or {}), "window_s": self.window_s,
+                "since_start": self.since_start,
                 "source": "metrics" if self.latency is not None else None}
+
+    def with_latency_since_start(self, scrape: ServingScrape | None) -> ServingStatus:
+        """When no request finished in the window (or there was none), the percentiles of
+        every request since the server's start, from one scrape's histograms, said so."""
+        if self.latency is not None and any(v is not None for v in self.latency.values()):
+            return self
+        if scrape is None:
+            return self
+        latency = {key: percentiles(scrape.merged.latency.get(key))
+                   for key in LATENCY_FAMILIES}
+        if all(v is None for v in latency.values()):
+            return self
+        return replace(self, latency=latency, window_s=None, since_start=True)
 
 
 @dataclass(slots=True)
@@ -283,12 +300,15 @@ Scrape = Callable[[], Awaitable[tuple[ServingScrape | None, float, str]]]
 
 async def watch_serving(watch: ServingWatch, first: ServingScrape | None, at: float,
                         scrape: Scrape, *, settle_s: float = 2.0, step_s: float = 1.0,
-                        idle_recheck_s: float = 0.5) -> ServingStatus:
+                        idle_recheck_s: float = 0.5, span_s: float | None = None
+                        ) -> ServingStatus:
     """A one-shot look (`status`): requests in flight are watched until a token comes (and at
     least `settle_s`, the latency window) or `stall_s` passes without one (stalled). Idle is
     what a second scrape, `idle_recheck_s` later, agrees with (the first can fall between two
-    requests); nothing to read: one scrape is the answer."""
+    requests); nothing to read: one scrape is the answer. `span_s` (`status --window S`): the
+    last scrape comes at least this long after the first, whatever the engine does."""
     status = watch.feed(first, at)
+    now = at
     if status.progress is EngineState.IDLE:
         await asyncio.sleep(idle_recheck_s)
         found, now, why = await scrape()
@@ -300,6 +320,13 @@ async def watch_serving(watch: ServingWatch, first: ServingScrape | None, at: fl
         status = watch.feed(found, now, why)
         if watch.progressed_since(at) and now - at >= settle_s or now >= deadline:
             break
+    if span_s is not None and first is not None:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + span_s + 30.0  # a host clock that stands still ends it too
+        while now - at < span_s and loop.time() < give_up:
+            await asyncio.sleep(max(0.0, min(step_s * 5, span_s - (now - at))))
+            found, now, why = await scrape()
+            status = watch.feed(found, now, why)
     return status
 
 

@@ -94,7 +94,8 @@ def test_a_ready_server_that_stopped_answering_is_not_ready() -> None:
 def test_the_serving_keys_are_there_and_null_without_metrics() -> None:
     data = HostSnapshot("h").status_json()
     assert data["latency"] == {"ttft_s": None, "itl_s": None, "e2e_s": None, "queue_s": None,
-                               "window_s": None, "source": None, "at": None}
+                               "window_s": None, "since_start": False, "source": None,
+                               "at": None}
     assert data["requests"] == {"preemptions_total": None, "finished": None,
                                 "errors_total": None}
     assert data["serve"]["engine"] == "unknown"
@@ -112,3 +113,21 @@ def test_an_engine_dead_error_in_the_current_run_is_a_dead_engine() -> None:
     serve = snap.status_json()["serve"]
     assert serve["engine"] == "dead"
     assert "EngineDeadError" in serve["engine_reason"]
+
+
+def test_the_text_says_whether_latency_is_a_windows_or_since_start() -> None:
+    """One figure, one meaning: `--json` says `since_start`, and so does the text (issue 40)."""
+    from vllm_console.console.cli.commands.status import render
+    from vllm_console.console.telemetry.serving import ServingStatus
+
+    p = {"p50": 0.2, "p90": 0.3, "p99": 0.4}
+    since = ServingStatus(latency={"ttft_s": p, "itl_s": None, "e2e_s": p, "queue_s": None},
+                          window_s=None, since_start=True, at=STARTED)
+    data = HostSnapshot("h", serving=since).status_json()["latency"]
+    assert (data["window_s"], data["since_start"], data["e2e_s"]) == (None, True, p)
+    text = render(HostSnapshot("h", serving=since))
+    assert "latency TTFT p50 0.2 s, p99 0.4 s; e2e p50 0.2 s, p99 0.4 s (since the server's " \
+        "start: no request finished while status looked, /metrics)" in text
+    window = ServingStatus(latency={"ttft_s": p, "itl_s": None, "e2e_s": p, "queue_s": None},
+                           window_s=2.5, at=STARTED)
+    assert "(over the last 2.5 s, /metrics)" in render(HostSnapshot("h", serving=window))

@@ -225,14 +225,20 @@ def test_status_json_on_a_running_scenario(hosts, name: str, low: float, high: f
     assert engine["tensor_parallel_size"] == 1
     assert engine["data_parallel_size"] == 1
     throughput = data["throughput"]
-    assert throughput["source"] == "log"
-    figures = {key: value for key, value in throughput.items() if key not in ("source", "at")}
-    # The newest stat line when status read the log: the server has written a few since.
-    assert figures in throughput_lines(tree.log)[-30:]
+    # One source per figure (issue 40: `running 4` beside `6 running`): the gauges from the
+    # /metrics scrape the engine's state was judged from, the rates from the newest stat line
+    # when status read the log (the server has written a few since).
+    assert (throughput["source"], throughput["rates_source"]) == ("metrics", "log")
+    rates = ("prompt_tps", "generation_tps", "prefix_cache_hit_rate_pct")
+    assert {key: throughput[key] for key in rates} in [
+        {key: line[key] for key in rates} for line in throughput_lines(tree.log)[-30:]]
     assert data["errors"] == []
     # Serving: the simulated engine keeps requests in flight and tokens coming; status watched
     # it for the latency window and saw the requests that finished meanwhile.
     assert serve["engine"] == "ok", serve["engine_reason"]
+    assert serve["engine_reason"].startswith(
+        f"{throughput['running']} running, {throughput['waiting']} waiting"), (
+        serve["engine_reason"], throughput)
     latency = data["latency"]
     assert latency["source"] == "metrics"
     assert latency["window_s"] >= 2
@@ -249,11 +255,13 @@ def test_status_json_on_a_running_scenario(hosts, name: str, low: float, high: f
         assert "state   ready, up " in text
         assert f"max model len 262144, TP 1, DP 1, aux layers {tuple(engine['aux_layers'])}" \
             in text
-        assert re.search(r"load    prompt [\d.]+ tokens/s, generation [\d.]+ tokens/s, "
-                         r"running \d+, waiting \d+, KV cache [\d.]+%, prefix cache hit "
-                         r"[\d.]+% \(from the log\)", text), text
+        load = re.search(r"load    running (\d+), waiting \d+, KV cache [\d.]+% \(from "
+                         r"/metrics\); prompt [\d.]+ tokens/s, generation [\d.]+ tokens/s, "
+                         r"prefix cache hit [\d.]+% \(from the log\)", text)
+        assert load is not None, text
         assert "errors  none in the current run" in text
-        assert re.search(r"serving ok: \d+ running", text), text
+        # One figure, said once: the serving line's count is the load line's.
+        assert re.search(rf"serving ok: {load[1]} running", text), text
         assert re.search(r"latency TTFT p50 [\d.]+ s, p99 [\d.]+ s", text), text
 
 

@@ -115,7 +115,9 @@ def test_status_names_the_real_engine_its_drafter_and_its_process(incident: Inci
     assert engine["max_model_len"] == 512
     assert (engine["tensor_parallel_size"], engine["data_parallel_size"]) == (1, 1)
     throughput = data["throughput"]
-    assert throughput["source"] == "log"
+    # The gauges from /metrics (the scrape the engine's state was judged from), the rates
+    # from the log's stat line: one source per figure.
+    assert (throughput["source"], throughput["rates_source"]) == ("metrics", "log")
     assert throughput["generation_tps"] is not None
     assert data["errors"] == []
     # No GPU on this machine, and no nvidia-smi: the console says so rather than inventing one.

@@ -123,6 +123,27 @@ def test_status_reports_vllms_own_acceptance(ngram: Ngram) -> None:
     assert line.drafted_tokens <= drafted
 
 
+def test_status_after_the_traffic_says_the_latency_since_start(ngram: Ngram) -> None:
+    """Issue 40: `status` a few seconds after requests finished printed `null` for every
+    latency figure (its window was the half second between two scrapes). With no request
+    finishing while it looks, the percentiles since the server's start, said so; with
+    `--window S`, over S seconds (an idle server: no request in them, nulls)."""
+    code, data = cli_json("status", "ngram", "--config", str(ngram.hosts))
+    assert code == 0
+    latency = data["latency"]
+    assert (latency["since_start"], latency["window_s"], latency["source"]) == (
+        True, None, "metrics"), latency
+    assert 0 < latency["ttft_s"]["p50"] <= latency["e2e_s"]["p99"], latency
+    text = cli("status", "ngram", "--config", str(ngram.hosts))
+    assert "since the server's start: no request finished while status looked" in text.stdout
+    code, data = cli_json("status", "ngram", "--config", str(ngram.hosts), "--window", "3")
+    assert code == 0
+    latency = data["latency"]
+    assert latency["since_start"] is False
+    assert 3 <= latency["window_s"] < 10, latency
+    assert latency["e2e_s"] is None  # idle: nothing finished in those 3 s
+
+
 async def test_the_pane_shows_the_counters_and_the_line(ngram: Ngram) -> None:
     drafts, drafted, accepted, per_pos = ngram.totals()
     app = console_app(ngram.hosts, "ngram")

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from vllm_console.console.parsers.metrics import parse_metrics
-from vllm_console.console.parsers.serving import ServingScrape
+from vllm_console.console.parsers.serving import ServingScrape, percentiles
 from vllm_console.console.telemetry.serving import (
     EngineState,
     ServingWatch,
@@ -269,3 +269,52 @@ def test_the_engine_is_never_idle_beside_running_requests() -> None:
     calm = HostSnapshot("h", readiness=Readiness(Health.HEALTHY), serving=idle,
                         load=ServerLoad(0, 0, 1.0, at=100.0, source="metrics"))
     assert calm.engine_state()[0] is EngineState.IDLE
+
+
+def _more_requests(body: str, n: int) -> str:
+    """The body with `n` more requests finished: every latency histogram's buckets at or
+    above 0.5 s, its count and sum grown (the next scrape of the same server)."""
+    def grow(match: re.Match[str]) -> str:
+        return f"{match[1]} {float(match[2]) + n}"
+    return re.sub(r'^((?:vllm:e2e_request_latency_seconds|vllm:time_to_first_token_seconds)'
+                  r'(?:_bucket\{[^}]*le="(?:[5-9]\d*\.\d+|\d{2,}\.\d+|\+Inf)"[^}]*\}|_count'
+                  r'\{[^}]*\}|_sum\{[^}]*\})) (\S+)$', grow, body, flags=re.M)
+
+
+TWO_MORE = parse_metrics(_more_requests(TRAFFIC, 2)).serving
+
+
+# -- a one-shot status's latency (issue 40; DESIGN.md "Serving health") --------------------
+async def test_a_quiet_window_gives_the_percentiles_since_start_and_says_so() -> None:
+    """`status` a few seconds after requests finished printed `null` for every figure: its
+    window was the half second between its two scrapes. The percentiles since the server's
+    start, `window_s: null`, `since_start: true`."""
+    idle = scrape(0, 100)
+    more = Scrapes(idle)
+    status = await watch_serving(ServingWatch(), idle, 0.0, more, step_s=0.001,
+                                 idle_recheck_s=0.0)
+    assert status.latency is not None
+    assert all(v is None for v in status.latency.values())  # nothing finished in the window
+    shown = status.with_latency_since_start(idle)
+    since = {key: percentiles(idle.merged.latency[key]) for key in ("ttft_s", "e2e_s")}
+    assert since["e2e_s"] is not None
+    assert shown.latency is not None
+    assert shown.latency["e2e_s"] == since["e2e_s"]
+    assert shown.latency["ttft_s"] == since["ttft_s"]
+    data = shown.latency_json()
+    assert (data["window_s"], data["since_start"], data["source"]) == (None, True, "metrics")
+    # A window in which requests finished keeps its own figures.
+    busy = ServingWatch()
+    busy.feed(scrape(4, 100), 0.0)
+    windowed = busy.feed(TWO_MORE, 2.0)
+    assert windowed.with_latency_since_start(TWO_MORE) is windowed
+
+
+async def test_window_s_keeps_status_scraping_that_long() -> None:
+    """`status --window S`: the latency over S seconds, even of an idle engine."""
+    more = Scrapes(scrape(0, 100))
+    status = await watch_serving(ServingWatch(), scrape(0, 100), 0.0, more, step_s=0.001,
+                                 idle_recheck_s=0.0, span_s=3.0)
+    assert more.calls == 3  # the idle recheck, then two more: host time goes 1 s a scrape
+    assert status.window_s == 3.0
+    assert status.since_start is False

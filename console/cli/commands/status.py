@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -139,12 +140,16 @@ _LATENCY_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL", "e2e_s": "e2e", "queue_s": "
 
 
 def _latency(latency: dict[str, Any]) -> str:
-    """"TTFT p50 0.21 s, p99 0.80 s; e2e ... (over the last 2.0 s, /metrics)"."""
+    """"TTFT p50 0.21 s, p99 0.80 s; e2e ... (over the last 2.0 s, /metrics)", or "(since
+    the server's start: no request finished in the last 2.5 s, /metrics)"."""
     if latency["source"] is None:
         return "unknown (no two /metrics scrapes)"
     parts = [f"{name} p50 {figures['p50']:.3g} s, p99 {figures['p99']:.3g} s"
              for key, name in _LATENCY_NAMES.items() if (figures := latency[key]) is not None]
-    window = f"over the last {latency['window_s']:g} s, /metrics"
+    if latency.get("since_start"):
+        window = "since the server's start: no request finished while status looked, /metrics"
+    else:
+        window = f"over the last {latency['window_s']:g} s, /metrics"
     return f"{'; '.join(parts)} ({window})" if parts else f"no request finished ({window})"
 
 
@@ -163,27 +168,32 @@ def _url_only(args: argparse.Namespace) -> HostEntry | None:
     return entry
 
 
-async def _collect_url(name: str, entry: HostEntry) -> HostSnapshot:
+async def _collect_url(name: str, entry: HostEntry, window_s: float | None) -> HostSnapshot:
     """What the URL alone tells (the console's URL-only source): health, model, version,
-    every /metrics figure; the rest is said to need SSH."""
+    every /metrics figure; the rest is said to need SSH. The latency as `collect_status`
+    gives it: over `window_s`, else over the two rounds or since the server's start."""
     from vllm_console.console.sources.url import url_session
 
     session = url_session(name, entry.url, entry)
     telemetry = session.url_telemetry
     if await telemetry.poll():
-        await asyncio.sleep(URL_ROUNDS_S)
+        await asyncio.sleep(window_s or URL_ROUNDS_S)
         await telemetry.poll()
-    return session.snapshot
+    snap = session.snapshot
+    last = telemetry.last_scrape
+    if window_s is None and last is not None:
+        snap = replace(snap, serving=snap.serving.with_latency_since_start(last.serving))
+    return snap
 
 
 async def _collect(args: argparse.Namespace) -> HostSnapshot:
     entry = _url_only(args)
     if entry is not None:
-        return await _collect_url(args.host, entry)
+        return await _collect_url(args.host, entry, getattr(args, "window", None))
     config = host_config_from_args(args)
     host = make_host(config)
     try:
-        return await collect_status(host, config)
+        return await collect_status(host, config, window_s=getattr(args, "window", None))
     finally:
         await host.close()
 
