@@ -133,8 +133,8 @@ async def test_a_hung_engine_turns_the_header_red_with_how_long_and_why(
         assert "engine stalled" in load
         assert "engine: " in requests
         assert "no token generated for" in requests
-        # c: the chain takes the telemetry's verdict: runtime activation fails with it.
-        await pilot.press("c")
+        # No key pressed (issue 40: the header was red, the checklist `unknown` until `c`):
+        # the chain ran again with the telemetry's verdict, and runtime activation fails.
         await wait_until(pilot, lambda: (r := screen.checklist.state.report) is not None and
                          r.link("runtime-activation").status.value == "fail", 30,
                          "runtime activation failed by the stall")
@@ -198,3 +198,33 @@ def test_the_screen_wakes_when_an_age_steps_not_every_second(
     figures.take(HostSnapshot("h", load=load, serving=stalled))
     assert figures.view().engine == "stalled"
     assert figures.next_change_s() == pytest.approx(1.0)
+
+
+@pytest.mark.programs
+async def test_a_restart_in_progress_is_restarting_never_dead_or_stalled(
+        stalled: Served) -> None:
+    """Issue 40: during a restart the header said `engine dead 0 s` (the old engine stopped
+    on purpose, the API server not yet). From the confirmation to the new server, the engine
+    is `restarting`: no red alarm, whatever the old engine was."""
+    from vllm_console.console.tui.screens.confirm import ConfirmScreen
+
+    async with stalled.app.run_test(size=(160, 50)) as pilot:
+        screen = stalled.screen()
+        await wait_until(pilot, lambda: screen.header.engine_alert.startswith(
+            "engine stalled"), 40, "the stall in the header")
+        await pilot.press("r")
+        await wait_until(pilot, lambda: isinstance(stalled.app.screen, ConfirmScreen)
+                         and stalled.app.screen.focused is not None, 20, "the restart dialog")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: screen.restarting, 10, "the restart to begin")
+        seen: list[tuple[str, str]] = []
+
+        def over() -> bool:
+            if screen.restarting:
+                seen.append((screen.serving.view.engine, screen.header.engine_alert))
+            return not screen.restarting
+
+        await wait_until(pilot, over, 60, "the restart to end")
+        assert seen, "the restart was watched"
+        assert seen[0] == ("restarting", ""), seen[0]
+        assert not [s for s in seen if s[1] or s[0] in ("dead", "stalled")], seen

@@ -116,6 +116,10 @@ class HostScreen(HostView):
     def run_became_ready(self) -> None:
         self.run_checks()
 
+    def engine_alarm_changed(self, alarm: bool) -> None:
+        # The header turned red (or back): the checklist must not stay `unknown` until `c`.
+        self.run_checks()
+
     def action_run_checks(self) -> None:
         self.run_checks()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -235,7 +236,7 @@ class HostView(Screen[None]):
             self._last_data_at = time.monotonic()
         if isinstance(event, _SERVING_EVENTS):
             self._serving_figures.take(snap)
-            self._serving = self._serving_figures.view()
+            self._set_serving(self._serving_view())
         if isinstance(event, (*_SERVING_EVENTS, ev.LinkChanged)) and self.ready:
             self._arm_tick(sooner_only=True)
         self._sources = Sources(gpu=snap.gpu_source,
@@ -247,6 +248,16 @@ class HostView(Screen[None]):
     def run_became_ready(self) -> None:
         """A run of the server just became ready (not one this screen restarted): its
         runtime evidence is complete now. `HostScreen` re-runs the checks."""
+
+    def engine_alarm_changed(self, alarm: bool) -> None:
+        """The engine became stalled or dead (`alarm`), or came back: the checklist's
+        runtime evidence is out of date. `HostScreen` re-runs the checks."""
+
+    def _set_serving(self, view: ServingView) -> None:
+        was = self._serving.alarm
+        self._serving = view
+        if view.alarm != was:
+            self.engine_alarm_changed(view.alarm)
 
     def _paint(self, event: ev.TelemetryEvent) -> None:
         if isinstance(event, ev.GpuSampled):
@@ -306,7 +317,7 @@ class HostView(Screen[None]):
 
     def _tick(self) -> None:
         self._tick_timer = None
-        serving = self._serving_figures.view()
+        serving = self._serving_view()
         if serving != self._serving:  # an age or a stall's length moved on
             self._serving = serving
             self.serving.view = serving
@@ -350,8 +361,7 @@ class HostView(Screen[None]):
         if not self._restart_text:
             return  # a restart this screen did not start, or one already over
         self._restart_text = f"restart: {step.stage.value} · {step.message[:80]}"
-        if self.ready:
-            self._render_header()
+        self._restart_changed()
 
     def show_unavailable(self, *, gpu: str, engine: str, log: Iterable[str]) -> None:
         """Panes this host cannot fill (a session without the capability), each with why."""
@@ -392,16 +402,30 @@ class HostView(Screen[None]):
     def server_only(self) -> bool:
         return bool(self._server_only)
 
+    def _serving_view(self) -> ServingView:
+        """The serving figures; during a restart this screen runs, an engine that stopped or
+        has not come back yet is `restarting`, never `dead` (the old one is stopped on
+        purpose, the new one starts)."""
+        view = self._serving_figures.view()
+        if self._restart_text and view.engine in ("dead", "stalled", "unknown"):
+            return replace(view, engine="restarting", engine_reason=self._restart_text,
+                           engine_for_s=None)
+        return view
+
+    def _restart_changed(self) -> None:
+        self._set_serving(self._serving_view())
+        if self.ready:
+            self.serving.view = self._serving
+            self._render_header()
+
     def begin_restart(self) -> None:
         self._restart_text = "restart: starting"
-        if self.ready:
-            self._render_header()
+        self._restart_changed()
 
     def end_restart(self) -> None:
         """The header goes back to the server's own state (`serve: ready (started in N s)`)."""
         self._restart_text = ""
-        if self.ready:
-            self._render_header()
+        self._restart_changed()
 
     @property
     def restarting(self) -> bool:
