@@ -26,9 +26,12 @@ class Sources:
     metrics: str = "…"
 
 
-def describe_link(link: LinkStatus) -> str:
+def describe_link(link: LinkStatus, why: bool = True) -> str:
+    """The link in a few words; `why`: with the reason it is down (`connection refused at
+    http://...`), which the compact layout leaves out."""
     if link.state is ConnectionState.RECONNECTING and link.retry_in_s is not None:
-        return f"reconnecting in {link.retry_in_s:.0f} s"
+        text = f"reconnecting in {link.retry_in_s:.0f} s"
+        return f"{text}: {link.detail[:100]}" if why and link.detail else text
     if link.state is ConnectionState.REFUSED:
         return f"refused: {link.detail}"
     return link.state.value
@@ -57,6 +60,8 @@ class HostHeader(Widget):
     stale: reactive[bool] = reactive(False)
     """The link is down: what the panes show is old."""
     data_age_s: reactive[float | None] = reactive(None)
+    chips: reactive[tuple[str, ...]] = reactive(("gpu", "log", "metrics"))
+    """The data sources this view has (a URL-only view: `metrics` alone, no GPU, no log)."""
     compact: reactive[bool] = reactive(False)
     """A narrow terminal: no name badge, and each source chip says only what it is (its
     colour says whether it is live); the full values are in the wide layout."""
@@ -70,7 +75,7 @@ class HostHeader(Widget):
         if self.scenario:
             text.append("(sim) " if self.compact else f"(simulated: {self.scenario}) ",
                         style="italic")
-        text.append(f"● {describe_link(self.link)}",
+        text.append(f"● {describe_link(self.link, why=not self.compact)}",
                     style=status_style(self, self.link.state.status) + BOLD)
         if self.engine_alert:
             alert = self.engine_alert.split(":", 1)[0] if self.compact else \
@@ -82,6 +87,8 @@ class HostHeader(Widget):
                         style=status_style(self, "warn") + BOLD)
         for label, value in (("gpu", self.sources.gpu), ("log", self.sources.log),
                              ("metrics", self.sources.metrics)):
+            if label not in self.chips:
+                continue
             good = value not in _NO_SOURCE and not self.stale
             text.append(" " if self.compact else "  ")
             chip = f" {label} " if self.compact else f" {label}:{value} "

@@ -74,6 +74,8 @@ class SpecPane(Widget):
     view: reactive[SpecView] = reactive(SpecView, always_update=True, repaint=False)
     compact: reactive[bool] = reactive(False)
     """The compact layout: the acceptance figure and its history, no per-position rows."""
+    waiting_for: reactive[str] = reactive("the serve log")
+    """Whence the first figures come (a URL-only view has no log: the server's /metrics)."""
 
     def watch_view(self) -> None:
         refresh_rows(self)  # an update mostly moves a figure and the chart's newest point
@@ -81,7 +83,7 @@ class SpecPane(Widget):
     def render(self) -> Group | Text:
         state, expected = self.view.state, self.view.expected
         if state is None:
-            return Text("waiting for the serve log…", style="italic")
+            return Text(f"waiting for {self.waiting_for}…", style="italic")
         if state.status is SpecDecodeStatus.NOT_CONFIGURED:
             return Text("speculative decoding not configured for this run", style="italic")
         conf = state.configured

@@ -206,7 +206,8 @@ class UrlTelemetry(HostTelemetry):
 
     def _set_link(self, result: web.HttpResult) -> None:
         link = LinkStatus(ConnectionState.CONNECTED, "HTTP") if result.status is not None \
-            else LinkStatus(ConnectionState.RECONNECTING, result.error,
+            else LinkStatus(ConnectionState.RECONNECTING,
+                            f"{result.error} at {self.source.base}",
                             retry_in_s=self.options.health_interval_s)
         if link != self.url_host.link:
             self.url_host.set_link(link)

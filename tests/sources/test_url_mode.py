@@ -337,3 +337,40 @@ async def test_an_outage_dims_the_url_screen_and_says_how_old(tmp_path: Path,
     finally:
         stop(proc, timeout=5)
         stop(tree, timeout=5)
+
+
+async def test_a_url_where_nothing_listens_says_connection_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: against a closed port the header said `reconnecting in 2 s` for ever with no
+    reason, the spec pane `waiting for the serve log…` (a URL has no log) and the gpu and log
+    badges showed. The reason, with the URL; what the pane waits for; the metrics badge only."""
+    from tests.app_support import screen_text, wait_until
+    from vllm_console.console.tui.app import ConsoleApp
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    url = f"http://127.0.0.1:{free_port()}"
+    app = ConsoleApp([url_session("gpu-a", url, HostEntry(url=url))])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.screen_for("gpu-a") is not None, what="the screen")
+        screen = app.screen_for("gpu-a")
+        assert screen is not None
+        await wait_until(pilot, lambda: "connection refused" in screen_text(app)
+                         .splitlines()[0], 15, "the reason in the header")
+        header = screen_text(app).splitlines()[0]
+        assert f"connection refused at {url}" in header, header
+        assert " gpu:" not in header, header
+        assert " log:" not in header, header
+        assert " metrics:" in header, header
+        text = screen_text(app)
+        assert "waiting for the serve log" not in text
+        assert "waiting for the server's /metrics…" in text
+
+
+@pytest.mark.programs
+def test_status_of_a_url_where_nothing_listens_says_why(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    config = tmp_path / "hosts.toml"
+    config.write_text(f'[hosts.gpu-a]\nurl = "{url}"\n')
+    done = run_cli("status", "gpu-a", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert f"serve   not-answering (connection refused) at {url} " in done.stdout, done.stdout

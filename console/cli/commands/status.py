@@ -42,7 +42,9 @@ def render(snap: HostSnapshot, *, url_only: bool = False) -> str:
         lines.append(f"  no GPU telemetry: {safe_text(snap.agent.detail or '?', 300)}")
     serve = data["serve"]
     if url_only:
-        lines.append(f"serve   {serve['health']} at {safe_text(snap.serve.url or '?', 300)} "
+        why = "" if snap.readiness.ready or not snap.readiness.detail else \
+            f" ({safe_text(snap.readiness.detail, 200)})"
+        lines.append(f"serve   {serve['health']}{why} at {safe_text(snap.serve.url or '?', 300)} "
                      "(URL only: the process, its log and the engine config need SSH)")
     elif serve["running"]:
         lines.append(f"serve   running, pid {serve['pid']}, {serve['health']}"

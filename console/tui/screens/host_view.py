@@ -390,6 +390,9 @@ class HostView(Screen[None]):
     def _apply_server_only(self) -> None:
         line = self._server_only
         self.set_class(bool(line), "-server-only")
+        # No GPU, no log in a URL-only view: no badges for them, no wait for a log.
+        self.header.chips = ("metrics",) if line else ("gpu", "log", "metrics")
+        self.spec.waiting_for = "the server's /metrics" if line else "the serve log"
         self.query_one("#needs-ssh", Static).update(Text(line, no_wrap=True,
                                                          overflow="ellipsis"))
         for hidden in ("#gpus", "#middle-row", "#log-pane"):
