@@ -40,10 +40,11 @@ SERVE_KEYS = {"running", "pid", "cmdline", "health", "state", "phase", "started_
 ENGINE_KEYS = {"version", "model", "speculative_config", "aux_layers", "max_model_len",
                "tensor_parallel_size", "data_parallel_size"}
 THROUGHPUT_KEYS = {"prompt_tps", "generation_tps", "running", "waiting", "kv_cache_usage_pct",
-                   "prefix_cache_hit_rate_pct", "source", "at"}
+                   "prefix_cache_hit_rate_pct", "source", "rates_source", "at"}
 STATES = {"starting", "ready", "failed", "exited", "down", "unknown", "not-answering"}
 ENGINE_STATES = {"ok", "idle", "stalled", "dead", "unknown"}
-LATENCY_KEYS = {"ttft_s", "itl_s", "e2e_s", "queue_s", "window_s", "source", "at"}
+LATENCY_KEYS = {"ttft_s", "itl_s", "e2e_s", "queue_s", "window_s", "since_start", "source",
+                "at"}
 FAILING = "upstream-mixed-swa-v1-runner"
 STARTING = "starting"  # the healthy scenario, with a start-up that takes ten minutes
 SCENARIOS = ("incident", "healthy", FAILING, STARTING)
@@ -163,6 +164,7 @@ def check_schema(data: dict) -> None:
     assert set(data["engine"]) == ENGINE_KEYS
     assert set(data["throughput"]) == THROUGHPUT_KEYS
     assert data["throughput"]["source"] in ("log", "metrics", None)
+    assert data["throughput"]["rates_source"] in ("log", None)
     assert data["serve"]["state"] in STATES
     assert data["serve"]["container"] is None  # the simulated servers are bare processes
     assert data["serve"]["engine"] in ENGINE_STATES
