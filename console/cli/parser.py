@@ -42,9 +42,9 @@ class _ScenariosListed(argparse.HelpFormatter):
     only when the help is asked for: it is not on the console's start-up path)."""
 
     def format_help(self) -> str:
-        from vllm_console.console.sim import SCENARIOS
-
         import textwrap
+
+        from vllm_console.console.sim import SCENARIOS
 
         lines = [textwrap.fill(s.description, self._width, initial_indent=f"  {name}: ",
                                subsequent_indent="      ") for name, s in SCENARIOS.items()]
