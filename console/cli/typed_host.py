@@ -10,6 +10,7 @@ somewhere, is always let through.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from pathlib import Path
@@ -28,10 +29,14 @@ def hosts_path(config: str | None) -> Path:
     return Path(config).expanduser() if config else default_hosts_path()
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def bare(word: str) -> bool:
     """A plain name (`gpu7`), not a destination (`u@gpu7`, `gpu7:22`, `10.0.0.5`, `gpu7.lab`)
-    that can only be meant as a host."""
-    return bool(word) and not any(c in word for c in "@:.[]/")
+    that can only be meant as a host, nor a word no host name holds (those are refused as
+    destinations, in the settings' words)."""
+    return bool(_PLAIN_NAME.fullmatch(word))
 
 
 def did_you_mean(word: str, commands: list[str]) -> str | None:
