@@ -106,6 +106,22 @@ def test_every_command_refuses_an_option_that_cannot_work_in_the_same_words(
     assert said in err
 
 
+@pytest.mark.parametrize("command", ["status", "check", "restart", "tui"])
+def test_the_hosts_files_values_follow_the_same_rule_unless_an_option_overrides_them(
+        command: str, hosts: Path, consoles: list[object],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`check` refused a hosts file's unknown profile; `status` and the console took it."""
+    hosts.write_text('[hosts.gpu1]\nssh = "u@127.0.0.1:1"\n[hosts.gpu1.checks]\n'
+                     'profile = "nosuch"\n')
+    extra = ["--yes"] if command == "restart" else []
+    assert main([command, "gpu1", "--config", str(hosts), *extra]) == COULD_NOT_RUN[command]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"hosts file {hosts}: hosts.gpu1.checks.profile: no profile named 'nosuch'" in err
+    main([command, "gpu1", "--config", str(hosts), "--profile", "dflash", *extra])
+    assert "profile" not in capsys.readouterr().err
+
+
 def test_demo_help_lists_the_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     from vllm_console.console.sim import SCENARIOS
 
