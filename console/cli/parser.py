@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import shlex
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -246,8 +247,10 @@ def _hint_for_a_host_named(command: str, argv: list[str]) -> None:
 
     config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
     if command in host_names(config):
+        opens = shlex.join(["vllm-console", "tui", command, *(["--config", config] if config
+                                                             else [])])
         emit(f"vllm-console: `{command}` is a subcommand; to open the host {command!r}, run "
-             f"`vllm-console tui {command}`", sys.stderr)
+             f"`{opens}`", sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

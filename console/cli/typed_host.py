@@ -11,6 +11,7 @@ somewhere, is always let through.
 from __future__ import annotations
 
 import re
+import shlex
 import socket
 import threading
 from pathlib import Path
@@ -61,8 +62,10 @@ def misspelt_command(positionals: list[str], commands: list[str], config: str | 
     said = f"unknown command {word!r}; "
     said += f"did you mean `{guess}`?" if guess else f"commands: {', '.join(commands)}"
     if len(positionals) == 1:
-        said += (f" (no host {word!r} in {path} or ~/.ssh/config either; `vllm-console tui "
-                 f"{word}` opens a host of that name)")
+        opens = shlex.join(["vllm-console", "tui", word, *(["--config", config] if config
+                                                          else [])])
+        said += (f" (no host {word!r} in {path} or ~/.ssh/config either; `{opens}` opens a "
+                 "host of that name)")
     return said
 
 

@@ -51,6 +51,8 @@ def test_a_misspelt_subcommand_gets_did_you_mean_and_opens_no_console(
     assert err.count("\n") == 1, err
     assert "did you mean `status`?" in err
     assert "unrecognized arguments" not in err
+    if len(words) == 1:  # the way to a host of that name keeps the hosts file named
+        assert f"`vllm-console tui statsu --config {hosts}` opens a host of that name" in err
 
 
 def test_a_host_named_like_a_misspelling_still_opens(
