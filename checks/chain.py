@@ -35,6 +35,7 @@ from vllm_console.checks.links.runtime_activation import EngineLook
 from vllm_console.checks.models import LINK_IDS, ChainReport, LinkResult, Status
 from vllm_console.checks.profile import Profile, ProfileError, load_profile, method_family
 from vllm_console.checks.references import Reference, choose_reference
+from vllm_console.checks.restart_hint import HowToRestart
 from vllm_console.checks.rootcause import broken_link, root_cause
 from vllm_console.console.hostclient.discovery import (
     ChildProcess,
@@ -314,7 +315,7 @@ async def _judge(link_id: str, ctx: ChainContext, probes: _Probes) -> LinkResult
         host_label=ctx.host_label, host=host, checked_draft=serve.draft.value, kind=kind,
         methods=ctx.profile.methods, expected=ctx.profile.acceptance,
         target=configs["target"].data, changed_since=_changed_since(ctx, configs["draft"]),
-        engine=engine, starting=starting)
+        engine=engine, starting=starting, restart=ctx.restart)
 
 
 CLOCK_GRAIN = 0.05
@@ -370,9 +371,12 @@ async def _pick(ctx: ChainContext, probes: _Probes, last: Mapping[str, Any]) -> 
 async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | None = None,
                     reference: Reference | None = None, host_label: str | None = None,
                     on_link: Callable[[LinkResult], None] | None = None,
-                    engine: EngineLook | None = None) -> ChainReport:
+                    engine: EngineLook | None = None,
+                    restart: HowToRestart | None = None) -> ChainReport:
     """Run the whole chain on a connected (or connectable) host. `engine`: the engine's state
-    as the caller knows it (the TUI's telemetry); else the chain looks at `/metrics`."""
+    as the caller knows it (the TUI's telemetry); else the chain looks at `/metrics`.
+    `restart`: how the hints' reader restarts the host (default: `vllm-console restart
+    HOST_LABEL`)."""
     started = time.monotonic()
     profile = profile or load_profile()
     scripts = RemoteScripts(host)
@@ -395,7 +399,7 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
                        serve=effective_serve(settings, process, last=last, found_notes=found),
                        scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
-                       match=settings.match, discovery_command=command)
+                       match=settings.match, discovery_command=command, restart=restart)
     ctx = await _inside(ctx)
     args, _where = _launch(ctx, last)
     if args is not None:

@@ -10,6 +10,7 @@ from typing import Any
 from vllm_console.checks.models import Evidence
 from vllm_console.checks.profile import Profile
 from vllm_console.checks.references import Reference
+from vllm_console.checks.restart_hint import HowToRestart
 from vllm_console.console.hostclient.container_log import describe as describe_container_log
 from vllm_console.console.hostclient.discovery import EffectiveServe, Resolved
 from vllm_console.console.transport.host import Host
@@ -22,7 +23,7 @@ class ChainContext:
 
     host: Host
     host_label: str
-    """How the user named the host (for hints: `vllm-console restart HOST --trace`)."""
+    """How the user named the host."""
     profile: Profile
     serve: EffectiveServe
     scripts: RemoteScripts
@@ -42,6 +43,9 @@ class ChainContext:
     """The server's container: every probe but the log's runs inside it (`docker exec`)."""
     no_python: str = ""
     """Why the container has no interpreter to probe with ("" when it has one)."""
+    restart: HowToRestart | None = None
+    """How the reader of the hints restarts the host (None: `vllm-console restart
+    HOST_LABEL`)."""
 
 
 def log_label(ctx: ChainContext) -> str:

@@ -36,6 +36,7 @@ from vllm_console.checks.links.current_run import LOOKBACK, TAIL_BYTES, CurrentR
 from vllm_console.checks.links.trace_verdict import judge_trace
 from vllm_console.checks.models import Evidence, LinkResult, Status
 from vllm_console.checks.profile import Acceptance, RuntimeActivationSpec
+from vllm_console.checks.restart_hint import HowToRestart
 from vllm_console.checks.trace import TRACE_TAG
 from vllm_console.console.transport.remote_scripts import ScriptRun
 
@@ -74,10 +75,10 @@ class EngineLook:
 
 ENGINE_HINT = ("vLLM's /health answers 200 while its engine hangs (vllm#39863): look at the "
                "EngineCore process (its state; `py-spy dump --pid PID`) and the log's last "
-               "lines, then restart the server (r, or `vllm-console restart {host}`)")
+               "lines, then restart the server ({restart})")
 
 
-def with_engine(link: LinkResult, engine: EngineLook | None, host_label: str) -> LinkResult:
+def with_engine(link: LinkResult, engine: EngineLook | None, how: HowToRestart) -> LinkResult:
     """The link's verdict with the engine's state: a stalled or dead engine fails it, the
     log's own verdict kept in the details; any other state is only noted."""
     if engine is None:
@@ -88,7 +89,7 @@ def with_engine(link: LinkResult, engine: EngineLook | None, host_label: str) ->
         return result(LINK, link.title, link.status, link.summary, link.hint, evidence, details)
     return result(LINK, link.title, Status.FAIL,
                   f"the engine is {engine.state}: {engine.reason} (the log: {link.summary})",
-                  ENGINE_HINT.format(host=host_label), evidence,
+                  ENGINE_HINT.format(restart=how.plain()), evidence,
                   {**details, "log_status": link.status.value})
 
 
@@ -173,34 +174,37 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
              host: str = "the host", checked_draft: str = "", kind: str = "dflash-swa",
              methods: Sequence[str] = (), expected: Acceptance | None = None,
              target: Mapping[str, Any] | None = None, changed_since: str = "",
-             engine: EngineLook | None = None, starting: bool = False) -> LinkResult:
+             engine: EngineLook | None = None, starting: bool = False,
+             restart: HowToRestart | None = None) -> LinkResult:
     """The verdict from the current run of the log (kinds other than `dflash-swa`: judged by
     `checks.links.method_activation` once the engine line is there). `changed_since`: the
     draft config was written after this run started (in words): the run's evidence is about
     the old config, so the verdict is `unknown`, "restart to apply", never a failure.
     `engine`: the serving look's verdict (`with_engine`). `starting`: the serve process
     lives and does not answer `/health` yet: a log with no run start is one whose server has
-    not logged its banner yet (a real vLLM spends its first seconds importing), `unknown`."""
-    link = _evaluate(spec, log_path, run, draft, context, watch=watch, host_label=host_label,
+    not logged its banner yet (a real vLLM spends its first seconds importing), `unknown`.
+    `restart`: how the reader restarts the host (default: `vllm-console restart HOST_LABEL`)."""
+    how = restart or HowToRestart.for_host([host_label])
+    link = _evaluate(spec, log_path, run, draft, context, watch=watch, how=how,
                      host=host, checked_draft=checked_draft, kind=kind, methods=methods,
                      expected=expected, target=target, starting=starting)
     if changed_since and link.status is not Status.ERROR:
         link = result(LINK, link.title, Status.UNKNOWN,
                       f"config changed on disk since this run started; restart to apply "
                       f"({changed_since}; the running engine has the old one: {link.summary})",
-                      f"restart vllm serve (r, or `vllm-console restart {host_label}`) to load "
-                      "the new config, then check again", link.evidence,
+                      f"restart vllm serve ({how.plain()}) to load the new config, then "
+                      "check again", link.evidence,
                       {**link.details, "config_changed": changed_since})
-    return with_engine(link, engine, host_label)
+    return with_engine(link, engine, how)
 
 
 def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
-              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], host_label: str,
+              draft: ConfigRead, context: Evidence, *, watch: Sequence[str], how: HowToRestart,
               host: str, checked_draft: str, kind: str, methods: Sequence[str],
               expected: Acceptance | None, target: Mapping[str, Any] | None,
               starting: bool = False) -> LinkResult:
     title = spec.title
-    trace_hint = (f"run `vllm-console restart {host_label} --trace`: the traced run logs how "
+    trace_hint = (f"{how.traced()}: the traced run logs how "
                   "each drafter layer is built, which turns this into pass or fail")
     if not log_path:
         return result(LINK, title, Status.ERROR,

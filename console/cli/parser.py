@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import shlex
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -37,6 +38,20 @@ _CONSOLES = ("tui", "demo")
 HOST_HELP = "a hosts-file name, an ssh_config alias, or [user@]host[:port]"
 
 
+class _ScenariosListed(argparse.HelpFormatter):
+    """`demo --help` and `sim --help` end with the scenarios (the simulator's module is read
+    only when the help is asked for: it is not on the console's start-up path)."""
+
+    def format_help(self) -> str:
+        import textwrap
+
+        from vllm_console.console.sim import SCENARIOS
+
+        lines = [textwrap.fill(s.description, self._width, initial_indent=f"  {name}: ",
+                               subsequent_indent="      ") for name, s in SCENARIOS.items()]
+        return super().format_help() + "\nscenarios (--scenario NAME):\n" + \
+            "\n".join(lines) + "\n"
+
 
 def _window(text: str) -> float:
     """`--window S`: seconds, above 0 and at most an hour."""
@@ -47,6 +62,7 @@ def _window(text: str) -> float:
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError(f"{text} s: give 0 < S <= 3600")
     return value
+
 
 def _common(parser: argparse.ArgumentParser, settings: bool) -> None:
     g = parser.add_argument_group("host options")
@@ -102,7 +118,8 @@ def build_parser(*, settings: bool = True) -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the console on a built-in simulated host (offline)",
                           description="Open the console on a simulated serving host: no GPU, "
                                       "no sshd, no network. The default scenario reproduces the "
-                                      "DFlash acceptance incident (1.17 instead of ~6.4).")
+                                      "DFlash acceptance incident (1.17 instead of ~6.4).",
+                          formatter_class=_ScenariosListed)
     demo.add_argument("--scenario", default="incident", help="scenario (default: incident)")
     demo.add_argument("--list", action="store_true", help="list the scenarios and exit")
     demo.add_argument("--theme", help="colour theme")
@@ -162,7 +179,8 @@ def build_parser(*, settings: bool = True) -> argparse.ArgumentParser:
                          description="Write a simulated serving host into DIR (fake vLLM "
                                      "install, models, nvidia-smi) and run its fake `vllm "
                                      "serve` in the foreground, to try the console over real "
-                                     "SSH to localhost.")
+                                     "SSH to localhost.",
+                         formatter_class=_ScenariosListed)
     sim.add_argument("--scenario", default="incident", help="scenario (default: incident)")
     sim.add_argument("--root", metavar="DIR", help="where to write the tree (required)")
     sim.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
@@ -204,6 +222,18 @@ def _value_options(parser: argparse.ArgumentParser) -> set[str]:
             if action.nargs != 0 for flag in action.option_strings}
 
 
+def positionals(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """The words that are neither options nor an option's value (the subcommand, HOST)."""
+    value_options, found = _value_options(parser), []
+    words = iter(argv)
+    for word in words:
+        if word in value_options:
+            next(words, None)
+        elif not word.startswith("-"):
+            found.append(word)
+    return found
+
+
 def _normalise(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """Put the subcommand first; a bare HOST means `tui HOST`."""
     names, value_options = subcommands(parser), _value_options(parser)
@@ -232,8 +262,10 @@ def _hint_for_a_host_named(command: str, argv: list[str]) -> None:
 
     config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
     if command in host_names(config):
+        opens = shlex.join(["vllm-console", "tui", command, *(["--config", config] if config
+                                                             else [])])
         emit(f"vllm-console: `{command}` is a subcommand; to open the host {command!r}, run "
-             f"`vllm-console tui {command}`", sys.stderr)
+             f"`{opens}`", sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -281,10 +313,30 @@ def parser_for(args_in: Sequence[str]) -> argparse.ArgumentParser:
     return build_parser()
 
 
+def _misspelt_command(args_in: list[str], parser: argparse.ArgumentParser) -> str:
+    """Why the words, which name no subcommand, are no `tui HOST` either ("" when they may
+    be): `vllm-console statsu` opened the console on a host called `statsu`."""
+    words = positionals(args_in, parser)
+    if not words or words[0] in subcommands(parser) or "--url" in args_in:
+        return ""
+    from vllm_console.console.cli.typed_host import misspelt_command
+
+    config = args_in[args_in.index("--config") + 1] if "--config" in args_in[:-1] else None
+    return misspelt_command(words, [n for n in subcommands(parser) if n != "tui"], config)
+
+
 def _main(args_in: list[str]) -> int:
     parser = parser_for(args_in)
     words = _normalise(args_in, parser)
     command = words[0] if words and words[0] in subcommands(parser) else "tui"
+    if command == "tui" and args_in[:1] != ["tui"] and \
+            not _TOP_LEVEL_ONLY.intersection(args_in):
+        misspelt = _misspelt_command(args_in, parser)
+        if misspelt:
+            from vllm_console.console.cli.commands.common import emit
+
+            emit(f"vllm-console: {misspelt}", sys.stderr)
+            return _ARGPARSE_USAGE
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:
@@ -312,6 +364,30 @@ def _could_not_run(module: ModuleType) -> int:
     return int(getattr(module, "COULD_NOT_RUN", EXIT_COULD_NOT_RUN))
 
 
+def _check_typed(args: argparse.Namespace) -> None:
+    """The options (one rule for every command: `console.cli.options`) and the HOST a person
+    typed, refused before the command runs when they cannot work."""
+    from vllm_console.console.cli.commands.common import CommandError
+    from vllm_console.console.cli.options import check_options
+
+    check_options(args)
+    host, config = getattr(args, "host", None), getattr(args, "config", None)
+    if not host or getattr(args, "local", False):
+        return
+    from vllm_console.console.cli.typed_host import bare, in_hosts_file, unknown_host
+
+    if not bare(host) or in_hosts_file(host, config):
+        return
+    from vllm_console.console.transport.connect import host_config_from_args
+
+    # The settings first (every override): what is wrong there is said in the words the
+    # command would use, before the host's name is looked up.
+    host_config_from_args(args)
+    problem = unknown_host(host, config)
+    if problem:
+        raise CommandError(problem)
+
+
 def _run(command: str, args: argparse.Namespace) -> int:
     """The command's exit status; a failure as one line on stderr and "could not run"."""
     from vllm_console.console.cli.commands.common import EXPECTED, emit, failure_line, one_line
@@ -321,6 +397,7 @@ def _run(command: str, args: argparse.Namespace) -> int:
     if command not in _CONSOLES:
         gc.enable()
     try:
+        _check_typed(args)
         return int(module.run(args))
     except KeyboardInterrupt:
         emit("interrupted", sys.stderr)

@@ -11,7 +11,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from vllm_console.checks.profile import (
     load_profile,
 )
 from vllm_console.checks.references import ReferenceError, load_reference_file
+from vllm_console.checks.restart_hint import HowToRestart
 from vllm_console.console.hostclient.launch_record import seen_launch
 from vllm_console.console.output.display import safe_text
 from vllm_console.console.parsers.redact import redact, redact_text
@@ -69,11 +70,15 @@ class HostSession:
     base_capabilities: frozenset[Capability] = EVERYTHING
     """What this kind of session can do, before `--readonly`."""
 
-    def __init__(self, config: HostConfig, host: Host, *, scenario: str = "") -> None:
+    def __init__(self, config: HostConfig, host: Host, *, scenario: str = "",
+                 restart_words: Sequence[str] = ()) -> None:
         self.config = config
         self.host = host
         self.name = config.name
         self.scenario = scenario
+        self.restart_words = tuple(restart_words) or (config.name,)
+        """HOST and the options that chose its settings, as the person typed them: what a
+        hint's `vllm-console restart ...` needs to reach the same host the same way."""
         self.telemetry = HostTelemetry(host, config)
         self.last_report: ChainReport | None = None
         self.last_checked_at: float | None = None
@@ -150,9 +155,17 @@ class HostSession:
 
         self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
                                            reference=reference, host_label=self.name,
-                                           engine=self._engine_look())
+                                           engine=self._engine_look(),
+                                           restart=self.how_to_restart())
         self.last_checked_at = time.time()
         return self.last_report
+
+    def how_to_restart(self) -> HowToRestart:
+        """For the hints: the console's keys, and the command that restarts this host from a
+        shell; none for a simulated host (the demo's exists only inside the console)."""
+        if self.scenario:
+            return HowToRestart(keys=True)
+        return HowToRestart.for_host(self.restart_words, keys=True)
 
     def _engine_look(self) -> EngineLook | None:
         """The engine's state as the live telemetry judges it (its scrapes over the last

@@ -39,6 +39,10 @@ class SshConfigView:
     """StrictHostKeyChecking accept-new (or no/off, never weaker than accept-new here)."""
     proxy_jump: str = ""
     """ProxyJump (asyncssh goes through it; named when the jump host's key is refused)."""
+    hostname: str = ""
+    """HostName (`%h` expanded), when a block gives one."""
+    proxy_command: str = ""
+    """ProxyCommand: the host is reached through a program, not looked up here."""
 
     def known_hosts_files(self, configured: str = "") -> list[Path]:
         """The known_hosts files to check, in order: `configured` (--known-hosts or the hosts
@@ -90,7 +94,16 @@ def read_ssh_config(host: str, user: str | None = None, port: int | None = None,
         known_hosts=tuple(os.path.expanduser(f) for f in files if f.lower() != "none"),
         connect_timeout=float(timeout) if timeout else None,
         accept_new=strict in _ACCEPT_NEW,
-        proxy_jump="" if jump.lower() == "none" else jump)
+        proxy_jump="" if jump.lower() == "none" else jump,
+        hostname=str(config.get("Hostname") or ""),
+        proxy_command=_words(config.get("ProxyCommand")))
+
+
+def _words(value: object) -> str:
+    """A setting asyncssh keeps as a string or as a list of words."""
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value))
+    return str(value or "")
 
 
 def identity_problem(path: str) -> str:

@@ -129,7 +129,8 @@ def test_a_host_called_like_a_subcommand_hints_tui(
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(f'[hosts.{command}]\nssh = "u@h"\n')
     assert main([command, "--config", str(hosts)]) != 0
-    assert f"`vllm-console tui {command}`" in capsys.readouterr().err
+    # The hosts file named keeps being named: without it the hint opened no such host.
+    assert f"`vllm-console tui {command} --config {hosts}`" in capsys.readouterr().err
     config = config_from(["tui", command, "--config", str(hosts)])
     assert (config.name, config.hostname) == (command, "h")
 

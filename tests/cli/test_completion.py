@@ -153,7 +153,7 @@ INTERACTIVE = {
 @pytest.mark.tmux
 @pytest.mark.parametrize("shell", list(INTERACTIVE))
 def test_tab_completes_in_a_real_terminal(shell: str, env: dict[str, str]) -> None:
-    """What a person sees: the line loaded as the README says, then Tab in the shell itself
+    """What a person sees: the line loaded as docs/commands.md says, then Tab in the shell itself
     (its own completion machinery, in a tmux terminal) turns `ch` into `check` and `--js` into
     `--json`, and offers the host names."""
     from tests.tmux import Terminal

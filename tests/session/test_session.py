@@ -205,3 +205,41 @@ def test_a_session_is_the_config_s_host() -> None:
     assert session.name == "gpu9"
     assert session.readonly
     assert session.snapshot.host == "gpu9"
+
+
+@pytest.mark.programs
+async def test_the_demos_hints_say_a_key_not_a_command_that_cannot_work(tree: SimTree) -> None:
+    """`demo` is no host outside the console: its hint said `vllm-console restart demo
+    --trace`, which fails when pasted (issue 40). In the demo a hint says the key."""
+    report = await session_on(tree).run_checks()
+    runtime = {link.id: link for link in report.links}["runtime-activation"]
+    assert runtime.status.value == "unknown"
+    assert runtime.hint.startswith("press R: the traced run logs how each drafter layer")
+    assert "vllm-console" not in " ".join(link.hint for link in report.links)
+
+
+@pytest.mark.programs
+async def test_a_hosts_hint_keeps_the_options_that_chose_its_settings(tree: SimTree) -> None:
+    """A host opened as `vllm-console h --local --log L ...`: its hint's command carries the
+    same options (it dropped them, and restarted another server or none)."""
+    config = demo_config(tree)
+    words = ["h", "--local", "--log", str(tree.log), "--match", f"{tree.root}/venv serve"]
+    session = HostSession(config, LocalHost("h"), restart_words=words)
+    report = await session.run_checks()
+    runtime = {link.id: link for link in report.links}["runtime-activation"]
+    assert runtime.hint.startswith(
+        f"press R, or run `vllm-console restart h --local --log {tree.log} --match "
+        f"'{tree.root}/venv serve' --trace`: the traced run")
+
+
+@pytest.mark.programs
+def test_checks_hint_from_the_command_line_keeps_its_options(
+        tree: SimTree, capsys: pytest.CaptureFixture[str]) -> None:
+    """`vllm-console check h --local --log L --match M`: the hint's restart is pasted as is."""
+    from vllm_console.console.cli.parser import main
+
+    options = ["--local", "--log", str(tree.log), "--match", f"{tree.root}/venv serve"]
+    assert main(["check", "h", *options]) == 2  # CRITICAL: the incident's config
+    out = capsys.readouterr().out
+    assert (f"runtime-activation: run `vllm-console restart h --local --log {tree.log} "
+            f"--match '{tree.root}/venv serve' --trace`") in out

@@ -27,8 +27,9 @@ from vllm_console.checks import (
     run_chain,
 )
 from vllm_console.checks.models import EXIT_UNKNOWN
+from vllm_console.checks.restart_hint import HowToRestart
 from vllm_console.console.cli.commands.common import EXPECTED as COMMON_EXPECTED
-from vllm_console.console.cli.commands.common import emit, emit_json
+from vllm_console.console.cli.commands.common import emit, emit_json, host_words
 from vllm_console.console.output.display import safe_text
 from vllm_console.console.transport.connect import host_config_from_args, make_host
 
@@ -83,7 +84,8 @@ async def _check(args: argparse.Namespace) -> ChainReport:
     try:
         await host.connect()
         report = await run_chain(host, config.serve, profile=profile, reference=reference,
-                                 host_label=config.name)
+                                 host_label=config.name,
+                                 restart=HowToRestart.for_host(host_words(args, args.host)))
     finally:
         await host.close()
     return report

@@ -8,6 +8,7 @@ are); anything else is a bug of ours, shown on one line that asks for a report.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ from vllm_console.console.transport.host import HostError
 
 EXIT_COULD_NOT_RUN = 2
 __all__ = ["EXPECTED", "EXIT_COULD_NOT_RUN", "CommandError", "emit", "emit_json", "failure_line",
-           "one_line", "reason"]
+           "host_words", "one_line", "reason"]
 
 
 class CommandError(Exception):
@@ -57,3 +58,28 @@ def _write(text: str, out: TextIO) -> None:
     except BrokenPipeError:
         # Also keeps the interpreter's flush at exit from complaining about the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+
+
+# The host options that choose which host and how it is reached (not `--readonly`: a restart
+# refuses it; not `--accept-new`: the key is recorded by then).
+_HOST_OPTIONS = (("config", "--config"), ("known_hosts", "--known-hosts"),
+                 ("identity", "--identity"))
+
+
+def host_words(args: argparse.Namespace, name: str) -> list[str]:
+    """HOST and the options typed that chose its settings: a hint's `vllm-console restart
+    ...` reaches the same host with the same settings only with all of them."""
+    from vllm_console.console.settings import overrides
+
+    words = [name]
+    for dest, flag in _HOST_OPTIONS:
+        value = getattr(args, dest, None)
+        if value:
+            words += [flag, str(value)]
+    if getattr(args, "local", False):
+        words.append("--local")
+    for dest, *_ in overrides():
+        value = getattr(args, dest, None)
+        if value not in (None, ""):
+            words += [f"--{dest.replace('_', '-')}", str(value)]
+    return words

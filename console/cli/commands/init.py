@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 from vllm_console.console.cli.commands.common import CommandError, emit
@@ -73,5 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write {path}: {exc.strerror}") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(TEMPLATE)
-    emit(f"wrote {path}: fill in a [hosts.NAME] table, then run `vllm-console NAME`")
+    # The file was named: the command that opens its hosts must name it too.
+    opens = f"vllm-console --config {shlex.quote(str(path))} NAME" if args.config else \
+        "vllm-console NAME"
+    emit(f"wrote {path}: fill in a [hosts.NAME] table, then run `{opens}`")
     return 0

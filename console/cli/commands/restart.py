@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from vllm_console.console.cli.commands.common import EXPECTED as COMMON_EXPECTED
@@ -29,6 +30,9 @@ from vllm_console.console.transport.connect import host_config_from_args, make_h
 
 # `cli.main` reports these on one line with exit 2: the restart could not run.
 EXPECTED = (*COMMON_EXPECTED, RestartError)
+CANCELLED = "cancelled: nothing was changed"
+INTERRUPTED = 130
+"""Ctrl+C's exit status (128 + SIGINT), as for every command."""
 
 
 def _progress(step: RestartStep) -> None:
@@ -43,15 +47,32 @@ def confirm(answer: str | None) -> bool:
     return (answer or "").strip().lower() in ("y", "yes")
 
 
-def _ask(plan: RestartPlan) -> bool:
+async def _ask(plan: RestartPlan) -> bool:
     emit(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
     for line in plan.describe().splitlines():
         emit(f"  {safe_text(line, 1000)}")
+    return confirm(await read_line("Restart now? [y/N] "))
+
+
+async def read_line(prompt: str) -> str:
+    """One line typed at the terminal ("" at end of input), read on the event loop: Ctrl+C
+    cancels the wait at once. (`input()` on a worker thread went on waiting for Enter after
+    Ctrl+C: the interrupted loop waits for its threads before it ends.)"""
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    loop = asyncio.get_running_loop()
+    fd = sys.stdin.fileno()
+    typed: asyncio.Future[bytes] = loop.create_future()
+
+    def readable() -> None:
+        if not typed.done():
+            typed.set_result(os.read(fd, 4096))
+
+    loop.add_reader(fd, readable)
     try:
-        answer = input("Restart now? [y/N] ")
-    except EOFError:
-        answer = ""
-    return confirm(answer)
+        return (await typed).decode(errors="replace")
+    finally:
+        loop.remove_reader(fd)
 
 
 def report(result: RestartResult) -> None:
@@ -83,8 +104,16 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
     try:
         await host.connect()
         plan = await plan_restart(host, config, trace=bool(args.trace))
-        if not args.yes and not await asyncio.to_thread(_ask, plan):
-            raise CommandError("cancelled: nothing was changed")
+        try:
+            go = args.yes or await _ask(plan)
+        except asyncio.CancelledError:
+            # Ctrl+C at the question (asyncio.run cancels this task on SIGINT): the same
+            # answer as `n`, said at once, with Ctrl+C's status.
+            emit("")
+            emit(f"vllm-console restart: {CANCELLED}", sys.stderr)
+            return INTERRUPTED
+        if not go:
+            raise CommandError(CANCELLED)
         if args.yes:
             emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
         result = await restart(host, config, trace=bool(args.trace), plan=plan,
@@ -103,4 +132,4 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("not asking without a terminal: pass --yes to restart without "
                            "confirmation")
     code = asyncio.run(_restart(config, args))
-    return code if code in (0, 1, 2) else Outcome.ERROR.exit_status
+    return code if code in (0, 1, 2, INTERRUPTED) else Outcome.ERROR.exit_status

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vllm_console.console.cli.commands.common import CommandError
+from vllm_console.console.cli.commands.common import CommandError, host_words
 
 if TYPE_CHECKING:
     from vllm_console.console.session.host_session import HostSession
@@ -76,11 +76,12 @@ def hosts_sessions(args: argparse.Namespace) -> list[HostSession | PendingSessio
         if entry is not None and entry.url and not entry.ssh and not entry.local:
             return url_pending(key, entry.url, entry)  # URL-only: no SSH
         config = host_config_from_args(args, name)
+        words = host_words(args, key)
 
         async def open_session() -> HostSession:
             from vllm_console.console.session.host_session import HostSession
 
-            return HostSession(config, make_host(config))
+            return HostSession(config, make_host(config), restart_words=words)
 
         return PendingSession(config.name, open_session, readonly=config.readonly)
 
