@@ -27,9 +27,11 @@ assert ssh_host.asyncssh.__version__
 # randomly drawn example once failed one CI run and passed the next). To look for new
 # examples, run them with HYPOTHESIS_PROFILE=explore (random draws, different on each run).
 # The developer's loop (`make check`) draws fewer of the same examples (tests/examples.py).
-settings.register_profile("suite", derandomize=True)
-settings.register_profile("explore", derandomize=False)
-settings.register_profile("loop", derandomize=True, max_examples=LOOP_EXAMPLES)
+# No per-example deadline: Hypothesis's 200 ms failed a parser property on a loaded machine (an
+# example took 368 ms beside other work); speed is the benchmarks' business, not a test's.
+settings.register_profile("suite", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
+settings.register_profile("loop", derandomize=True, max_examples=LOOP_EXAMPLES, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 # The tests must not pick up the developer's agent or keys by accident.
