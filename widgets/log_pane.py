@@ -444,7 +444,10 @@ class LogPane(Vertical, can_focus=False):
         prompt.placeholder = placeholder
         prompt.value = value
         prompt.remove_class("hidden")
-        prompt.focus()
+        # At once, not after the queued events (`focus()` waits for them): keys typed right
+        # after `/` (a paste, a fast typist, tmux send-keys) are already queued, and would
+        # otherwise reach the pane and the screen as commands.
+        self.screen.set_focus(prompt)
 
     @on(Input.Submitted, "#log-prompt")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -455,14 +458,14 @@ class LogPane(Vertical, can_focus=False):
             self.set_search(event.value)
         else:
             self.set_filter(event.value)
-        self._log.focus()
+        self.screen.set_focus(self._log)  # `n` typed right after Enter steps, as in less
 
     def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
         prompt = self._prompt
         if event.key == "escape" and prompt.has_focus:
             event.stop()
             prompt.add_class("hidden")
-            self._log.focus()
+            self.screen.set_focus(self._log)
 
     def _update_status(self) -> None:
         parts = ["following" if self.follow else "paused (F to follow)", f"level {self.level}"]
