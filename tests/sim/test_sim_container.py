@@ -304,6 +304,25 @@ def test_restart_restarts_the_container_in_place(boxed: SimTree, tmp_path: Path)
     assert "Application startup complete." in new_run.stdout + new_run.stderr
 
 
+async def test_r_says_before_asking_that_the_container_cannot_be_made_again(
+        boxed: SimTree) -> None:
+    """`R` in the container demo showed a dialog describing a full recreation, and failed
+    only after the person confirmed it: the plan (what the dialog shows) is refused now."""
+    from vllm_console.console.cli.commands.demo import container_demo_config
+    from vllm_console.console.session.host_session import ActionError, HostSession
+    from vllm_console.console.transport.local_host import LocalHost
+
+    session = HostSession(container_demo_config(boxed), LocalHost("demo"),
+                          scenario="container")
+    try:
+        with pytest.raises(ActionError, match="refuses here .*does not create containers"):
+            await session.plan_restart(trace=True)
+        plan = await session.plan_restart(trace=False)  # in place: offered as before
+        assert plan.command == f"docker restart {NAME}"
+    finally:
+        await session.close()
+
+
 def test_a_traced_restart_stops_nothing_and_says_the_stand_in_makes_no_containers(
         boxed: SimTree, tmp_path: Path) -> None:
     """`R` on the simulated container needs it made again, which only a real daemon does
@@ -317,8 +336,9 @@ def test_a_traced_restart_stops_nothing_and_says_the_stand_in_makes_no_container
     out = done.stdout + done.stderr
     assert done.returncode != 0, out
     assert "Traceback" not in out
-    assert "nothing was stopped" in out
+    assert "nothing was changed" in out
     assert "stand-in does not create containers" in out
+    assert "restarting on" not in out, "refused when planned, before the confirmation"
     after = inspect(boxed)
     assert after["State"]["Pid"] == before["State"]["Pid"]
     assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
