@@ -212,7 +212,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     serve = found.process
     if serve is not None and serve.container is not None:
         plan = _container_plan(host, config, found, trace=trace, bundle=bundle, watch=watch)
-        if plan.recreate and not plan.compose[0]:
+        if plan.recreate and not plan.compose[0] and plan.container is not None:
             await _can_create(host, plan.container[0])
         return plan
     pid = serve.pid if serve is not None else None
