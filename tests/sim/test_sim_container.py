@@ -262,6 +262,28 @@ async def test_the_live_screen_sees_the_containers_server_running_and_its_draft(
         await session.host.close()
 
 
+async def test_the_gpu_pane_names_the_container_of_the_memory_holder(boxed: SimTree) -> None:
+    """The README promises `[NAME]` beside a container's GPU process; the simulated container
+    (its cgroup names no container) showed `? pid N`: the pane takes the container's
+    processes from discovery too."""
+    from tests.app_support import screen_text, wait_until
+    from vllm_console.console.cli.commands.demo import container_demo_config
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.tui.app import ConsoleApp
+
+    session = HostSession(container_demo_config(boxed), LocalHost("demo"),
+                          scenario="container")
+    app = ConsoleApp([session], autostart_checks=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: "holding GPU memory:" in screen_text(app)
+                         and "pid" in screen_text(app).split("holding GPU memory:")[1], 30,
+                         "the GPU holders")
+        await wait_until(pilot, lambda: f"[{NAME}]" in screen_text(app), 10, "[vllm-sim]")
+        holders = screen_text(app).split("holding GPU memory:")[1].splitlines()[0]
+        assert "? pid" not in holders, holders
+        assert "VLLM::EngineCor pid" in holders, holders
+
+
 def test_status_json_shows_the_container_and_reads_its_log(boxed: SimTree,
                                                             tmp_path: Path) -> None:
     done = console("status", "box", "--config", str(hosts_file(boxed, tmp_path / "h.toml")),

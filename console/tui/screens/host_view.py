@@ -230,7 +230,9 @@ class HostView(Screen[None]):
         elif isinstance(event, ev.GpuSampled):
             box = snap.serve.container
             self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample),
-                                containers={box.id: box.name} if box is not None else {})
+                                containers={box.id: box.name} if box is not None else {},
+                                boxed={pid: (name, box.name) for pid, name in
+                                       snap.serve.processes} if box is not None else {})
             self._last_data_at = time.monotonic()
         elif isinstance(event, ev.LogLinesReceived):
             self._last_data_at = time.monotonic()
