@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from textual import events
 
-from tests.app_support import screen_text
+from tests.app_support import screen_text, wait_until
 from tests.snapshot_support import DRAFT_DIR, replay_app
 from vllm_console.console.tui.app import ConsoleApp
 from vllm_console.console.tui.screens.host import HostScreen
@@ -145,6 +145,7 @@ async def test_keys_typed_right_after_slash_land_in_the_search_box() -> None:
         screen = host(app)
         theme = app.theme
         for pane in (screen.log_pane.log_widget, screen.checklist):
+            screen.log_pane.set_search("")
             screen.set_focus(pane)
             await pilot.pause()
             for key, char in (("slash", "/"), ("t", "t"), ("a", "a"), ("slash", "/"),
@@ -153,8 +154,19 @@ async def test_keys_typed_right_after_slash_land_in_the_search_box() -> None:
                 event.set_sender(app)
                 assert app._driver is not None
                 app._driver.send_message(event)  # all queued before the first is handled
-            await pilot.pause(0.2)
+            await wait_until(pilot, lambda: app.focused is screen.log_pane.log_widget
+                             and screen.log_pane._search_text != "", 5, "the search")
             assert app.theme == theme
             assert len(app.screen_stack) == 2
             assert screen.log_pane._search_text == "ta/r"  # `/` in the box is typed
             assert app.focused is screen.log_pane.log_widget
+        # The filter prompt, opened by `f` in the log pane, the same way.
+        for key, char in (("f", "f"), ("t", "t"), ("f", "f"), ("enter", "\r")):
+            event = events.Key(key, char)
+            event.set_sender(app)
+            assert app._driver is not None
+            app._driver.send_message(event)
+        await wait_until(pilot, lambda: app.focused is screen.log_pane.log_widget
+                         and screen.log_pane._filter_text != "", 5, "the filter")
+        assert app.theme == theme
+        assert screen.log_pane._filter_text == "tf"
