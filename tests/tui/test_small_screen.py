@@ -109,6 +109,16 @@ async def test_the_header_at_80_columns_is_never_cut_mid_word() -> None:
         assert line.split()[-1].endswith("…"), "the activity says it goes on"
         for kept in ("gpu1", "connected", "restart:"):
             assert kept in line
+        # The serving figures under it, one line in this layout, likewise: each word is one
+        # of the whole line's (as a 200-column terminal shows it).
+        strip = screen_text(app).splitlines()[1].rstrip()
+        await pilot.resize_terminal(200, 24)
+        await pilot.pause(0.2)
+        figures = screen_text(app).splitlines()[1].split()
+        assert strip.split()[0] == "engine"
+        assert all(word in figures for word in strip.split()), (strip, figures)
+        assert strip.count("[") == strip.count("]"), strip  # not `[<5` of `[<5 s ago]`
+        assert " ".join(strip.split()) in " ".join(figures), (strip, figures)
 
 
 async def test_slash_searches_the_log_from_any_pane() -> None:
