@@ -57,6 +57,7 @@ def main() -> int:
     from vllm_console.console.session.host_session import HostSession
     from vllm_console.console.settings import ChecksSettings, HostConfig, ServeSettings
     from vllm_console.console.transport.local_host import LocalHost
+    from vllm_console.console.tui import hangup
     from vllm_console.console.tui.app import ConsoleApp
 
     root = Path(tempfile.mkdtemp(prefix="vllm-console-real-demo-"))
@@ -68,6 +69,9 @@ def main() -> int:
                      speculative_config=dflash_spec(drafter), user=user,
                      extra_env={MARK: str(root)})
     traffic = Traffic(srv.url, str(fixture.target))
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the real server: without
+    # this they ended the process where it stood, and the server ran on, 2-3 GB, for good.
+    hangup.install()
     try:
         srv.start()
         print(f"real vLLM: vllm serve started (pid {srv.pid}, {srv.url}, log {srv.log}); "
@@ -81,8 +85,7 @@ def main() -> int:
                                 match=f"serve {fixture.target}"),
             checks=ChecksSettings(reference=str(fixture.reference)))
         app = ConsoleApp([HostSession(config, LocalHost("real-demo"))])
-        app.run()
-        return app.return_code or 0
+        return hangup.run(app) or app.return_code or 0
     finally:
         traffic.stop()
         stop_processes(lambda: marked_processes(MARK, str(root)))

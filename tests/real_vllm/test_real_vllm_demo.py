@@ -1,6 +1,7 @@
 """`make demo-real` in a real terminal: the console on a real `vllm serve` shows a real
 acceptance figure (it sent no request before, and the spec pane stayed "no drafts seen yet"),
-and `q` leaves nothing running."""
+and closing the terminal leaves nothing running (a hang-up ended the demo where it stood, and
+the real server ran on)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,8 @@ def test_demo_real_drives_traffic_so_acceptance_shows(real_vllm: RealVllm,
         assert demo_processes(tmp_path), "the demo's server did not start"
         screen = terminal.wait_for(lambda s: "acceptance length" in s, timeout=420)
         assert "no drafts seen yet" not in screen
-        assert terminal.quit(timeout=60), "q did not quit"
     finally:
-        terminal.stop()
+        terminal.stop()  # the terminal closed: the server must stop all the same
     deadline = time.monotonic() + 30
     while demo_processes(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.5)
