@@ -70,9 +70,10 @@ def log_texts() -> list[str]:
 
 def report() -> ChainReport:
     def link(id_: str, title: str, status: Status, summary: str, hint: str = "",
-             evidence: tuple[Evidence, ...] = ()) -> LinkResult:
+             evidence: tuple[Evidence, ...] = (), details: dict[str, Any] | None = None
+             ) -> LinkResult:
         return LinkResult(id=id_, title=title, status=status, summary=summary, hint=hint,
-                          evidence=evidence)
+                          evidence=evidence, details=details or {})
 
     return ChainReport(host=HOST, profile="dflash-swa", seconds=0.9, links=(
         link("code-present", "Code present", Status.PASS,
@@ -98,7 +99,10 @@ def report() -> ChainReport:
                             "reference z-lab/Qwen3.6-27B-DFlash (shipped with profile "
                             "dflash-swa)\nFAIL  mask_token_id 248064 != reference 248070\n"
                             "FAIL  target_layer_ids [1,17,33,49,63] != reference "
-                            "[1,16,31,46,61]\nOK    sliding_window matches"))),
+                            "[1,16,31,46,61]\nOK    sliding_window matches")),
+             {"findings": [{"level": "fail", "check": f"reference:{key}"} for key in
+                           ("mask_token_id", "target_layer_ids", "layer_types")],
+              "file": f"{DRAFT_DIR}/config.json"}),
     ), broken_link="runtime-activation", root_cause="config-correct")
 
 

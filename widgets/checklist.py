@@ -95,6 +95,38 @@ def _unproven(link: LinkResult, readonly: bool) -> str:
     return NOT_PROVEN_READONLY if readonly else NOT_PROVEN
 
 
+def culprit(link: LinkResult) -> tuple[str, str]:
+    """What is wrong, from the link's findings: the first failing field (`+N` more) and the
+    file on disk that holds it ("" each when the link does not say)."""
+    fields = [str(f.get("check", "")).removeprefix("reference:")
+              for f in link.details.get("findings", ()) if f.get("level") == "fail"]
+    field = fields[0] + (f" +{len(fields) - 1}" if len(fields) > 1 else "") if fields else ""
+    return field, str(link.details.get("file") or "")
+
+
+def short_path(path: str, width: int) -> str:
+    """`path` in `width` cells: whole, else its last parts after `…/` (the file's name at
+    least)."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    for keep in range(len(parts) - 1, 0, -1):
+        tail = "…/" + "/".join(parts[-keep:])
+        if len(tail) <= width:
+            return tail
+    return "…/" + parts[-1]
+
+
+def culprit_words(link: LinkResult, width: int) -> str:
+    """`mask_token_id +2 in …/DFlash/config.json`, in about `width` cells; "" when the link
+    names neither."""
+    field, path = culprit(link)
+    if not path:
+        return field
+    lead = f"{field} in " if field else "in "
+    return lead + short_path(path, max(14, width - len(lead)))
+
+
 def first_to_look_at(report: ChainReport) -> int:
     """The row Tab lands on: the root cause, else the first link that did not pass."""
     ids = [link.id for link in report.links]
@@ -174,6 +206,11 @@ class Checklist(OptionList):
             for label, tone in marks(link, report, self.readonly):
                 mark = status_style(self, tone)
                 text.append(f" {label} ", style=mark + (BOLD_REVERSE if tone == "fail" else BOLD))
+            if link.id == report.root_cause:  # the field and the file to fix, on the row
+                words = culprit_words(link, self.scrollable_content_region.width
+                                      - text.cell_len - 2)
+                if words:
+                    text.append(f" {words}", style=colour + BOLD)
             if self.detail_lines:
                 for line in fit(link.summary, width - 2, self.detail_lines):
                     text.append(f"\n  {line}")

@@ -42,6 +42,9 @@ class GpuView:
     """Why there is no sample, when there cannot be one (a URL-only server)."""
     containers: dict[str, str] = field(default_factory=dict)
     """Container names by id (the server's), for the processes that run in one."""
+    boxed: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """The server's container's processes, pid -> (name, container name), from discovery:
+    for a runtime whose cgroup names no container id (the pane shows [NAME] either way)."""
 
 
 def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
@@ -109,10 +112,13 @@ class GpuPane(Widget):
         text = Text("\nholding GPU memory: ", style="dim")
         for gp in sample.gpu_procs:
             proc = by_pid.get(gp.pid)
-            name = proc.name if proc else "?"
+            boxed = self.view.boxed.get(gp.pid)
+            name = proc.name if proc else boxed[0] if boxed else "?"
             mem = "?" if gp.used_mib is None else f"{gp.used_mib / 1024:.1f} GiB"
             if gp.container:
                 mem = f"[{self.view.containers.get(gp.container) or gp.container[:12]}] {mem}"
+            elif boxed:
+                mem = f"[{boxed[1]}] {mem}"
             if proc is not None and _is_orphan(proc, sample):
                 text.append(f" ORPHANED {name} pid {gp.pid} {mem} ",
                             style=status_style(self, "fail") + Style(bold=True, reverse=True))

@@ -67,36 +67,92 @@ class HostHeader(Widget):
     colour says whether it is live); the full values are in the wide layout."""
 
     def render(self) -> Text:
-        text = Text()
+        return self.fitted(self.size.width or 10_000)
+
+    def segments(self) -> list[tuple[int, Text]]:
+        """The header's pieces in the order shown, each with its rank: on a narrow terminal
+        the lowest rank gives way first (DROP_ORDER), never a word cut in half."""
+        segments: list[tuple[int, Text]] = []
+
+        def add(rank: int, words: str, style: Style | str = "") -> None:
+            segments.append((rank, Text(words, style=style)))
+
         if not self.compact:
-            text.append(" vllm-console ",
-                        style=status_style(self, "accent") + Style(bold=True, reverse=True))
-        text.append(f" {self.host_name} ", style="bold")
+            add(_BADGE, " vllm-console ",
+                status_style(self, "accent") + Style(bold=True, reverse=True))
+        add(_KEEP, f" {self.host_name} ", "bold")
         if self.scenario:
-            text.append("(sim) " if self.compact else f"(simulated: {self.scenario}) ",
-                        style="italic")
-        text.append(f"● {describe_link(self.link, why=not self.compact)}",
-                    style=status_style(self, self.link.state.status) + BOLD)
+            add(_SCENARIO, "(sim) " if self.compact else f"(simulated: {self.scenario}) ",
+                "italic")
+        add(_KEEP, f"● {describe_link(self.link, why=not self.compact)}",
+            status_style(self, self.link.state.status) + BOLD)
         if self.engine_alert:
             alert = self.engine_alert.split(":", 1)[0] if self.compact else \
                 self.engine_alert[:160]
-            text.append(f"  {alert} ", style=status_style(self, "fail") + Style(bold=True,
-                                                                                reverse=True))
+            add(_KEEP, f"  {alert} ", status_style(self, "fail") + Style(bold=True,
+                                                                        reverse=True))
         if self.stale:
-            text.append(f" · stale, {describe_age(self.data_age_s)}",
-                        style=status_style(self, "warn") + BOLD)
+            add(_STALE, f" · stale, {describe_age(self.data_age_s)}",
+                status_style(self, "warn") + BOLD)
         for label, value in (("gpu", self.sources.gpu), ("log", self.sources.log),
                              ("metrics", self.sources.metrics)):
             if label not in self.chips:
                 continue
             good = value not in _NO_SOURCE and not self.stale
-            text.append(" " if self.compact else "  ")
-            chip = f" {label} " if self.compact else f" {label}:{value} "
-            text.append(chip, style=status_style(self, "ok") + Style(reverse=True)
+            chip = Text(" " if self.compact else "  ")
+            chip.append(f" {label} " if self.compact else f" {label}:{value} ",
+                        style=status_style(self, "ok") + Style(reverse=True)
                         if good else status_style(self, "unknown"))
+            segments.append((_CHIPS, chip))
         if self.activity:
-            text.append(f"  {self.activity}", style="bold")
+            add(_ACTIVITY, f"  {self.activity}", "bold")
         if self.readonly:
-            text.append("  READONLY ", style=status_style(self, "warn") + Style(bold=True,
-                                                                              reverse=True))
-        return text
+            add(_KEEP, "  READONLY ", status_style(self, "warn") + Style(bold=True,
+                                                                       reverse=True))
+        return segments
+
+    def fitted(self, width: int) -> Text:
+        """The header in `width` cells: whole when it fits; else the lowest-ranked pieces
+        give way, and what the server is doing is shortened at a word (with …) before it
+        goes."""
+        segments = self.segments()
+        used = sum(t.cell_len for _, t in segments)
+        for rank in DROP_ORDER:
+            if used <= width:
+                break
+            for index in range(len(segments) - 1, -1, -1):
+                seg_rank, text = segments[index]
+                if seg_rank != rank or used <= width:
+                    continue
+                shorter = _shorten(text, text.cell_len - (used - width)) \
+                    if rank == _ACTIVITY else None
+                used -= text.cell_len
+                if shorter is not None:
+                    segments[index] = (rank, shorter)
+                    used += shorter.cell_len
+                else:
+                    del segments[index]
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for _, text in segments:
+            line.append_text(text)
+        return line
+
+
+def _shorten(text: Text, width: int) -> Text | None:
+    """`text` cut at the last word that fits in `width` cells, with …; None when not even
+    two words would."""
+    plain = text.plain
+    if width < 12:
+        return None
+    cut = plain.rfind(" ", 0, width - 1)
+    head = plain[:cut].rstrip(" ·:,")
+    if len(head.split()) < 2:
+        return None
+    shortened = text[: len(head)]
+    shortened.append("…", style=text.style)
+    return shortened
+
+
+# Ranks of the header's pieces; DROP_ORDER: which give way first on a narrow terminal.
+_KEEP, _BADGE, _SCENARIO, _CHIPS, _ACTIVITY, _STALE = range(6)
+DROP_ORDER = (_BADGE, _SCENARIO, _CHIPS, _ACTIVITY, _STALE)

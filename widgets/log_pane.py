@@ -85,10 +85,14 @@ class LogPane(Vertical, can_focus=False):
     COMPONENT_CLASSES = {f"log--{look}" for look in _LOOKS}
 
     BINDINGS = [
-        Binding("slash", "search", "Search", id="log.search"),
+        # The keys that open the prompt are priority keys: they run as they are read, so the
+        # keys typed right behind them (a paste, a fast typist) reach the prompt, never the
+        # screen's or the app's bindings (`t` switched the theme). In the prompt they are
+        # typed (`check_action`).
+        Binding("slash", "search", "Search", priority=True, id="log.search"),
         Binding("n", "next_match", "Next match", show=False, id="log.next"),
         Binding("N", "prev_match", "Previous match", show=False, id="log.prev"),
-        Binding("f", "filter", "Filter", id="log.filter"),
+        Binding("f", "filter", "Filter", priority=True, id="log.filter"),
         Binding("F", "toggle_follow", "Follow", id="log.follow"),
         Binding("l", "cycle_level", "Level", id="log.level"),
         Binding("e", "engine_start", "Engine start", show=False, id="log.engine_start"),
@@ -425,6 +429,13 @@ class LogPane(Vertical, can_focus=False):
             self._log.auto_scroll = follow
             self._update_status()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # In the prompt, `/` and `f` are characters of the query. `screen.focused`, not
+        # `has_focus`: that follows the Focus event, still queued when the keys typed right
+        # behind `/` arrive.
+        return not (action in ("search", "filter") and self.is_attached
+                    and self.screen.focused is self._prompt)
+
     def action_search(self) -> None:
         self._open_prompt("search", self._search_text, "search (regex)  enter: find  esc: cancel")
 
@@ -444,7 +455,10 @@ class LogPane(Vertical, can_focus=False):
         prompt.placeholder = placeholder
         prompt.value = value
         prompt.remove_class("hidden")
-        prompt.focus()
+        # At once, not after the queued events (`focus()` waits for them): keys typed right
+        # after `/` (a paste, a fast typist, tmux send-keys) are already queued, and would
+        # otherwise reach the pane and the screen as commands.
+        self.screen.set_focus(prompt)
 
     @on(Input.Submitted, "#log-prompt")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -455,14 +469,14 @@ class LogPane(Vertical, can_focus=False):
             self.set_search(event.value)
         else:
             self.set_filter(event.value)
-        self._log.focus()
+        self.screen.set_focus(self._log)  # `n` typed right after Enter steps, as in less
 
     def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
         prompt = self._prompt
         if event.key == "escape" and prompt.has_focus:
             event.stop()
             prompt.add_class("hidden")
-            self._log.focus()
+            self.screen.set_focus(self._log)
 
     def _update_status(self) -> None:
         parts = ["following" if self.follow else "paused (F to follow)", f"level {self.level}"]

@@ -188,8 +188,19 @@ class ServingStrip(Widget):
         return [load, latency, outcomes]
 
     def _one_line(self, view: ServingView) -> Text:
-        """80 columns: the state, the load and the p99s, then what is cut first when the line
-        is too long (throughput, KV, the age)."""
+        """80 columns: the state, the load and the p99s, then what gives way, whole, when the
+        line is too long (the age, then KV, then throughput): never a figure cut in half."""
+        text = self._one_line_parts(view)
+        width = self.size.width or 10_000
+        while len(text) > 1 and sum(t.cell_len for t in text) > width:
+            text.pop()
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for part in text:
+            line.append_text(part)
+        return line
+
+    def _one_line_parts(self, view: ServingView) -> list[Text]:
+        """The one line's pieces, what must stay first."""
         text = self._engine(view)
         text.append(f" · {_num(view.running)}/{_num(view.waiting)} run/wait · p99")
         latency = view.latency or {}
@@ -199,9 +210,8 @@ class ServingStrip(Widget):
             shown = "?" if p99 is None else (f"{p99 * 1000:.0f} ms" if p99 < 1
                                              else f"{p99:.1f} s")
             text.append(f" {name} {shown}")
-        text.append(f" · {_num(view.generation_tps, '.0f')} tok/s"
-                    f" · KV {_num(view.kv_cache_usage_pct, '.0f', '%')}")
         newest = min((a for a in (view.load_age_s, view.serving_age_s) if a is not None),
                      default=None)
-        text.append(f" [{describe_age(newest)}]", style=Style(dim=True))
-        return text
+        return [text, Text(f" · {_num(view.generation_tps, '.0f')} tok/s"),
+                Text(f" · KV {_num(view.kv_cache_usage_pct, '.0f', '%')}"),
+                Text(f" [{describe_age(newest)}]", style=Style(dim=True))]

@@ -188,7 +188,9 @@ def evaluate(spec: ConfigCorrectSpec, draft: ConfigRead, target: ConfigRead,
                      "draft's own figures")
     evidence.append(Evidence.make("draft-config-checks", "", None, "\n".join(lines)))
     details = {"findings": [f.__dict__ for f in findings],
-               "reference": reference.name if reference else None}
+               "reference": reference.name if reference else None,
+               # The file a person edits: the checklist's root-cause row names it.
+               "file": draft.path if needs_draft else None}
     ref_fails = [f for f in fails if f.check.startswith("reference:")]
     other = [f for f in fails if not f.check.startswith("reference:")]
     if fails:

@@ -211,8 +211,10 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     found, python = await _resolve(host, config, config.serve.python or "python3", scripts)
     serve = found.process
     if serve is not None and serve.container is not None:
-        return _container_plan(host, config, found, trace=trace, bundle=bundle,
-                               watch=watch)
+        plan = _container_plan(host, config, found, trace=trace, bundle=bundle, watch=watch)
+        if plan.recreate and not plan.compose[0] and plan.container is not None:
+            await _can_create(host, plan.container[0])
+        return plan
     pid = serve.pid if serve is not None else None
     notes = list(found.notes)
     key = last_key(host.name)
@@ -362,6 +364,19 @@ def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace:
         bundle=bundle, hook_dir=hook_dir, recreate=recreate, container_argv=tuple(argv),
         container=(box.runtime, box.ref, box.id, policy), last_key=last_key(host.name),
         compose=compose)
+
+
+async def _can_create(host: Host, runtime: str) -> None:
+    """Refuse a recreation the runtime cannot do before anyone is asked to confirm it (the
+    simulated host's stand-in makes no containers; a runtime without `create` neither):
+    the dialog would describe it, and it would fail after the yes."""
+    done = await host.run([runtime, "create", "--help"], timeout=20)
+    if not done.ok:
+        said = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
+        raise RestartError(
+            f"{host.name}: this restart makes the container again, and `{runtime} create` "
+            f"refuses here ({said[0] if said else f'exit {done.exit_status}'}); nothing "
+            "was changed (a plain restart, r, restarts the container in place)")
 
 
 def recreate_command(runtime: str, ref: str, compose: tuple[str, str] = ("", "")) -> str:

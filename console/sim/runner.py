@@ -161,15 +161,59 @@ def stop(target: SimTree | subprocess.Popen[bytes] | int, timeout: float = 10.0)
     return pids
 
 
-def run_foreground(tree: SimTree, *, out: TextIO | None = None) -> int:
+RELAUNCH_WAIT_S = 10.0
+"""After the server stops on someone else's signal, how long `vllm-console sim` waits for a
+restart (the console's `r`) to relaunch it before it exits: the restart launches the new
+server once the old one's GPU memory and port are free, a second or two after it exited."""
+
+
+def relaunched_server(tree: SimTree, gone: int) -> int | None:
+    """The tree's server that someone else launched after `gone` stopped (a restart's
+    relaunch): a process of the tree's interpreter running `serve` whose parent is not one."""
+    servers = {}
+    for pid in tree_processes(tree):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        stat = _stat(pid)
+        if pid != gone and b"serve" in argv and stat is not None:
+            servers[pid] = int(stat[1])
+    tops = sorted(pid for pid, ppid in servers.items() if ppid not in servers)
+    return tops[0] if tops else None
+
+
+def _stop_one(pid: int) -> None:
+    """SIGTERM to a server this process did not start: to its group when it leads one."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid and pid != os.getpgid(0):
+            os.killpg(pid, signal.SIGTERM)
+        else:
+            os.kill(pid, signal.SIGTERM)
+
+
+def run_foreground(tree: SimTree, *, out: TextIO | None = None,
+                   relaunch_wait_s: float = RELAUNCH_WAIT_S) -> int:
     """Run the server until it exits or Ctrl-C/SIGTERM arrives (forwarded to the whole tree);
-    return the server's exit status."""
+    return the server's exit status.
+
+    A restart from the console stops the server and launches a new one, which is not this
+    process's child: it is followed as the server from then on (Ctrl-C stops it), so that
+    `sim` neither exits under a restart nor leaves the relaunched server behind."""
     out = out or sys.stdout
     proc = start_background(tree)
+    current = proc.pid  # the server followed now: ours, or a restart's relaunch
+    adopted = False
+    stopping = False
 
     def forward(signum: int, frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        nonlocal stopping
+        stopping = True
+        if current == proc.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            _stop_one(current)
 
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -180,17 +224,40 @@ def run_foreground(tree: SimTree, *, out: TextIO | None = None) -> int:
     print(f"  vllm serve pid {proc.pid}; output appended to {tree.log}", file=out)
     print(f"  url {tree.url}   python {tree.python}   nvidia-smi {tree.nvidia_smi}", file=out)
     print("  Ctrl-C stops the server and its engine.", file=out, flush=True)
+    rc: int | None = None
     try:
-        announced = False
-        while proc.poll() is None:
-            if not announced and health(tree) == 200:
-                print(f"ready: {tree.url}/health answers 200", file=out, flush=True)
-                announced = True
-            time.sleep(0.5)
-        rc = proc.returncode
+        while True:
+            announced = False
+            while (proc.poll() is None) if current == proc.pid else _alive(current):
+                if not announced and health(tree) == 200:
+                    print(f"ready: {tree.url}/health answers 200", file=out, flush=True)
+                    announced = True
+                time.sleep(0.5)
+            rc = proc.returncode if current == proc.pid else None
+            if stopping or (rc is not None and rc > 0):
+                break  # stopped here, or failed on its own: no restart relaunches that
+            how = f"status {rc}" if rc is not None else "its end"
+            print(f"vllm serve pid {current} stopped ({how}) by another hand; waiting up to "
+                  f"{relaunch_wait_s:g} s for a restart to relaunch it (Ctrl-C: leave)",
+                  file=out, flush=True)
+            deadline = time.monotonic() + relaunch_wait_s
+            found = None
+            while found is None and not stopping and time.monotonic() < deadline:
+                found = relaunched_server(tree, current)
+                time.sleep(0.2)
+            if found is None:
+                break
+            current, adopted = found, True
+            print(f"relaunched: following vllm serve pid {found}; Ctrl-C stops it",
+                  file=out, flush=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         stop(proc, timeout=5)
+        if adopted:
+            stop(tree, timeout=5)  # the relaunched server and its engine
+    if rc is None:
+        print(f"vllm serve pid {current} stopped", file=out, flush=True)
+        return 0
     print(f"vllm serve exited with status {rc}", file=out, flush=True)
     return rc

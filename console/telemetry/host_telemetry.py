@@ -121,7 +121,10 @@ def serve_info(settings: ServeSettings, process: ServeProcess | None,
                      log=eff.log.value or None, url=eff.url.value or None,
                      target=eff.target.value or None, draft=eff.draft.value or None,
                      speculative=speculative_of(argv), warnings=eff.warnings,
-                     container=process.container if process is not None else None)
+                     container=process.container if process is not None else None,
+                     processes=() if process is None else (
+                         (process.pid, (process.argv or ("?",))[0].rsplit("/", 1)[-1]),
+                         *((c.pid, c.comm) for c in process.children)))
 
 
 def serve_info_from_tree(settings: ServeSettings, tree: ServeTree) -> ServeInfo:

@@ -113,6 +113,9 @@ class ServeInfo:
     `console.hostclient.discovery.effective_serve`'s warnings."""
     container: ServeContainer | None = None
     """The container whose main process the server is (None: a bare process)."""
+    processes: tuple[tuple[int, str], ...] = ()
+    """The server's processes as discovery saw them, (pid, name), the server first: a
+    container's are not the login user's bare processes, so the agent's tree lacks them."""
 
     @property
     def cmdline(self) -> str | None:

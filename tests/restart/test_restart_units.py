@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -994,6 +995,7 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
     from tests.fault_support import ctrl_c_once_launched
     from tests.sshd import free_port
     from vllm_console.console.sim import materialise, start_background, stop, wait_ready
+    from vllm_console.console.sim.runner import tree_processes
 
     tree = materialise("incident", tmp_path / "host", port=free_port(), startup_s=6)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -1005,6 +1007,12 @@ def test_ctrl_c_during_a_restart_lets_go_of_the_host(tmp_path: Path) -> None:
         code, err = ctrl_c_once_launched(words, env)
         assert code == 130, err
         assert "Traceback" not in err
+        # It says what it left running and how to stop it, not just "interrupted".
+        said = re.search(r"new vllm serve \(pid (\d+)\) is left running on h", err)
+        assert said, err
+        assert f"kill -TERM {said.group(1)}" in err
+        assert "vllm-console status h" in err
+        assert int(said.group(1)) in tree_processes(tree)
         second = subprocess.run(words, capture_output=True, text=True, env=env, timeout=120)
         assert "another restart is running" not in second.stdout + second.stderr
         assert second.returncode == 0, second.stdout + second.stderr

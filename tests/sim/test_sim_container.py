@@ -262,6 +262,28 @@ async def test_the_live_screen_sees_the_containers_server_running_and_its_draft(
         await session.host.close()
 
 
+async def test_the_gpu_pane_names_the_container_of_the_memory_holder(boxed: SimTree) -> None:
+    """The README promises `[NAME]` beside a container's GPU process; the simulated container
+    (its cgroup names no container) showed `? pid N`: the pane takes the container's
+    processes from discovery too."""
+    from tests.app_support import screen_text, wait_until
+    from vllm_console.console.cli.commands.demo import container_demo_config
+    from vllm_console.console.session.host_session import HostSession
+    from vllm_console.console.tui.app import ConsoleApp
+
+    session = HostSession(container_demo_config(boxed), LocalHost("demo"),
+                          scenario="container")
+    app = ConsoleApp([session], autostart_checks=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_until(pilot, lambda: "holding GPU memory:" in screen_text(app)
+                         and "pid" in screen_text(app).split("holding GPU memory:")[1], 30,
+                         "the GPU holders")
+        await wait_until(pilot, lambda: f"[{NAME}]" in screen_text(app), 10, "[vllm-sim]")
+        holders = screen_text(app).split("holding GPU memory:")[1].splitlines()[0]
+        assert "? pid" not in holders, holders
+        assert "VLLM::EngineCor pid" in holders, holders
+
+
 def test_status_json_shows_the_container_and_reads_its_log(boxed: SimTree,
                                                             tmp_path: Path) -> None:
     done = console("status", "box", "--config", str(hosts_file(boxed, tmp_path / "h.toml")),
@@ -304,6 +326,25 @@ def test_restart_restarts_the_container_in_place(boxed: SimTree, tmp_path: Path)
     assert "Application startup complete." in new_run.stdout + new_run.stderr
 
 
+async def test_r_says_before_asking_that_the_container_cannot_be_made_again(
+        boxed: SimTree) -> None:
+    """`R` in the container demo showed a dialog describing a full recreation, and failed
+    only after the person confirmed it: the plan (what the dialog shows) is refused now."""
+    from vllm_console.console.cli.commands.demo import container_demo_config
+    from vllm_console.console.session.host_session import ActionError, HostSession
+    from vllm_console.console.transport.local_host import LocalHost
+
+    session = HostSession(container_demo_config(boxed), LocalHost("demo"),
+                          scenario="container")
+    try:
+        with pytest.raises(ActionError, match="refuses here .*does not create containers"):
+            await session.plan_restart(trace=True)
+        plan = await session.plan_restart(trace=False)  # in place: offered as before
+        assert plan.command == f"docker restart {NAME}"
+    finally:
+        await session.close()
+
+
 def test_a_traced_restart_stops_nothing_and_says_the_stand_in_makes_no_containers(
         boxed: SimTree, tmp_path: Path) -> None:
     """`R` on the simulated container needs it made again, which only a real daemon does
@@ -317,8 +358,9 @@ def test_a_traced_restart_stops_nothing_and_says_the_stand_in_makes_no_container
     out = done.stdout + done.stderr
     assert done.returncode != 0, out
     assert "Traceback" not in out
-    assert "nothing was stopped" in out
+    assert "nothing was changed" in out
     assert "stand-in does not create containers" in out
+    assert "restarting on" not in out, "refused when planned, before the confirmation"
     after = inspect(boxed)
     assert after["State"]["Pid"] == before["State"]["Pid"]
     assert after["State"]["StartedAt"] == before["State"]["StartedAt"]

@@ -396,10 +396,13 @@ def test_a_tracing_hook_sees_the_layer_calls(launcher: Launcher, tmp_path: Path,
 
 @pytest.mark.programs
 def test_run_foreground_reports_and_returns_the_exit_status(launcher: Launcher) -> None:
+    """Stopped by another hand and not relaunched: it waits a moment for a restart's relaunch
+    (it says so), then exits with the server's status."""
     tree = launcher.tree("healthy")
     result: list[int] = []
     with tempfile.TemporaryFile("w+") as out:
-        thread = threading.Thread(target=lambda: result.append(run_foreground(tree, out=out)))
+        thread = threading.Thread(target=lambda: result.append(
+            run_foreground(tree, out=out, relaunch_wait_s=1.0)))
         thread.start()
         try:
             wait_for(lambda: health(tree) == 200, timeout=30)
@@ -410,6 +413,7 @@ def test_run_foreground_reports_and_returns_the_exit_status(launcher: Launcher) 
         out.seek(0)
         printed = out.read()
     assert result == [0]
+    assert "waiting up to 1 s for a restart to relaunch it" in printed
     assert str(tree.log) in printed
     assert tree.url in printed
     assert not tree_processes(tree)

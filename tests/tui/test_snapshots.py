@@ -32,7 +32,8 @@ def test_main_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     trend line, one point each), two GPUs (GPU0 busy, 125.7 GiB held by
     VLLM::EngineCore_DP0), acceptance length 1.17 in the fail colour against ~6.4 expected with
     per-position rates, the checklist with runtime activation `unknown` in amber ("not proven:
-    press R for a traced restart") and config correct `fail` in red (ROOT CAUSE), the draft
+    press R for a traced restart") and config correct `fail` in red (ROOT CAUSE, naming the
+    field and the file: "mask_token_id +2 in …/config.json"), the draft
     diff with mask_token_id, target_layer_ids and layer_types marked ✘, and the serve log
     ending in SpecDecoding lines."""
 

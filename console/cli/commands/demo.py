@@ -2,7 +2,8 @@
 
 No GPU, no sshd, no network: the simulated host is materialised in a private temporary
 directory, its fake `vllm serve` started in the background, and the console opened on it as a
-local host. Everything it started is stopped and removed on exit.
+local host. Everything it started is stopped and removed on exit; what the simulated host
+keeps between runs (its cache) lives in that directory too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     check_scenario(args.scenario)
     check_theme(args.theme)
     root = Path(tempfile.mkdtemp(prefix="vllm-console-demo-"))
+    use_private_cache(root)
     # A closed terminal (SIGHUP, a dead pty) or a kill (SIGTERM) must still stop the simulated
     # server and remove its tree: they end the app, or raise SystemExit before it runs, and
     # either way the `finally` below runs.
@@ -52,6 +54,16 @@ def run(args: argparse.Namespace) -> int:
                 stop(tree, timeout=5)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def use_private_cache(root: Path) -> None:
+    """The simulated host's per-user cache (the host side's copy, the launch and restart
+    records: `${XDG_CACHE_HOME:-~/.cache}/vllm-console` on a real host) inside the demo's
+    own directory: the demo leaves nothing behind in the user's home. The local host side
+    inherits this process's environment."""
+    import os
+
+    os.environ["XDG_CACHE_HOME"] = str(root / "cache")
 
 
 async def record(host, tree, pid: int) -> None:  # type: ignore[no-untyped-def]

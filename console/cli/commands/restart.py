@@ -35,7 +35,39 @@ INTERRUPTED = 130
 """Ctrl+C's exit status (128 + SIGINT), as for every command."""
 
 
-def _progress(step: RestartStep) -> None:
+_BEFORE_STOP = (Stage.PLANNED, Stage.STARTED, Stage.LOCKED, Stage.REFUSED, Stage.NOTE)
+"""Stages after which nothing on the host has changed yet."""
+
+
+class _Seen:
+    """What the progress said so far: what Ctrl+C leaves behind on the host."""
+
+    stage: Stage | None = None
+    new_pid: int | None = None
+
+
+def left_behind(host: str, seen: _Seen) -> str:
+    """What an interrupted restart left on the host, and how to see or stop it (the host-side
+    step goes on without the console: a stopped server is never left down)."""
+    if seen.stage is None or seen.stage in _BEFORE_STOP:
+        return f"interrupted before the server was stopped: nothing was changed on {host}"
+    status = f"`vllm-console status {host}`"
+    if seen.new_pid is None:
+        return (f"interrupted while the restart stopped the server: the restart goes on on "
+                f"{host} by itself and launches the new vllm serve; see it with {status}, "
+                "restart it again with `vllm-console restart` once it is up")
+    if seen.stage in (Stage.READY, Stage.VERIFIED):
+        return f"interrupted: the new vllm serve (pid {seen.new_pid}) is up on {host}"
+    return (f"interrupted: the new vllm serve (pid {seen.new_pid}) is left running on {host} "
+            f"and keeps starting; see it with {status}; stop it with `kill -TERM "
+            f"{seen.new_pid}` on the host (it stops its engine with it)")
+
+
+def _progress(step: RestartStep, seen: _Seen | None = None) -> None:
+    if seen is not None and step.stage not in (Stage.OTHER, Stage.LINK_LOST, Stage.LINK_BACK):
+        seen.stage = step.stage
+        if step.stage is Stage.LAUNCHED and step.pid:
+            seen.new_pid = step.pid
     if step.stage is Stage.PLANNED:
         return
     label = step.stage.value
@@ -99,7 +131,7 @@ def report(result: RestartResult) -> None:
             emit(f"  {safe_text(line, 1000)}", err)
 
 
-async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
+async def _restart(config: HostConfig, args: argparse.Namespace, seen: _Seen) -> int:
     host = make_host(config)
     try:
         await host.connect()
@@ -117,7 +149,7 @@ async def _restart(config: HostConfig, args: argparse.Namespace) -> int:
         if args.yes:
             emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
         result = await restart(host, config, trace=bool(args.trace), plan=plan,
-                               on_progress=_progress)
+                               on_progress=lambda step: _progress(step, seen))
     finally:
         await host.close()
     report(result)
@@ -131,5 +163,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.yes and not (sys.stdin is not None and sys.stdin.isatty()):
         raise CommandError("not asking without a terminal: pass --yes to restart without "
                            "confirmation")
-    code = asyncio.run(_restart(config, args))
+    seen = _Seen()
+    try:
+        code = asyncio.run(_restart(config, args, seen))
+    except KeyboardInterrupt:
+        emit(left_behind(config.name, seen), sys.stderr)
+        raise  # "interrupted", status 130 (`cli.parser`)
     return code if code in (0, 1, 2, INTERRUPTED) else Outcome.ERROR.exit_status

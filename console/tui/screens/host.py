@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.binding import Binding
+from textual.widgets import Input
 
 from vllm_console.console.session.capabilities import SERVER_ONLY, Capability
 from vllm_console.console.tui.screens.evidence import EvidenceScreen
@@ -102,7 +103,9 @@ class HostScreen(HostView):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         needed = ACTIONS.get(action)
-        if self.server_only and (action in ("next_tab", "toggle_maximize")
+        if action == "search_log" and isinstance(self.focused, Input):
+            return False  # `/` is a character of the search (or of the restart's env)
+        if self.server_only and (action in ("next_tab", "toggle_maximize", "search_log")
                                  or action == "maximize_pane"
                                  and parameters[:1] not in (("spec",),)):
             return False  # those panes are hidden: one line says they need SSH

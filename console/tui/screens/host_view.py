@@ -29,6 +29,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
+from vllm_console.checks.verdicts import LINK_IDS
 from vllm_console.console.telemetry import events as ev
 from vllm_console.console.telemetry.history import AcceptanceHistory, GpuHistory
 from vllm_console.console.telemetry.startup import StartupState
@@ -77,10 +78,19 @@ class HostView(Screen[None]):
     # Textual repaints the whole screen when focus moves (`focused` repaints); the styles
     # that change (`:focus-within` borders) repaint their own widgets (docs/benchmarks.md).
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+    # A maximised pane keeps the footer: `q` and `?` stay in sight (Textual keeps only its
+    # own `Footer` class by default).
+    ALLOW_IN_MAXIMIZED_VIEW = "KeyFooter"
 
     BINDINGS = [
         Binding("z", "toggle_maximize", "Maximise",
                 tooltip="the focused pane fills the screen; z or esc: back", id="host.maximize"),
+        # From any pane, and a priority key: it runs as it is read, so the keys typed right
+        # behind it (a paste, a fast typist) are routed to the search box it opens, never to
+        # the pane that had focus, where `t` switched the theme and `a` applied the reference.
+        # In a text box `/` is typed (`HostScreen.check_action`).
+        Binding("slash", "search_log", "Search", tooltip="search the serve log from any pane",
+                priority=True, id="host.search"),
         Binding("v", "next_tab", "Diff/Engine",
                 tooltip="switch the Draft config diff / Engine config tabs", id="host.next_tab"),
         *(Binding(key, f"maximize_pane('{pane}')", f"maximise {label}", show=False,
@@ -194,7 +204,19 @@ class HostView(Screen[None]):
         self.spec.compact = compact
         self.header.compact = compact
         self.serving.rows = 1 if compact or short else 4 if roomy else 3
-        self.checklist.detail_lines = 0 if compact else 3 if tall else 1
+        self.checklist.detail_lines = self._checklist_lines(compact, tall)
+
+    def _checklist_lines(self, compact: bool, tall: bool) -> int:
+        """Summary lines under each link: the layout's, or, with the checklist maximised, as
+        many as its height gives the four links (their summaries and hints)."""
+        if self.maximized is self.checklist:
+            rows = self.size.height - 3  # its border and the footer
+            return max(1, min(6, (rows - len(LINK_IDS)) // (2 * len(LINK_IDS))))
+        return 0 if compact else 3 if tall else 1
+
+    def watch_maximized(self) -> None:
+        if self.ready:
+            self._apply_layout()
 
     @property
     def compact(self) -> bool:
@@ -209,7 +231,9 @@ class HostView(Screen[None]):
         elif isinstance(event, ev.GpuSampled):
             box = snap.serve.container
             self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample),
-                                containers={box.id: box.name} if box is not None else {})
+                                containers={box.id: box.name} if box is not None else {},
+                                boxed={pid: (name, box.name) for pid, name in
+                                       snap.serve.processes} if box is not None else {})
             self._last_data_at = time.monotonic()
         elif isinstance(event, ev.LogLinesReceived):
             self._last_data_at = time.monotonic()
@@ -462,6 +486,13 @@ class HostView(Screen[None]):
         if target is not None:
             target.focus()
         self.maximized = pane
+
+    def action_search_log(self) -> None:
+        """`/` outside the log pane: the log's search box, the layout back if a pane was
+        maximised (the log pane is hidden then)."""
+        if self.maximized is not None and self.maximized is not self.log_pane:
+            self.minimize()
+        self.log_pane.action_search()
 
     def action_next_tab(self) -> None:
         """`v`: Draft config diff <-> Engine config, without the mouse (in the compact
