@@ -29,7 +29,18 @@ LATENCY_FAMILIES: Mapping[str, tuple[str, ...]] = {
     "e2e_s": ("vllm:e2e_request_latency_seconds",),
     "queue_s": ("vllm:request_queue_time_seconds",),
 }
-_FAMILY_KEY = {name: key for key, names in LATENCY_FAMILIES.items() for name in names}
+#: key -> family of the histograms a serving pane shows beside those four (they stay out of
+#: `status --json`'s `latency`): the per-request mean time per output token, the prefill and
+#: decode phases, and the request shapes (prompt and generation lengths, in tokens).
+DETAIL_FAMILIES: Mapping[str, tuple[str, ...]] = {
+    "tpot_s": ("vllm:request_time_per_output_token_seconds",),
+    "prefill_s": ("vllm:request_prefill_time_seconds",),
+    "decode_s": ("vllm:request_decode_time_seconds",),
+    "prompt_tokens": ("vllm:request_prompt_tokens",),
+    "generation_tokens": ("vllm:request_generation_tokens",),
+}
+_FAMILY_KEY = {name: key for families in (LATENCY_FAMILIES, DETAIL_FAMILIES)
+               for key, names in families.items() for name in names}
 _RUNNING = "vllm:num_requests_running"
 _WAITING = "vllm:num_requests_waiting"
 _GENERATION = "vllm:generation_tokens_total"
@@ -59,6 +70,8 @@ class EngineSeries:
     preemptions: float | None = None
     finished: Mapping[str, float] = field(default_factory=dict)
     """Finished requests by `finished_reason` (stop, length, abort, error, ...), cumulative."""
+    detail: Mapping[str, Histogram] = field(default_factory=dict)
+    """The `DETAIL_FAMILIES` histograms the scrape has."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,19 +143,25 @@ class ServingCollector:
         return ServingScrape({engine: self._engine(engine) for engine in sorted(self._engines)})
 
     def _engine(self, engine: str) -> EngineSeries:
-        latency: dict[str, Histogram] = {}
-        for key, families in LATENCY_FAMILIES.items():
-            for family in families:
-                found = self._histogram(family, engine)
-                if found is not None:
-                    latency[key] = found
-                    break
         scalar = self._scalars.get
-        return EngineSeries(latency=latency, running=scalar((_RUNNING, engine)),
+        return EngineSeries(latency=self._histograms(LATENCY_FAMILIES, engine),
+                            running=scalar((_RUNNING, engine)),
                             waiting=scalar((_WAITING, engine)),
                             generation_tokens=scalar((_GENERATION, engine)),
                             preemptions=scalar((_PREEMPTIONS, engine)),
-                            finished=dict(self._finished.get(engine, {})))
+                            finished=dict(self._finished.get(engine, {})),
+                            detail=self._histograms(DETAIL_FAMILIES, engine))
+
+    def _histograms(self, families: Mapping[str, tuple[str, ...]],
+                    engine: str) -> dict[str, Histogram]:
+        found: dict[str, Histogram] = {}
+        for key, names in families.items():
+            for family in names:
+                histogram = self._histogram(family, engine)
+                if histogram is not None:
+                    found[key] = histogram
+                    break
+        return found
 
     def _histogram(self, family: str, engine: str) -> Histogram | None:
         counts = self._buckets.get((family, engine))
@@ -174,13 +193,19 @@ def merge_histograms(histograms: list[Histogram]) -> Histogram | None:
                      sum(h.total for h in histograms))
 
 
+def _merge_each(keys: Mapping[str, object], each: list[Mapping[str, Histogram]]
+                ) -> dict[str, Histogram]:
+    merged: dict[str, Histogram] = {}
+    for key in keys:
+        found = merge_histograms([h[key] for h in each if key in h])
+        if found is not None:
+            merged[key] = found
+    return merged
+
+
 def merge_engines(engines: list[EngineSeries]) -> EngineSeries:
     """Engines' series as one (each figure None when no engine has it)."""
-    latency: dict[str, Histogram] = {}
-    for key in LATENCY_FAMILIES:
-        merged = merge_histograms([e.latency[key] for e in engines if key in e.latency])
-        if merged is not None:
-            latency[key] = merged
+    latency = _merge_each(LATENCY_FAMILIES, [e.latency for e in engines])
     finished: dict[str, float] = {}
     for engine in engines:
         for reason, value in engine.finished.items():
@@ -192,7 +217,8 @@ def merge_engines(engines: list[EngineSeries]) -> EngineSeries:
 
     return EngineSeries(latency=latency, running=total("running"), waiting=total("waiting"),
                         generation_tokens=total("generation_tokens"),
-                        preemptions=total("preemptions"), finished=finished)
+                        preemptions=total("preemptions"), finished=finished,
+                        detail=_merge_each(DETAIL_FAMILIES, [e.detail for e in engines]))
 
 
 def histogram_delta(prev: Histogram, cur: Histogram) -> Histogram | None:

@@ -1,5 +1,5 @@
 """What a host screen remembers over time, beyond one snapshot: the GPU utilisation history per
-GPU, and the acceptance-length history across restarts.
+GPU, the acceptance-length history across restarts, and the load figures' history.
 
 Headless models: a `HostScreen` owns one of each for its host and feeds them every event, shown
 or not, so a screen opened later (the fleet table's hosts) shows the whole history.
@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from vllm_console.console.hostclient.agent.samples import AgentSample
+from vllm_console.console.telemetry.server import ServerLoad
 from vllm_console.console.telemetry.spec_decode import SpecDecodeState
 
 GPU_HISTORY = 60
@@ -70,3 +71,32 @@ class AcceptanceHistory:
     @property
     def points(self) -> tuple[float | RestartMark, ...]:
         return tuple(self._points)
+
+
+LOAD_HISTORY = 120
+LOAD_FIGURES = ("running", "waiting", "prompt_tps", "generation_tps", "kv_cache_usage_pct",
+                "prefix_cache_hit_pct")
+"""The `ServerLoad` figures whose history a serving pane draws."""
+
+
+class LoadHistory:
+    """The last LOAD_HISTORY values of each load figure, one per new sample (by host time): a
+    load sampled again at the same time (another event's snapshot) adds nothing."""
+
+    def __init__(self, limit: int = LOAD_HISTORY) -> None:
+        self._points: dict[str, deque[float]] = {name: deque(maxlen=limit) for name in LOAD_FIGURES}
+        self._last_at: float | None = None
+
+    def add(self, load: ServerLoad | None) -> dict[str, tuple[float, ...]]:
+        """Take `load` when it is newer than the last one taken; the whole history."""
+        if load is not None and load.at and (self._last_at is None or load.at > self._last_at):
+            self._last_at = load.at
+            for name, points in self._points.items():
+                value = getattr(load, name)
+                if value is not None:
+                    points.append(float(value))
+        return self.points
+
+    @property
+    def points(self) -> dict[str, tuple[float, ...]]:
+        return {name: tuple(points) for name, points in self._points.items()}

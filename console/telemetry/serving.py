@@ -26,6 +26,11 @@ from vllm_console.console.parsers.serving import (
     histogram_delta,
     percentiles,
 )
+from vllm_console.console.telemetry.serving_span import (
+    ServingSpan,
+    span_between,
+    span_since_start,
+)
 
 STALL_S = 30.0
 """Requests in flight with no token generated for this long is a stall (`serve.stall_s`)."""
@@ -98,6 +103,19 @@ class ServingStatus:
     since_start: bool = False
     """`latency` holds the percentiles since the server's start (a one-shot `status` whose
     own window saw no request finish), not a window's: `window_s` is None then."""
+    recent: ServingSpan | None = None
+    """Every histogram over the window (`latency` and more: TPOT, prefill, decode, request
+    shapes); None while there is no window."""
+    lifetime: ServingSpan | None = None
+    """Every histogram since the server started (the newest scrape's cumulative counts)."""
+
+    @property
+    def shown_span(self) -> ServingSpan | None:
+        """What a serving pane shows: the window while requests finish in it, else since
+        start-up (the window's figures are all `?` then)."""
+        if self.recent is not None and self.recent.requests:
+            return self.recent
+        return self.lifetime or self.recent
 
     @property
     def imbalanced(self) -> bool:
@@ -114,7 +132,9 @@ class ServingStatus:
         requests = None if self.requests is None else tuple(
             (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
             for k, v in sorted(self.requests.items()))
-        return self.progress, self.reason, self.stalled_since, latency, requests, self.engines
+        spans = tuple(None if s is None else s.picture for s in (self.recent, self.lifetime))
+        return (self.progress, self.reason, self.stalled_since, latency, requests, self.engines,
+                spans)
 
     def latency_json(self) -> dict[str, Any]:
         keys = dict.fromkeys(LATENCY_FAMILIES)
@@ -214,8 +234,11 @@ class ServingWatch:
         if merged.generation_tokens is not None:
             self._last = (at, merged.generation_tokens)
         latency, window = self._latency(scrape, at)
+        recent = None
+        if window is not None:
+            recent = span_between(self._history[0][1].merged, merged, window)
         return ServingStatus(state, reason, since, latency, window, _requests(merged), at,
-                             self._each_engine(scrape, at))
+                             self._each_engine(scrape, at), recent, span_since_start(merged))
 
     def _each_engine(self, scrape: ServingScrape, at: float) -> tuple[EngineFigures, ...]:
         """Per engine, when there are two or more: its state, requests, rate and TTFT p99."""

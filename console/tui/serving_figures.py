@@ -9,6 +9,10 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from vllm_console.console.telemetry.history import LoadHistory
+from vllm_console.console.telemetry.serving import WINDOW_S
+from vllm_console.widgets.latency_table import LatencyView
+from vllm_console.widgets.serving_pane import ServingPaneView
 from vllm_console.widgets.serving_strip import ServingView, age_step
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ class ServingFigures:
         self._trends: dict[str, deque[float]] = {name: deque(maxlen=TREND_POINTS)
                                                  for name in TRENDS}
         self._seen: dict[str, float] = {}
+        self._load_history = LoadHistory()  # the serving pane's (URL-only screen) histories
 
     def take(self, snap: HostSnapshot) -> None:
         """A newer snapshot (after an event that may change the serving picture)."""
@@ -42,6 +47,7 @@ class ServingFigures:
         self._host_now = max([t for t in times if t], default=0.0)
         self._taken_at = time.monotonic()
         self._add_points(snap)
+        self._load_history.add(snap.load)
         state, reason = snap.engine_state()
         self._engine = (state.value, reason)
         if state.value != "dead":
@@ -114,3 +120,12 @@ class ServingFigures:
                        prompt_tps=load.prompt_tps, generation_tps=load.generation_tps,
                        load_source=load.source, rates_source=load.rates_source,
                        load_age_s=age(load.at))
+
+    def pane_view(self, figures: ServingView) -> ServingPaneView:
+        """The serving pane's picture (`figures`: this `view()`), with the load's history."""
+        return ServingPaneView(figures, self._load_history.points)
+
+    def latency_view(self, figures: ServingView) -> LatencyView:
+        """The latency table's picture: the span shown, aged like the strip's latency."""
+        span = self._snap.serving.shown_span if self._snap is not None else None
+        return LatencyView(span, WINDOW_S, figures.serving_age_s)

@@ -374,3 +374,120 @@ def test_status_of_a_url_where_nothing_listens_says_why(tmp_path: Path) -> None:
     done = run_cli("status", "gpu-a", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert f"serve   not-answering (connection refused) at {url} " in done.stdout, done.stdout
+
+
+def approx_figures(figures: object) -> object:
+    if not isinstance(figures, dict):
+        return figures
+    return {k: None if v is None else pytest.approx(v, rel=1e-9) for k, v in figures.items()}
+
+
+async def test_the_url_screen_at_120x36_is_full(sim_server: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: at 120x36 the URL screen showed one line of serving figures (`p99 TTFT ?`)
+    and an empty spec pane. Now: a latency table (TTFT, ITL, TPOT, e2e, queue, prefill, decode)
+    and the request shapes at p50/p90/p99 since start-up until the window has requests, then
+    over the window, each figure equal to Prometheus's histogram_quantile on the histograms
+    the session scraped; running, waiting, KV and finish reasons of the last scrape, with
+    their history; acceptance and its history; and the one line on what SSH adds."""
+    from textual.widgets import Static
+
+    from tests.app_support import screen_text, wait_until
+    from tests.sources.url_screen_support import (
+        RecordingSource,
+        expected_percentiles,
+        value,
+    )
+    from vllm_console.console.telemetry.host_telemetry import TelemetryOptions
+    from vllm_console.console.tui.app import ConsoleApp
+    from vllm_console.widgets.latency_table import LATENCY_ROWS, seconds
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    session = url_session("gpu-a", sim_server, entry(tmp_path, sim_server))
+    session.telemetry.options = TelemetryOptions(metrics_interval_s=0.5, health_interval_s=0.5)
+    recorder = RecordingSource(session.url_telemetry.source)
+    session.url_telemetry.source = recorder  # type: ignore[assignment]
+    app = ConsoleApp([session])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.screen_for("gpu-a") is not None, what="the screen")
+        screen = app.screen_for("gpu-a")
+        assert screen is not None
+
+        async def hold_after(scrapes: int) -> None:
+            await wait_until(pilot, lambda: len(recorder.bodies) >= scrapes, 30, "scrapes")
+            recorder.hold()
+            await wait_until(pilot, lambda: recorder.held, 10, "the next poll to wait")
+            await pilot.pause(0.2)  # the last scrape's events reach the screen
+
+        # The first scrape: no window yet, so since start-up, and said so.
+        await hold_after(1)
+        first = recorder.bodies[0]
+        span = screen.latency.view.span
+        assert span is not None
+        assert span.since_start
+        assert span.requests == value(first, "vllm:e2e_request_latency_seconds_count") > 0
+        expected = expected_percentiles(first)
+        assert {k: approx_figures(v) for k, v in span.figures.items()} == expected
+        assert "since start-up" in screen_text(app)
+
+        # Then the window, once requests finish in it.
+        recorder.release()
+        await wait_until(pilot, lambda: len(recorder.bodies) >= 4 and screen.latency.view.span
+                         is not None and not screen.latency.view.span.since_start, 30,
+                         "the window")
+        await hold_after(len(recorder.bodies))
+        last, before = recorder.bodies[-1], recorder.bodies[-2]
+        span = screen.latency.view.span
+        assert span is not None
+        assert not span.since_start
+        expected = expected_percentiles(last, first)  # the window: since the first scrape
+        assert {k: approx_figures(v) for k, v in span.figures.items()} == expected
+        window_requests = value(last, "vllm:e2e_request_latency_seconds_count") - \
+            value(first, "vllm:e2e_request_latency_seconds_count")
+        assert span.requests == window_requests > 0
+        text = screen_text(app)
+        assert f"last {span.window_s:.0f} s · {window_requests:.0f} requests" in text
+        for key, name in LATENCY_ROWS:  # every row, as the table prints it
+            figures = expected[key]
+            assert figures is not None, key
+            row = [seconds(figures[q]) for q in ("p50", "p90", "p99")]
+            assert any(f"│ {name} {' '.join(row)} │" in " ".join(line.split())
+                       for line in text.splitlines()), (name, row)
+        prompt = expected["prompt_tokens"]
+        assert prompt is not None
+        assert f"{prompt['p50']:.0f} tok" in text
+
+        # The load and the outcomes: the last scrape's.
+        figures = screen.serving_pane.view.figures
+        assert figures.running == value(last, "vllm:num_requests_running")
+        assert figures.waiting == value(last, "vllm:num_requests_waiting")
+        assert figures.kv_cache_usage_pct == pytest.approx(
+            100 * value(last, "vllm:kv_cache_usage_perc"))
+        finished = figures.requests["finished"]  # type: ignore[index]
+        for reason in ("stop", "length", "abort", "error"):
+            assert finished[reason] == value(last, "vllm:request_success_total",
+                                             finished_reason=reason)
+        assert f"stop {finished['stop']}" in text
+        assert f"running {figures.running}" in " ".join(text.split())
+        history = screen.serving_pane.view.history
+        assert len(history["running"]) >= 2  # a history, not one figure
+        assert len(history["generation_tps"]) >= 2
+
+        # Acceptance: the last interval's, and its history.
+        drafts = value(last, "vllm:spec_decode_num_drafts_total") - \
+            value(before, "vllm:spec_decode_num_drafts_total")
+        accepted = value(last, "vllm:spec_decode_num_accepted_tokens_total") - \
+            value(before, "vllm:spec_decode_num_accepted_tokens_total")
+        state = screen.spec.view.state
+        assert state is not None
+        assert state.latest is not None
+        assert state.latest.mean_acceptance_length == pytest.approx(1 + accepted / drafts)
+        assert f"acceptance length {1 + accepted / drafts:.2f}" in text
+        assert len(screen.spec.view.history) >= 2
+        assert "position" in text  # the per-position rows fit at 120x36
+
+        # What SSH adds: one line, still.
+        needs = str(screen.query_one("#needs-ssh", Static).render())
+        assert needs.startswith("needs SSH: GPUs, serve log")
+        assert sum("needs SSH" in line for line in text.splitlines()) == 1
+        recorder.release()

@@ -1,7 +1,8 @@
 """What one host's screen shows: header, serving strip, GPUs, spec decode, checklist, draft
 diff / engine config, log (`HostView`; `HostScreen` in `host.py` adds the host's actions). On a
 session that reaches the server alone (URL only), the panes that need the host give their room
-to the strip and the spec pane, and one line says they need SSH.
+to the serving pane (load and its history, outcomes, request shapes), the latency table and the
+spec pane, and one line says they need SSH.
 
 The view owns its host's state: the app routes every telemetry event of the host to
 `show(snapshot, event)`, mounted or not (a host behind the fleet table keeps its history), and
@@ -41,7 +42,9 @@ from vllm_console.widgets.engine_tree import EngineTree, EngineView
 from vllm_console.widgets.gpu_pane import GpuPane, GpuView
 from vllm_console.widgets.host_header import HostHeader, Sources, describe_age
 from vllm_console.widgets.key_footer import KeyFooter
+from vllm_console.widgets.latency_table import LatencyTable, LatencyView
 from vllm_console.widgets.log_pane import LogPane
+from vllm_console.widgets.serving_pane import ServingPane, ServingPaneView
 from vllm_console.widgets.serving_strip import ServingStrip, ServingView
 from vllm_console.widgets.spec_pane import SpecPane, SpecView
 
@@ -62,6 +65,8 @@ layout, so the log keeps its rows at 120x40)."""
 SERVING_TRENDS_FROM = 50
 """Rows from which the serving strip adds a line of trends (sparklines)."""
 """Rows from which checklist summaries wrap over several lines instead of being cut."""
+URL_SPEC_FULL_FROM = 30
+"""Rows from which a URL-only screen's spec pane keeps its per-position rows when compact."""
 PANES = {"1": ("gpus", "GPUs"), "2": ("spec", "speculative decoding"),
          "3": ("checklist", "checklist"), "4": ("config-tabs", "draft diff / engine config"),
          "5": ("log-pane", "serve log")}
@@ -128,6 +133,8 @@ class HostView(Screen[None]):
         self._last_data_at: float | None = None
         self._serving_figures = ServingFigures()
         self._serving = ServingView()
+        self._serving_pane = ServingPaneView()
+        self._latency = LatencyView()
         self._tick_timer: Timer | None = None
         self._tick_due = 0.0
         self._server_only = ""
@@ -142,6 +149,13 @@ class HostView(Screen[None]):
         serving = ServingStrip(id="serving", classes="pane")
         serving.border_title = "Serving"
         yield serving
+        with Horizontal(id="url-row"):  # the URL-only screen's room (`show_server_only`)
+            pane = ServingPane(id="serving-pane", classes="pane")
+            pane.border_title = "Serving"
+            yield pane
+            latency = LatencyTable(id="latency", classes="pane")
+            latency.border_title = "Latency"
+            yield latency
         with Horizontal(id="top-row"):
             gpu = GpuPane(id="gpus", classes="pane")
             gpu.border_title = "GPUs"
@@ -171,7 +185,7 @@ class HostView(Screen[None]):
         self._panes: dict[type[Widget], Widget] = {
             kind: self.query_one(kind) for kind in (HostHeader, ServingStrip, GpuPane, SpecPane,
                                                     Checklist, DraftDiffPane, EngineTree,
-                                                    LogPane)}
+                                                    LogPane, ServingPane, LatencyTable)}
         self.ready = True
         if not self.server_only:
             self.query_one("#log-pane #log").focus()
@@ -201,7 +215,10 @@ class HostView(Screen[None]):
         self.set_class(short, "-short")
         self.set_class(roomy, "-roomy")
         self._show_staleness()  # the pane subtitles: the compact hint or the data's age
-        self.spec.compact = compact
+        # The URL-only screen has the room for the per-position rows down to 30 rows.
+        spec_compact = compact and not (self.server_only and height >= URL_SPEC_FULL_FROM)
+        self.set_class(spec_compact, "-spec-compact")
+        self.spec.compact = spec_compact
         self.header.compact = compact
         self.serving.rows = 1 if compact or short else 4 if roomy else 3
         self.checklist.detail_lines = self._checklist_lines(compact, tall)
@@ -280,6 +297,8 @@ class HostView(Screen[None]):
     def _set_serving(self, view: ServingView) -> None:
         was = self._serving.alarm
         self._serving = view
+        self._serving_pane = self._serving_figures.pane_view(view)
+        self._latency = self._serving_figures.latency_view(view)
         if view.alarm != was:
             self.engine_alarm_changed(view.alarm)
 
@@ -292,8 +311,13 @@ class HostView(Screen[None]):
         elif isinstance(event, ev.SpecDecodeUpdated):
             self.spec.view = self._spec
         if isinstance(event, _SERVING_EVENTS):
-            self.serving.view = self._serving
+            self._paint_serving()
         self._render_header()
+
+    def _paint_serving(self) -> None:
+        self.serving.view = self._serving
+        self.serving_pane.view = self._serving_pane
+        self.latency.view = self._latency
 
     def _render_all(self) -> None:
         self.gpus.view = self._gpu
@@ -301,7 +325,7 @@ class HostView(Screen[None]):
         self.engine.view = self._engine
         self.checklist.state = self._checks
         self.diff.diff = self._diff
-        self.serving.view = self._serving
+        self._paint_serving()
         self._render_header()
 
     def _render_header(self) -> None:
@@ -343,8 +367,8 @@ class HostView(Screen[None]):
         self._tick_timer = None
         serving = self._serving_view()
         if serving != self._serving:  # an age or a stall's length moved on
-            self._serving = serving
-            self.serving.view = serving
+            self._set_serving(serving)
+            self._paint_serving()
             self._render_header()
         if self.stale:
             self._show_staleness()  # the age goes on
@@ -417,6 +441,7 @@ class HostView(Screen[None]):
         # No GPU, no log in a URL-only view: no badges for them, no wait for a log.
         self.header.chips = ("metrics",) if line else ("gpu", "log", "metrics")
         self.spec.waiting_for = "the server's /metrics" if line else "the serve log"
+        self._apply_layout()
         self.query_one("#needs-ssh", Static).update(Text(line, no_wrap=True,
                                                          overflow="ellipsis"))
         for hidden in ("#gpus", "#middle-row", "#log-pane"):
@@ -442,7 +467,7 @@ class HostView(Screen[None]):
     def _restart_changed(self) -> None:
         self._set_serving(self._serving_view())
         if self.ready:
-            self.serving.view = self._serving
+            self._paint_serving()
             self._render_header()
 
     def begin_restart(self) -> None:
@@ -510,6 +535,14 @@ class HostView(Screen[None]):
     @property
     def serving(self) -> ServingStrip:
         return self._panes[ServingStrip]  # type: ignore[return-value]
+
+    @property
+    def serving_pane(self) -> ServingPane:
+        return self._panes[ServingPane]  # type: ignore[return-value]
+
+    @property
+    def latency(self) -> LatencyTable:
+        return self._panes[LatencyTable]  # type: ignore[return-value]
 
     @property
     def gpus(self) -> GpuPane:
