@@ -139,3 +139,17 @@ def test_a_quantile_lies_inside_the_buckets_and_grows_with_q(counts: list[int],
     higher = quantile(min(0.999, q + 0.005), h)
     assert higher is not None
     assert higher >= value - 1e-12
+
+
+def test_a_real_scrape_gives_the_phases_and_the_request_shapes() -> None:
+    """TPOT, prefill, decode and the prompt/generation lengths (the URL screen's table) are
+    read beside the four latency figures, and merged across engines like them."""
+    merged = serving(TRAFFIC).merged
+    assert set(merged.detail) == {"tpot_s", "prefill_s", "decode_s", "prompt_tokens",
+                                  "generation_tokens"}
+    prompt = merged.detail["prompt_tokens"]
+    assert prompt.count == 6
+    assert dict(prompt.buckets)[5.0] == 6.0  # six prompts of 3-5 tokens
+    assert dict(merged.detail["generation_tokens"].buckets)[50.0] == 5.0
+    assert serving(two_engines(TRAFFIC)).merged.detail["decode_s"].count == 12
+    assert set(serving(IDLE).merged.detail) == set(merged.detail)

@@ -54,3 +54,19 @@ def test_gpu_history_per_gpu_skips_unknowns_and_is_bounded() -> None:
     for _ in range(GPU_HISTORY + 5):
         kept = history.add(sample(50, 50))
     assert len(kept[0]) == GPU_HISTORY
+
+
+def test_the_load_history_takes_each_sample_once_and_keeps_missing_figures_out() -> None:
+    from vllm_console.console.telemetry.history import LoadHistory
+    from vllm_console.console.telemetry.server import ServerLoad
+
+    history = LoadHistory(limit=3)
+    history.add(ServerLoad(running=2, generation_tps=10.0, at=1.0))
+    history.add(ServerLoad(running=2, generation_tps=10.0, at=1.0))  # the same sample again
+    history.add(ServerLoad(running=3, generation_tps=None, at=2.0))
+    points = history.add(None)
+    assert points["running"] == (2.0, 3.0)
+    assert points["generation_tps"] == (10.0,)  # a missing figure is no zero
+    for at in (3.0, 4.0, 5.0):
+        points = history.add(ServerLoad(running=int(at), at=at))
+    assert points["running"] == (3.0, 4.0, 5.0)  # the newest `limit`

@@ -318,3 +318,47 @@ async def test_window_s_keeps_status_scraping_that_long() -> None:
     assert more.calls == 3  # the idle recheck, then two more: host time goes 1 s a scrape
     assert status.window_s == 3.0
     assert status.since_start is False
+
+
+def test_the_span_shown_is_the_window_while_requests_finish_else_since_start_up() -> None:
+    """Issue 40: the URL screen read `p99 TTFT ?` on a server that had served requests (the
+    window held none). The first scrape gives the figures since start-up; a window with
+    finished requests replaces them; a window without any falls back to start-up, and each
+    says which it is."""
+    from vllm_console.console.parsers.serving import percentiles
+
+    watch = ServingWatch(window_s=60)
+    first = watch.feed(parse_metrics(TRAFFIC).serving, 0.0)
+    assert first.latency is None  # no window yet
+    shown = first.shown_span
+    assert shown is not None
+    assert shown.since_start
+    assert shown.requests == 6
+    cumulative = parse_metrics(TRAFFIC).serving.merged  # type: ignore[union-attr]
+    assert shown.figures["ttft_s"] == percentiles(cumulative.latency["ttft_s"])
+    assert shown.figures["decode_s"] == percentiles(cumulative.detail["decode_s"])
+    assert shown.figures["prompt_tokens"] == percentiles(cumulative.detail["prompt_tokens"])
+    # Six more requests, the same shapes: the window has them.
+    doubled = TRAFFIC
+    for line in TRAFFIC.splitlines():
+        if re.match(r"vllm:\w+(_bucket|_count|_sum)\{", line) and not line.startswith(
+                ("vllm:num_", "vllm:kv")):
+            name, number = line.rsplit(" ", 1)
+            doubled = doubled.replace(line, f"{name} {2 * float(number)}")
+    status = watch.feed(parse_metrics(doubled).serving, 5.0)
+    assert status.shown_span is status.recent
+    assert status.recent is not None
+    assert status.recent.window_s == 5.0
+    assert status.recent.requests == 6
+    assert status.recent.figures["ttft_s"] == shown.figures["ttft_s"]
+    # No request since: the window is empty, so since start-up again (twelve requests).
+    watch.feed(parse_metrics(doubled).serving, 40.0)
+    later = watch.feed(parse_metrics(doubled).serving, 80.0)
+    assert later.recent is not None
+    assert later.recent.requests == 0
+    assert later.shown_span is later.lifetime
+    assert later.lifetime is not None
+    assert later.lifetime.requests == 12
+    assert later.lifetime.figures["e2e_s"] is not None
+    # The contract's `latency` keeps its four keys (the rest are the screen's).
+    assert set(later.latency or {}) == {"ttft_s", "itl_s", "e2e_s", "queue_s"}

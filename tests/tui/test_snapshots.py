@@ -83,3 +83,24 @@ def test_help(snap_compare) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause(0.2)
 
     assert snap_compare(replay_app(), terminal_size=SIZE, run_before=help_)
+
+
+def test_url_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """You should see, at 120x36 on a URL alone (issue 40): the header (URL only, the model,
+    vLLM 0.32.0); the Serving pane (engine ok, then running, waiting, prompt and generation
+    tok/s, KV cache and prefix hit, each with a three-row chart of its last twenty scrapes;
+    finished by reason and preemptions since start-up); the Latency pane (TTFT, ITL, TPOT,
+    e2e, queue, prefill, decode, then prompt and output lengths, at p50/p90/p99, `last 38 s`
+    with its request count); the spec pane (15 speculative tokens, acceptance 1.17 in the
+    fail colour against ~6.4, its history and the per-position rows); one line on what needs
+    SSH; the footer."""
+    from tests.url_snapshot_support import feed, url_replay_app
+
+    app, session = url_replay_app()
+
+    async def scrapes(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause(0.3)
+        await feed(session, pilot)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=scrapes)

@@ -109,3 +109,24 @@ def test_a_gpu_process_in_a_container_is_shown_with_its_container() -> None:
     assert "vllm pid 10 [vllm-box] 2.0 GiB" in shown.plain
     assert f"? pid 20 [{'b' * 12}] 1.0 GiB" in shown.plain
     assert "? pid 30 0.5 GiB" in shown.plain
+
+
+def test_a_load_chart_stacks_its_levels_over_its_rows() -> None:
+    from vllm_console.widgets.serving_pane import chart
+
+    assert chart([0.0, 0.5, 1.0], 3, 1) == ["▁▄█"]
+    # Two rows: half fills the bottom row, full both; a zero is a tick on the bottom row.
+    assert chart([0.0, 0.5, 1.0], 3, 2) == ["  █", "▁██"]
+    assert chart([1.0, 0.25, 0.0, 2.0], 2, 2) == [" █", "▁█"]  # the newest `width`, capped
+
+
+def test_the_latency_table_says_which_requests_it_describes() -> None:
+    from vllm_console.console.telemetry.serving_span import ServingSpan
+    from vllm_console.widgets.latency_table import seconds, span_words
+
+    assert span_words(None, 60) == "no /metrics scrape yet"
+    assert span_words(ServingSpan({}, 12, 58.0), 60) == "last 58 s · 12 requests"
+    assert span_words(ServingSpan({}, 1), 60) == \
+        "since start-up · 1 request (none finished in the last 60 s)"
+    assert [seconds(v) for v in (None, 0.0042, 0.21, 2.1, 35.0)] == \
+        ["?", "4.2 ms", "210 ms", "2.10 s", "35.0 s"]

@@ -43,8 +43,9 @@ def server_only_line(missing: Iterable[Capability]) -> str:
     """The one line a URL-only screen gives what needs the host."""
     lacking = set(missing)
     host_only = [label for c, label in HOST_ONLY.items() if c in lacking]
-    return (f"needs SSH: {', '.join(host_only)} · add ssh = \"user@host\" beside url in the "
-            "hosts file")
+    # 118 characters with every item: the whole line fits a 120-column terminal.
+    return (f"needs SSH: {', '.join(host_only)} · add ssh = \"user@host\" beside url "
+            "(hosts file)")
 
 
 def url_only_line() -> str:
