@@ -305,6 +305,76 @@ def test_status_reads_the_recent_window_and_outcomes_of_real_traffic(serving: Se
     assert data["latency"]["window_s"] >= 2
 
 
+async def test_the_url_screen_shows_the_real_servers_histograms(
+        serving: Serving, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: `vllm-console --url` at 120x36 on a real vLLM after a few requests showed
+    `p99 TTFT ?` and an empty spec pane. Now, on the first scrape, every row of the latency
+    table (TTFT, ITL, TPOT, e2e, queue, prefill, decode, prompt and output lengths) holds the
+    real histograms' percentiles since start-up, said so; with traffic, the window's, each
+    equal to Prometheus's histogram_quantile on the bodies scraped; acceptance from the
+    counters, and one line on what SSH adds."""
+    from tests.sources.url_screen_support import RecordingSource, expected_percentiles, value
+    from vllm_console.console.settings import HostEntry
+    from vllm_console.console.sources.url import url_session
+    from vllm_console.console.telemetry.host_telemetry import TelemetryOptions
+    from vllm_console.console.tui.app import ConsoleApp
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    srv = serving.server
+    if value(scrape(srv.url), "vllm:e2e_request_latency_seconds_count") == 0:
+        Traffic(srv).start(2, max_tokens=32).wait()  # run alone: the server served nothing
+    session = url_session("real", srv.url, HostEntry(url=srv.url))
+    session.telemetry.options = TelemetryOptions(metrics_interval_s=1.0, health_interval_s=1.0)
+    recorder = RecordingSource(session.url_telemetry.source)
+    session.url_telemetry.source = recorder  # type: ignore[assignment]
+    app = ConsoleApp([session])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.screen_for("real") is not None, 30, "the screen")
+        screen = app.screen_for("real")
+        assert screen is not None
+
+        async def hold_after(scrapes: int) -> str:
+            await wait_until(pilot, lambda: len(recorder.bodies) >= scrapes, 60, "scrapes")
+            recorder.hold()
+            await wait_until(pilot, lambda: recorder.held, 30, "the next poll to wait")
+            await pilot.pause(0.3)
+            return recorder.bodies[-1]
+
+        first = await hold_after(1)
+        span = screen.latency.view.span
+        assert span is not None
+        assert span.since_start
+        assert span.requests == value(first, "vllm:e2e_request_latency_seconds_count") > 0
+        expected = expected_percentiles(first)
+        assert all(figures is not None for figures in expected.values()), expected
+        for key, figures in expected.items():
+            assert span.figures[key] == pytest.approx(figures, rel=1e-9), key
+        text = screen_text(app)
+        assert "p99 TTFT ?" not in text
+        assert "since start-up" in text
+        assert sum("needs SSH" in line for line in text.splitlines()) == 1
+
+        traffic = Traffic(srv).start(2, max_tokens=48)
+        recorder.release()
+        await wait_until(pilot, lambda: screen.latency.view.span is not None
+                         and not screen.latency.view.span.since_start, 120, "the window")
+        await asyncio.to_thread(traffic.wait)
+        last = await hold_after(len(recorder.bodies))
+        span = screen.latency.view.span
+        assert span is not None
+        assert not span.since_start
+        expected = expected_percentiles(last, first)
+        for key, figures in expected.items():
+            assert span.figures[key] == (None if figures is None
+                                         else pytest.approx(figures, rel=1e-9)), key
+        state = screen.spec.view.state
+        assert state is not None
+        assert state.shown is not None  # acceptance from the counters (ngram on repeats)
+        assert state.shown[0].mean_acceptance_length > 1.5
+        assert screen.serving_pane.view.figures.running is not None
+        recorder.release()
+
+
 def test_a_killed_engine_is_dead_while_its_api_server_lives_and_after(
         serving: Serving) -> None:
     """Last: the server does not survive it. vLLM 0.32's API server shuts down about a second
