@@ -39,9 +39,12 @@ def test_url_only_console(world: FleetWorld, tmp_path: Path) -> None:
         assert "needs SSH: GPUs, serve log, engine config, checks" in screen
         screen = term.wait_for(lambda s: re.search(r"acceptance length 1\.[0-5]\d", s)
                                is not None, timeout=30)
-        screen = term.wait_for(lambda s: "engine ok" in s and "latency p50/p99 TTFT" in s,
-                               timeout=30)
+        # The latency table (issue 40), since start-up or over the window, and says which.
+        screen = term.wait_for(lambda s: "engine ok" in s and re.search(
+            r"TTFT +[\d.]+ m?s +[\d.]+ m?s", s) is not None and re.search(
+            r"metrics · (last \d+ s|since start-up)", s) is not None, timeout=30)
         assert "[metrics · " in screen
+        assert re.search(r"decode +\d", screen)
         term.keys("q")
         term.wait_for(lambda s: not term.alive(), timeout=10)
     finally:
