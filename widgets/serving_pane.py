@@ -108,7 +108,7 @@ class ServingPane(Widget):
         done = Text(f"{'finished':<13}", style="bold", no_wrap=True, overflow="ellipsis")
         done.append(" · ".join(f"{reason} {count}" for reason, count in finished.items())
                     if finished else "?")
-        preempted = Text(f"{'preempted':<13}", style="bold")
+        preempted = Text(f"{'preempted':<13}", style="bold", no_wrap=True, overflow="ellipsis")
         preempted.append("?" if preemptions is None else str(preemptions))
         preempted.append("   both since start-up", style=Style(dim=True))
         return [done, preempted]
