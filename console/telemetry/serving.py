@@ -238,7 +238,8 @@ class ServingWatch:
         if window is not None:
             recent = span_between(self._history[0][1].merged, merged, window)
         return ServingStatus(state, reason, since, latency, window, _requests(merged), at,
-                             self._each_engine(scrape, at), recent, span_since_start(merged))
+                             self._each_engine(scrape, at), recent=recent,
+                             lifetime=span_since_start(merged))
 
     def _each_engine(self, scrape: ServingScrape, at: float) -> tuple[EngineFigures, ...]:
         """Per engine, when there are two or more: its state, requests, rate and TTFT p99."""
