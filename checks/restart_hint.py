@@ -38,6 +38,7 @@ class HowToRestart:
         return self._either("R", f"{self.command} --trace" if self.command else "")
 
     def _either(self, key: str, command: str) -> str:
-        said = [f"press {key}"] if self.keys or not command else []
+        said = [f"press {key}"] if self.keys else []
         said += [f"run `{command}`"] if command else []
-        return ", or ".join(said)
+        # Neither: a read-only view of a host that no command reaches (`demo --readonly`).
+        return ", or ".join(said) or ("a traced restart" if key == "R" else "a restart")

@@ -163,9 +163,10 @@ class HostSession:
     def how_to_restart(self) -> HowToRestart:
         """For the hints: the console's keys, and the command that restarts this host from a
         shell; none for a simulated host (the demo's exists only inside the console)."""
+        keys = not self.readonly  # read-only: no key restarts
         if self.scenario:
-            return HowToRestart(keys=True)
-        return HowToRestart.for_host(self.restart_words, keys=True)
+            return HowToRestart(keys=keys)
+        return HowToRestart.for_host(self.restart_words, keys=keys)
 
     def _engine_look(self) -> EngineLook | None:
         """The engine's state as the live telemetry judges it (its scrapes over the last

@@ -14,3 +14,5 @@ def test_a_hint_offers_what_the_reader_has() -> None:
     assert both.plain() == "press r, or run `vllm-console restart gpu1`"
     keys = HowToRestart(keys=True)
     assert (keys.traced(), keys.plain()) == ("press R", "press r")
+    read_only_demo = HowToRestart()
+    assert "press" not in read_only_demo.traced() + read_only_demo.plain()
