@@ -22,12 +22,16 @@ import pytest
 from tests.hostside.bundle import bundle_path, entry_argv
 from tests.sshd import Sshd
 from vllm_console.console.hostclient.agent.client import AgentClient
+from vllm_console.console.hostclient.discovery import resolve_serve
+from vllm_console.console.hostclient.launch_record import read_last_launch
 from vllm_console.console.hostside import MIN_PYTHON
 from vllm_console.console.hostside.__main__ import ENTRIES
 from vllm_console.console.hostside.argv import matches
 from vllm_console.console.hostside.procfs import parse_stat, read_stat
 from vllm_console.console.hostside.vocabulary import HOOK_MODULE_VOCABULARY
 from vllm_console.console.hostside.wire import MARKER, TOO_OLD_EXIT
+from vllm_console.console.settings import HostConfig, ServeSettings
+from vllm_console.console.telemetry.oneshot import collect_status
 from vllm_console.console.transport import remote_scripts
 from vllm_console.console.transport.local_host import LocalHost
 from vllm_console.console.transport.remote_scripts import (
@@ -299,6 +303,32 @@ async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
     run = await run_json(elsewhere, "discover", "python3", params)
     assert run.error is None
     assert len(calls.read_text().splitlines()) == 2
+
+
+@pytest.mark.programs
+async def test_status_a_check_and_a_restart_on_one_host_learn_it_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle's path and what the host's `python3` is are the host's (`Host.scripts`):
+    once `status` has run on a host (its agent and its discovery at once: both may meet the
+    version manager's shim), a check's discovery and a restart's look for the last launch
+    there run the interpreter `status` learnt, not the shim again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    calls = tmp_path / "calls"
+    shim = shims / "python3"
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {PYTHON} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    host = LocalHost("here")
+    config = HostConfig(name="here", local=True,
+                        serve=ServeSettings(match="no-such-server-here"))
+    snap = await collect_status(host, config)
+    assert not snap.serve.running
+    shimmed = len(calls.read_text().splitlines())
+    assert (await resolve_serve(host, config.serve)).process is None
+    assert await read_last_launch(host, config.serve) == {}
+    assert len(calls.read_text().splitlines()) == shimmed
 
 
 @pytest.mark.programs
