@@ -67,6 +67,10 @@ def _corpus() -> dict[str, bytes]:
         serve[3].read_bytes()
     corpus["started, then died before its engine"] = serve[4].read_bytes() + \
         _died_before_engine(serve[4])
+    long_engine = next(line for line in serve[4].read_bytes().splitlines(keepends=True)
+                       if b"LLM engine (" in line)
+    corpus["a 40 KB engine line that names a banner at its end"] = serve[3].read_bytes() + \
+        long_engine.rstrip(b"\n") + b" x" * 20_000 + b" vLLM server version 9\n"
     corpus["a failed start-up, then the incident"] = (FORMATS[0] / "failure.log").read_bytes() \
         + (DATA / "incident-serve.log").read_bytes()
     return corpus

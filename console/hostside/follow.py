@@ -104,10 +104,13 @@ def _next_line_start(fd, pos, size):
 
 def _line_around(fd, start, pos):
     """The line that starts at `start` and holds byte `pos` (at most `LINE_AROUND` bytes
-    either side of `pos`: every real line whole)."""
+    either side of `pos`: a line that long whole). Its end is looked for in a few KB first."""
     lo = max(start, pos - LINE_AROUND)
-    data = os.pread(fd, pos + LINE_AROUND - lo, lo)
+    data = os.pread(fd, pos + 4096 - lo, lo)
     end = data.find(b"\n", pos - lo)
+    if end < 0 and len(data) == pos + 4096 - lo:
+        data += os.pread(fd, LINE_AROUND - 4096, pos + 4096)
+        end = data.find(b"\n", pos - lo)
     return data[:end] if end >= 0 else data
 
 
