@@ -274,13 +274,9 @@ async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
     assert run.command.endswith(" discover")
 
 
-@pytest.mark.programs
-async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch
-                                                            ) -> None:
-    """A `python3` on PATH that is a version manager's shim (pyenv, asdf: a shell script that
-    starts ~30 processes to pick the interpreter) is run once; the interpreter it picked runs
-    the later entries."""
+def _shimmed_python3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A version manager's `python3` first on PATH (it notes each run in the file returned),
+    and a private cache for the bundle."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     shims = tmp_path / "shims"
     shims.mkdir()
@@ -289,6 +285,17 @@ async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
     shim.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {PYTHON} "$@"\n')
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    return calls
+
+
+@pytest.mark.programs
+async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """A `python3` on PATH that is a version manager's shim (pyenv, asdf: a shell script that
+    starts ~30 processes to pick the interpreter) is run once; the interpreter it picked runs
+    the later entries."""
+    calls = _shimmed_python3(tmp_path, monkeypatch)
     host = LocalHost("here")
     params = {"match": ["no-such-server-here"], "port": None}
     runs = [await run_json(host, "discover", "python3", params) for _ in range(3)]
@@ -312,14 +319,7 @@ async def test_status_a_check_and_a_restart_on_one_host_learn_it_once(
     once `status` has run on a host (its agent and its discovery at once: both may meet the
     version manager's shim), a check's discovery and a restart's look for the last launch
     there run the interpreter `status` learnt, not the shim again."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    calls = tmp_path / "calls"
-    shim = shims / "python3"
-    shim.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {PYTHON} "$@"\n')
-    shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    calls = _shimmed_python3(tmp_path, monkeypatch)
     host = LocalHost("here")
     config = HostConfig(name="here", local=True,
                         serve=ServeSettings(match="no-such-server-here"))
