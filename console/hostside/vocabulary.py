@@ -9,10 +9,9 @@ the restart client on the laptop read them from here, so that they cannot drift
 
 from __future__ import annotations
 
-import ipaddress
 import re
+from collections.abc import Iterable, Sequence
 from enum import IntEnum
-from typing import Iterable, Sequence
 
 # -- where a run starts -----------------------------------------------------------------------
 
@@ -150,6 +149,8 @@ def reachable(host: str | None) -> str:
     machine: a wildcard (`0.0.0.0`, `::`, `[::]`, `*`, none) or `localhost` on 127.0.0.1,
     anything else as written (brackets off). The one rule for discovery, the restart's ready
     check and telemetry."""
+    import ipaddress  # here: the trace hook imports this module into every process it is in
+
     bare = (host or "").strip().strip("[]")
     if bare in _ANY:
         return "127.0.0.1"
