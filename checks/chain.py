@@ -55,7 +55,6 @@ from vllm_console.console.telemetry.serving import ServingStatus, engine_verdict
 from vllm_console.console.transport.host import Host, HostError
 from vllm_console.console.transport.remote_scripts import (
     Inside,
-    RemoteScripts,
     ScriptRun,
     python_inside,
     run_json,
@@ -83,7 +82,7 @@ async def _run(ctx: ChainContext, name: str, interpreter: str, payload: dict[str
         # shadows the installed vLLM for the server, so it must for the probe too.
         if proc.argv[1:2] == ("-m",) and proc.cwd:
             payload = {**payload, "path_first": proc.cwd}
-    return await run_json(ctx.host, ctx.scripts, name, interpreter, payload,
+    return await run_json(ctx.host, name, interpreter, payload,
                           timeout=timeout, env=env, inside=inside)
 
 
@@ -129,7 +128,7 @@ class _Probes:
                 return {k: ConfigRead(k, v, problem=f"cannot read the {k} config inside the "
                                                     f"container: {self.ctx.no_python}")
                         for k, v in models.items()}
-            return await read_configs(self.ctx.host, self.ctx.scripts, models,
+            return await read_configs(self.ctx.host, models,
                                       dict(proc.environ) if proc else {},
                                       proc.cwd if proc else None, inside=self.ctx.inside,
                                       python=serve.python.value)
@@ -379,25 +378,23 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
     HOST_LABEL`)."""
     started = time.monotonic()
     profile = profile or load_profile()
-    scripts = RemoteScripts(host)
     discovery_error = None
     command = ""
     found: tuple[str, ...] = ()
     try:
-        resolution = await resolve_serve(host, settings, scripts=scripts)
+        resolution = await resolve_serve(host, settings)
         process, found = resolution.process, resolution.notes
         # Installed already: the path comes from the cache, no round trip.
-        command = shown_command("python3", await scripts.bundle(), "discover",
+        command = shown_command("python3", await host.scripts.bundle(), "discover",
                                 payload={"match": settings.match.split(),
                                          "port": configured_port(settings.url)})
     except HostError as exc:
         process, discovery_error = None, str(exc)
     # No server: the one the console launched last for this entry is the run to judge.
-    last = await read_last_launch(host, settings, scripts) \
+    last = await read_last_launch(host, settings) \
         if process is None and discovery_error is None else {}
     ctx = ChainContext(host=host, host_label=host_label or host.name, profile=profile,
                        serve=effective_serve(settings, process, last=last, found_notes=found),
-                       scripts=scripts,
                        reference=reference, discovery_error=discovery_error,
                        match=settings.match, discovery_command=command, restart=restart)
     ctx = await _inside(ctx)

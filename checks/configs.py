@@ -14,7 +14,7 @@ from typing import Any
 
 from vllm_console.checks.models import Evidence
 from vllm_console.console.transport.host import Host
-from vllm_console.console.transport.remote_scripts import Inside, RemoteScripts, ScriptRun, run_json
+from vllm_console.console.transport.remote_scripts import Inside, ScriptRun, run_json
 
 HF_ENV = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HOME")
 
@@ -94,7 +94,7 @@ def parse_read(name: str, info: Mapping[str, Any], run: ScriptRun, host: str) ->
                    and not isinstance(mtime, bool) else None)
 
 
-async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, str],
+async def read_configs(host: Host, models: Mapping[str, str],
                        env: Mapping[str, str], cwd: str | None, *,
                        inside: Inside | None = None, python: str = "python3"
                        ) -> dict[str, ConfigRead]:
@@ -108,7 +108,7 @@ async def read_configs(host: Host, scripts: RemoteScripts, models: Mapping[str, 
         return out
     hf_env = {k: v for k, v in env.items() if k in HF_ENV}
     items = {k: {"model": v, "env": hf_env, "cwd": cwd} for k, v in wanted.items()}
-    run = await run_json(host, scripts, "probe-configs", python if inside else "python3",
+    run = await run_json(host, "probe-configs", python if inside else "python3",
                          {"items": items}, timeout=30, inside=inside)
     for name, model in wanted.items():
         if run.data is None or not isinstance(run.data.get(name), Mapping):

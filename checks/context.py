@@ -13,8 +13,9 @@ from vllm_console.checks.references import Reference
 from vllm_console.checks.restart_hint import HowToRestart
 from vllm_console.console.hostclient.container_log import describe as describe_container_log
 from vllm_console.console.hostclient.discovery import EffectiveServe, Resolved
+from vllm_console.console.hostside.vocabulary import DEFAULT_MATCH
 from vllm_console.console.transport.host import Host
-from vllm_console.console.transport.remote_scripts import Inside, RemoteScripts
+from vllm_console.console.transport.remote_scripts import Inside
 
 
 @dataclass(frozen=True)
@@ -26,11 +27,10 @@ class ChainContext:
     """How the user named the host."""
     profile: Profile
     serve: EffectiveServe
-    scripts: RemoteScripts
     reference: Reference | None = None
     """An explicit reference (`--reference`); else the profile's, chosen by the draft's name."""
     discovery_error: str | None = None
-    match: str = "vllm serve"
+    match: str = DEFAULT_MATCH
     """The words that found (or did not find) the serve process."""
     discovery_command: str = ""
     """The discovery probe as run on the host (empty when it could not run)."""

@@ -338,12 +338,16 @@ def shipped_by_method() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+ASSUMED_METHOD = "dflash"
+"""The method assumed when an engine's is not known (the console's incident)."""
+
+
 @cache  # the panes ask on every spec-decode sample: the shipped files are read once
 def expected_acceptance(method: str | None, profile: str | None = None) -> Acceptance | None:
-    """The expected acceptance range for an engine running `method` (headless: the spec pane
-    and both fleet tables use it): the configured `profile`'s (a shipped name or a file) when
-    it has one, else the shipped profile's that judges the method (for DFlash, the SWA one:
-    the figure is the same)."""
+    """The expected acceptance range for an engine running `method` (None: not known,
+    `ASSUMED_METHOD`) (headless: the spec pane and both fleet tables use it): the configured
+    `profile`'s (a shipped name or a file) when it has one, else the shipped profile's that
+    judges the method (for DFlash, the SWA one: the figure is the same)."""
     if profile and profile != AUTO:
         try:
             configured = load_profile(profile).acceptance
@@ -351,7 +355,7 @@ def expected_acceptance(method: str | None, profile: str | None = None) -> Accep
             configured = None
         if configured is not None:
             return configured
-    names = shipped_by_method().get(method_family(method) or "", ())
+    names = shipped_by_method().get(method_family(method or ASSUMED_METHOD) or "", ())
     for name in names:
         acceptance = load_profile(name).acceptance
         if acceptance is not None:

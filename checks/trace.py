@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-TRACE_TAG = "[vllm-console-trace]"
+from vllm_console.console.hostside.vocabulary import TRACE_TAG
+
 TRACE_VERSION = 1
 MAX_LINE = 64 * 1024
 EVENTS = ("installed", "missing", "call")

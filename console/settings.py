@@ -19,6 +19,7 @@ from vllm_console.console import MAX_HOSTS_FILE_BYTES as MAX_HOSTS_FILE_BYTES
 from vllm_console.console import ConfigError as ConfigError
 from vllm_console.console import default_hosts_path as default_hosts_path
 from vllm_console.console import read_hosts_toml
+from vllm_console.console.hostside.vocabulary import DEFAULT_MATCH
 
 # Every setting is a path, a URL or a few words: a longer value is a mistake (a pasted file),
 # and it must not reach the host's shell ("Argument list too long" from discovery, read later
@@ -58,7 +59,7 @@ class ServeSettings(_Overridable):
     """The target model directory."""
     draft: str = _override("DIR")
     """The draft (speculator) model directory."""
-    match: str = _override("WORDS", "vllm serve")
+    match: str = _override("WORDS", DEFAULT_MATCH)
     """Words that find the serve process in its command line, in order (never another user's)."""
     url: str = _override("URL")
     """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000 (as

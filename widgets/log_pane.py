@@ -262,16 +262,6 @@ class LogPane(Vertical, can_focus=False):
     def _discard_pending(self) -> None:
         self._pending_lines, self._pending_numbers = [], []
 
-    def clear_lines(self) -> None:
-        self._discard_pending()
-        self._entries.clear()
-        self._kinds.clear()
-        self._kind_order.clear()
-        self._matches.clear()
-        self._log.current = -1
-        self._log.clear()
-        self._log.refresh()
-
     @property
     def entry_count(self) -> int:
         return len(self._entries)

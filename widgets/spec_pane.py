@@ -38,9 +38,10 @@ class SpecView:
 
 
 def acceptance_chart(points: Sequence[float | RestartMark], width: int, top: float,
-                     good: Style, bad: Style, mark: Style, low: float | None = None) -> Text:
+                     good: Style, bad: Style, mark: Style,
+                     expected: Acceptance | None = None) -> Text:
     """A one-line history of acceptance length scaled to `top`, each point in the good colour
-    when it reaches `low` (the flag threshold); a restart is a `┃`."""
+    unless `expected` flags it low (`Acceptance.is_low`); a restart is a `┃`."""
     out = Text()
     for point in list(points)[-width:]:
         if isinstance(point, RestartMark):
@@ -48,7 +49,8 @@ def acceptance_chart(points: Sequence[float | RestartMark], width: int, top: flo
             continue
         level = min(len(SPARK) - 1,
                     max(0, int((point - 1) / max(top - 1, 0.01) * (len(SPARK) - 1))))
-        out.append(SPARK[level], style=good if low is None or point >= low else bad)
+        out.append(SPARK[level], style=bad if expected is not None and expected.is_low(point)
+                   else good)
     return out
 
 
@@ -106,9 +108,8 @@ class SpecPane(Widget):
             return head
         latest, source = shown
         length = latest.mean_acceptance_length
-        rule = expected
-        low, high = (rule.low, rule.high) if rule is not None else (None, None)
-        good = rule is None or (length is not None and not rule.is_low(length))
+        high = expected.high if expected is not None else None
+        good = expected is None or (length is not None and not expected.is_low(length))
         colour = status_style(self, "ok" if good else "fail")
         line = Text()
         line.append("acceptance length ", style="bold")
@@ -129,7 +130,7 @@ class SpecPane(Widget):
             width -= len(legend)
         chart = Text("history      ", style="dim") + acceptance_chart(
             history, width, top, status_style(self, "ok"), status_style(self, "fail"), mark,
-            low)
+            expected)
         if restarted:
             chart.append(legend, style=mark)
         rows = [head, line, chart]

@@ -3,7 +3,7 @@ log probe brings back (from a little before the last run mark, plus the log's ta
 one immutable `CurrentRun` (engine line, aux layers, refusals, failures, trace lines, ready).
 
 The current run begins where the console's telemetry says it does (one rule,
-`console.telemetry.startup.current_run_start`).
+`console.hostside.vocabulary.current_run_start`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 
 from vllm_console.checks.profile import Refusal, RuntimeActivationSpec
 from vllm_console.checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
+from vllm_console.console.hostside.vocabulary import RunMark, current_run_start, run_mark
 from vllm_console.console.parsers.aux import parse_aux_layers
 from vllm_console.console.parsers.classifier import classify
 from vllm_console.console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
 from vllm_console.console.parsers.errors import ErrorKind, parse_error
 from vllm_console.console.parsers.prefix import LogLine, parse_line
 from vllm_console.console.parsers.spec_decode import parse_spec_decode
-from vllm_console.console.telemetry.startup import RunMark, current_run_start, run_mark
 
 TAIL_BYTES = 1 << 20
 """How much of the log's end is searched past start-up (a crash on the first request, the
@@ -123,7 +123,7 @@ def _broke(line: LogLine, spec: RuntimeActivationSpec) -> bool:
 
 def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> CurrentRun:
     parsed = [(offset, classify(parse_line(str(raw)))) for offset, raw in lines]
-    first = current_run_start(run_mark(event) for _offset, event in parsed)
+    first = current_run_start(run_mark(event.line.text) for _offset, event in parsed)
     patterns = [(r, re.compile(r.pattern)) for r in spec.refusals]
     engine_line = engine_draft = version = aux_line = marker = None
     aux: tuple[int, ...] | None = None
@@ -142,7 +142,7 @@ def _read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec) -> Cu
     for _offset, event in parsed[first or 0:]:
         line = event.line
         text, message = line.text, line.message
-        mark = run_mark(event)
+        mark = run_mark(text)
         if mark is RunMark.RESTART:
             marker = marker or text
             continue

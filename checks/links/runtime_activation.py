@@ -1,7 +1,7 @@
 """Link 3, runtime activation: evidence from the current run of the serve log only.
 
 The current run begins where the console's telemetry says it does (one rule,
-`console.telemetry.startup.current_run_start`: restart marker, banner, `non-default args`,
+`console.hostside.vocabulary.current_run_start`: restart marker, banner, `non-default args`,
 engine line; a start-up that dies before its engine line is a run too). Three things are
 looked for in it: the aux-layer line (it must equal `target_layer_ids + 1`, the #40727
 offset), no refusal of the drafter's attention layout, and positive evidence that SWA layers

@@ -18,7 +18,7 @@ from typing import Any
 from vllm_console.console.hostclient.discovery import ServeContainer
 from vllm_console.console.hostclient.follower import LogFollower
 from vllm_console.console.transport.host import Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts, python_line, run_json
+from vllm_console.console.transport.remote_scripts import python_line, run_json
 
 HEAD_BYTES = 1 << 20
 """The run's first bytes brought back: its start-up (the engine's config, the drafter)."""
@@ -40,14 +40,13 @@ def describe(container: ServeContainer) -> str:
 
 
 async def read_container_log(host: Host, container: ServeContainer, *,
-                             scripts: RemoteScripts | None = None,
                              timeout: float = 60.0) -> ContainerLog:
     """The current run of the container's output. Raises HostError (one line) when the
     runtime will not give it."""
     payload = {"runtime": container.runtime, "ref": container.ref,
                "since": container.started_at, "head_bytes": HEAD_BYTES,
                "tail_bytes": TAIL_BYTES}
-    run = await run_json(host, scripts or RemoteScripts(host), "container-log", "python3",
+    run = await run_json(host, "container-log", "python3",
                          payload, timeout=timeout)
     if run.data is None or run.data.get("error"):
         why = run.error if run.data is None else str(run.data["error"])

@@ -29,9 +29,16 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from vllm_console.console.hostside.vocabulary import DEFAULT_PORT, reachable
+from vllm_console.console.hostside.vocabulary import (
+    DEFAULT_MATCH,
+    DEFAULT_PORT,
+    argv_host,
+    argv_port,
+    last_option,
+    reachable,
+)
 from vllm_console.console.transport.host import Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json
+from vllm_console.console.transport.remote_scripts import run_json
 
 if TYPE_CHECKING:  # the hosts file's models: not loaded by a console on a URL alone
     from vllm_console.console.settings import ServeSettings
@@ -168,18 +175,6 @@ class ServeProcess:
         return (self.pid, *(c.pid for c in self.children))
 
 
-def _option(argv: Sequence[str], names: Sequence[str]) -> str | None:
-    """The value of the last `--name value` / `--name=value` among `names`."""
-    value = None
-    for i, word in enumerate(argv):
-        for name in names:
-            if word == name and i + 1 < len(argv):
-                value = argv[i + 1]
-            elif word.startswith(name + "="):
-                value = word[len(name) + 1:]
-    return value
-
-
 def _spellings(option: str) -> list[str]:
     return [option, option.replace("-", "_").replace("__", "--", 1)]
 
@@ -226,9 +221,9 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
         i = argv.index("serve")
         if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
             target = argv[i + 1]
-    target = _option(argv, _spellings("--model")) or target
+    target = last_option(argv, *_spellings("--model")) or target
     spec: dict[str, Any] = {}
-    raw = _option(argv, _spellings("--speculative-config"))
+    raw = last_option(argv, *_spellings("--speculative-config"))
     if raw is not None:
         loaded = _loads(raw)
         if isinstance(loaded, dict):
@@ -237,14 +232,14 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
     # `--spec-method M --spec-model D --spec-tokens N` (vLLM 0.30+) fill what the config lacks.
     for flag, key in (("--spec-method", "method"), ("--spec-model", "model"),
                       ("--spec-tokens", "num_speculative_tokens")):
-        value = _option(argv, _spellings(flag))
+        value = last_option(argv, *_spellings(flag))
         if value is not None and spec.get(key) is None:
             spec[key] = value
     draft = spec.get("model")
     method = spec.get("method")
     n = spec.get("num_speculative_tokens", spec.get("num_spec_tokens"))
-    host = reachable(_option(argv, ["--host"]))
-    port = _int(_option(argv, ["--port"])) or DEFAULT_PORT
+    host = reachable(argv_host(argv))
+    port = argv_port(argv)
     return ServeArgs(
         target=target,
         draft=draft if isinstance(draft, str) else None,
@@ -253,7 +248,7 @@ def parse_serve_argv(argv: Sequence[str]) -> ServeArgs:
         host=host,
         port=port,
         speculative=spec,
-        max_model_len=_int(_option(argv, _spellings("--max-model-len"))),
+        max_model_len=_int(last_option(argv, *_spellings("--max-model-len"))),
     )
 
 
@@ -322,7 +317,7 @@ def resolution_notes(facts: Mapping[str, Any], match: str) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def serve_from_facts(facts: Mapping[str, Any], match: str = "vllm serve"
+def serve_from_facts(facts: Mapping[str, Any], match: str = DEFAULT_MATCH
                      ) -> ServeProcess | None:
     """Build the ServeProcess from the probe's answer (None when nothing matched). An answer
     of the wrong shape (a host's python3 that is not what it says) is a DiscoveryError: the
@@ -399,22 +394,19 @@ class Resolution:
 
 
 async def discover_serve(host: Host, settings: ServeSettings, *,
-                         scripts: RemoteScripts | None = None,
                          python: str = "python3") -> ServeProcess | None:
     """The serve process on `host` (see `resolve_serve`), or None when none runs.
     Raises DiscoveryError when discovery itself cannot run (no python3, link lost)."""
-    return (await resolve_serve(host, settings, scripts=scripts, python=python)).process
+    return (await resolve_serve(host, settings, python=python)).process
 
 
 async def resolve_serve(host: Host, settings: ServeSettings, *,
-                        scripts: RemoteScripts | None = None,
                         python: str = "python3") -> Resolution:
     """The serve process on `host` by the one rule (`console.hostside.discover`), and what else
     was found. Raises DiscoveryError when discovery itself cannot run."""
-    scripts = scripts or RemoteScripts(host)
     payload = {"match": settings.match.split(), "port": configured_port(settings.url),
                "container": settings.container, "runtime": settings.runtime}
-    run = await run_json(host, scripts, "discover", python, payload, timeout=30)
+    run = await run_json(host, "discover", python, payload, timeout=30)
     if run.data is None:
         raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")
     facts = dict(run.data)

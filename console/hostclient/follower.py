@@ -46,7 +46,7 @@ from vllm_console.console.transport.host import (
     StreamHandle,
     backoff,
 )
-from vllm_console.console.transport.remote_scripts import RemoteScripts, python_line
+from vllm_console.console.transport.remote_scripts import python_line
 
 SIG_BYTES = 64
 MIB = 1024 * 1024
@@ -250,7 +250,7 @@ class LogFollower:
                  max_lines: int = 100_000, max_bytes: int = 64 * MIB,
                  max_line_bytes: int = 16 * MIB, batch_s: float = 0.05,
                  idle_flush_s: float = 0.005, min_gap_s: float = 0.02, poll_s: float = 0.01,
-                 python: str = "", scripts: RemoteScripts | None = None,
+                 python: str = "",
                  clock: Callable[[], float] = time.monotonic) -> None:
         if start not in ("run", "end", "begin", "offset"):
             raise ValueError(f"start must be run, end, begin or offset, not {start!r}")
@@ -269,7 +269,7 @@ class LogFollower:
         self.min_gap_s = min_gap_s
         self.poll_s = poll_s
         self.python = python
-        self.scripts = scripts or RemoteScripts(host)
+        self.scripts = host.scripts
         self._clock = clock
         # The texts only: the ring's oldest line is number `_seq - len(_ring)`. (Per-line
         # (seq, text) tuples cost ~50 ns a line to make, and each was tracked by the collector

@@ -11,29 +11,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-ENV_HOOK = "VLLM_CONSOLE_TRACE_HOOK"
-ENV_WATCH = "VLLM_CONSOLE_TRACE_WATCH"
-ENV_ORIG_PYTHONPATH = "VLLM_CONSOLE_ORIG_PYTHONPATH"
-HOOK_DIR_PREFIX = "trace-hook-"
-_OURS = (ENV_HOOK, ENV_WATCH, ENV_ORIG_PYTHONPATH)
+from vllm_console.console.hostside.vocabulary import (
+    TRACE_ENV_HOOK,
+    TRACE_ENV_ORIG_PYTHONPATH,
+    TRACE_ENV_WATCH,
+    is_hook_dir,
+)
 
-
-def _is_hook_dir(entry: str) -> bool:
-    return f"/vllm-console/{HOOK_DIR_PREFIX}" in entry
-
+_OURS = (TRACE_ENV_HOOK, TRACE_ENV_WATCH, TRACE_ENV_ORIG_PYTHONPATH)
 
 def original_env(env: Mapping[str, str]) -> dict[str, str]:
     """The environment the server had before any traced restart touched it."""
     out = {k: v for k, v in env.items() if k not in _OURS}
-    if ENV_HOOK in env:
-        if ENV_ORIG_PYTHONPATH in env:
-            out["PYTHONPATH"] = env[ENV_ORIG_PYTHONPATH]
+    if TRACE_ENV_HOOK in env:
+        if TRACE_ENV_ORIG_PYTHONPATH in env:
+            out["PYTHONPATH"] = env[TRACE_ENV_ORIG_PYTHONPATH]
         else:
             out.pop("PYTHONPATH", None)
     elif "PYTHONPATH" in out:
         # A hook directory without our variables (edited by hand): drop just that entry.
         parts = out["PYTHONPATH"].split(":")
-        kept = [p for p in parts if not _is_hook_dir(p)]
+        kept = [p for p in parts if not is_hook_dir(p)]
         if len(kept) != len(parts):
             if kept:
                 out["PYTHONPATH"] = ":".join(kept)
@@ -50,10 +48,10 @@ def launch_env(original: Mapping[str, str], *, hook_dir: str = "",
         return env
     before = original.get("PYTHONPATH")
     env["PYTHONPATH"] = hook_dir + (f":{before}" if before else "")
-    env[ENV_HOOK] = hook_dir
-    env[ENV_WATCH] = json.dumps(list(watch))
+    env[TRACE_ENV_HOOK] = hook_dir
+    env[TRACE_ENV_WATCH] = json.dumps(list(watch))
     if before is not None:
-        env[ENV_ORIG_PYTHONPATH] = before
+        env[TRACE_ENV_ORIG_PYTHONPATH] = before
     return env
 
 

@@ -47,6 +47,7 @@ from .procfs import (
     read_stat,
     readlink,
 )
+from .vocabulary import DEFAULT_MATCH
 
 PROTOCOL = 1
 ARGV_CAP = 8192          # bytes of one process's command line sent per sample
@@ -310,7 +311,7 @@ def _emit(obj):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="vllm-console host agent (stdlib only)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-    p.add_argument("--match", default="vllm serve", help="words that find the serve process")
+    p.add_argument("--match", default=DEFAULT_MATCH, help="words that find the serve process")
     p.add_argument("--port", type=int, default=0, help="the server's port (0: none configured)")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="fallback GPU source")
     p.add_argument("--gpu-source", default="auto", choices=("auto", "nvml", "nvidia-smi", "none"))

@@ -46,7 +46,7 @@ from .procfs import (
     read_stat,
     readlink,
 )
-from .vocabulary import argv_port
+from .vocabulary import OWN_ENV_PREFIX, argv_port, is_hook_dir
 from .wire import answer, read_params
 
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
@@ -60,8 +60,6 @@ CONTAINER_INITS = ("tini", "dumb-init", "docker-init", "catatonit")
 SUPERVISORS = ("supervisord", "s6-supervise", "runsv", "circusd", "pm2", *CONTAINER_INITS)
 SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "fish")
 LOOP_WORDS = ("while", "until", "for")
-# Hook variables a traced restart adds: the same server with or without them.
-_OWN_ENV_PREFIXES = ("VLLM_CONSOLE_",)
 
 
 def server_entry(argv: list[str]) -> bool:
@@ -93,8 +91,9 @@ def env_items(env: dict[str, str]) -> list[str]:
     (which may be secrets) leaving the host."""
     return sorted(
         hashlib.sha256(f"{k}={v}".encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        for k, v in env.items() if not k.startswith(_OWN_ENV_PREFIXES)
-        and not (k == "PYTHONPATH" and "trace-hook-" in v))
+        # The hook's variables and directory a traced restart adds: the same server without.
+        for k, v in env.items() if not k.startswith(OWN_ENV_PREFIX)
+        and not (k == "PYTHONPATH" and is_hook_dir(v)))
 
 
 def holds(pid: int, names: set[str]) -> bool:

@@ -34,14 +34,13 @@ import signal
 import time
 
 from .lifeline import on_stdin_eof
-from .vocabulary import ENGINE_START, RESTART_MARKER, RUN_PREAMBLE
+from .vocabulary import RUN_MARKERS, last_run_start, run_mark
 
 CHUNK = 256 * 1024
 SIG_BYTES = 64
-RUN_ENGINE = ENGINE_START.encode()
-RUN_RESTART = RESTART_MARKER.encode()
-_PREAMBLE = tuple(m.encode() for m in RUN_PREAMBLE)
+_NEEDLES = tuple(m.encode() for m in RUN_MARKERS)
 SCAN_BLOCK = 1024 * 1024
+LINE_AROUND = 64 * 1024
 
 _stopping: list = []
 
@@ -103,46 +102,50 @@ def _next_line_start(fd, pos, size):
     return limit
 
 
-def _markers(block, base, lo, hi):
-    """(position, kind) of every run marker starting in [lo, hi) of `block` at `base`; kind
-    is `engine`, `preamble` or `restart`."""
-    found = []
-    kinds = [(RUN_ENGINE, "engine"), (RUN_RESTART, "restart")] + \
-        [(m, "preamble") for m in _PREAMBLE]
-    for marker, kind in kinds:
-        at = block.find(marker)
-        while at >= 0:
-            if lo <= base + at < hi:
-                found.append((base + at, kind))
-            at = block.find(marker, at + 1)
-    return found
+def _line_around(fd, start, pos):
+    """The line that starts at `start` and holds byte `pos` (at most `LINE_AROUND` bytes
+    either side of `pos`: a line that long whole). Its end is looked for in a few KB first."""
+    lo = max(start, pos - LINE_AROUND)
+    data = os.pread(fd, pos + 4096 - lo, lo)
+    end = data.find(b"\n", pos - lo)
+    if end < 0 and len(data) == pos + 4096 - lo:
+        data += os.pread(fd, LINE_AROUND - 4096, pos + 4096)
+        end = data.find(b"\n", pos - lo)
+    return data[:end] if end >= 0 else data
 
 
-def find_run_start(fd, size, scan_limit):
-    """Where the current run of `vllm serve` starts in the log: the console's restart marker,
-    else its first preamble line (`non-default args`, version banner) or engine start line
-    after the previous run's (the rule of `console.telemetry.startup`). Scans backwards at
-    most `scan_limit` bytes; None when no marker is found."""
-    overlap = max(len(RUN_ENGINE), len(RUN_RESTART), max(len(m) for m in _PREAMBLE)) - 1
-    floor = max(0, size - scan_limit)
+def _marks_backwards(fd, size, floor):
+    """(line start, mark) of each line in [floor, size) that is a run mark (`run_mark`, asked
+    only of the lines holding one of `RUN_MARKERS`, found with `bytes.find`), from the last
+    back."""
+    overlap = max(len(m) for m in _NEEDLES) - 1
     hi = size
-    earliest = None
-    preamble_seen = False
+    last_start = None
     while hi > floor:
         lo = max(floor, hi - SCAN_BLOCK)
         block = os.pread(fd, hi - lo + overlap, lo)
-        for pos, kind in sorted(_markers(block, lo, lo, hi), reverse=True):
-            # Walking back: a run is `[restart marker] preamble... engine...`; the marker is
-            # always its first line, and an engine start line before a preamble already
-            # taken belongs to the previous run.
-            if kind == "restart":
-                return _line_start(fd, pos)
-            if kind == "engine" and preamble_seen:
-                return _line_start(fd, earliest)
-            preamble_seen = preamble_seen or kind == "preamble"
-            earliest = pos
+        found = set()
+        for needle in _NEEDLES:
+            at = block.find(needle)
+            while 0 <= at < hi - lo:
+                found.add(lo + at)
+                at = block.find(needle, at + 1)
+        for pos in sorted(found, reverse=True):
+            start = _line_start(fd, pos)
+            if start == last_start:
+                continue
+            mark = run_mark(_line_around(fd, start, pos).decode("utf-8", "replace"))
+            if mark is not None:
+                last_start = start
+                yield start, mark
         hi = lo
-    return None if earliest is None else _line_start(fd, earliest)
+
+
+def find_run_start(fd, size, scan_limit):
+    """Where the current run of `vllm serve` starts in the log: the line the vocabulary's rule
+    (`last_run_start`, the same as the console's telemetry reads forwards) says begins the
+    last run. Scans backwards at most `scan_limit` bytes; None when no mark is found."""
+    return last_run_start(_marks_backwards(fd, size, max(0, size - scan_limit)))
 
 
 class Follower:

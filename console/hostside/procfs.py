@@ -8,7 +8,7 @@ import os
 import pwd
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import NamedTuple
 
 PROC = "/proc"
@@ -99,9 +99,6 @@ class ProcInfo:
     state: str
     comm: str
     uid: int
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def read_proc(pid: int) -> ProcInfo | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import NamedTuple
 
+from vllm_console.console.hostside.vocabulary import ARGS_LINE, ENGINE_START, READY_LINE
 from vllm_console.console.parsers.aux import parse_aux_layers
 from vllm_console.console.parsers.engine import (
     EngineConfig,
@@ -100,7 +101,7 @@ MESSAGE_ANCHORS = (
     "KV cache ",  # `Available KV cache memory`, `GPU KV cache size`
     "Graph capturing finished",
     ") took",  # `init engine (...) took N s`
-    "Application startup complete",
+    READY_LINE,
     "DFlash",  # DFlash's refusals
     "EngineCore failed to start",
     "Engine core initialization failed",
@@ -135,8 +136,8 @@ def _classify(line: LogLine) -> LineEvent:
 # Each parser is tried only on a message holding one of its gates (a substring every line it
 # accepts holds), in this order; start-up lines have no such substring ("" is in every message).
 _PARSERS: tuple[tuple[tuple[str, ...], Callable[[str], Payload], LineKind], ...] = (
-    (("LLM engine (",), parse_engine_start, LineKind.ENGINE_START),
-    (("non-default args",), parse_non_default_args, LineKind.NON_DEFAULT_ARGS),
+    ((ENGINE_START,), parse_engine_start, LineKind.ENGINE_START),
+    ((ARGS_LINE,), parse_non_default_args, LineKind.NON_DEFAULT_ARGS),
     (("metrics:",), parse_spec_decode, LineKind.SPEC_DECODE),
     (("throughput:",), parse_throughput, LineKind.THROUGHPUT),
     (("auxiliary layers",), parse_aux_layers, LineKind.AUX_LAYERS),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from vllm_console.console.hostside.vocabulary import ARGS_LINE, BANNER, engine_start
 from vllm_console.console.parsers.pyrepr import parse_kwargs, parse_repr, to_jsonable
 from vllm_console.console.parsers.redact import redact
 
@@ -35,10 +36,7 @@ __all__ = [
     "redact",
 ]
 
-_ENGINE_START = re.compile(
-    r"Initializing an? (?:(?P<kind>V\d+) )?LLM engine \((?P<version>[^()\s]{0,200})\)"
-    r" with config:\s?"
-)
+_WITH_CONFIG = " with config:"
 # Matched against the right-stripped message, so `$` needs no `\s*` before it (which made
 # lazy groups quadratic on long runs of trailing spaces).
 _BANNER_SERVER = re.compile(
@@ -102,31 +100,29 @@ class VersionBanner:
 
 def parse_engine_start(message: str) -> EngineConfig | None:
     """Parse `Initializing a V1 LLM engine (vX) with config: ...`; None for any other line."""
-    if "LLM engine" not in message:
+    start = engine_start(message)
+    if start is None or not message.startswith(_WITH_CONFIG, start[2]):
         return None
-    m = _ENGINE_START.search(message)
-    if m is None:
-        return None
-    fields = redact(parse_kwargs(message[m.end() :]))
-    version = m["version"]
-    if version.startswith("v") and version[1:2].isdigit():
-        version = version[1:]
+    kind, version, end = start
+    end += len(_WITH_CONFIG)
+    end += message[end:end + 1].isspace()
+    fields = redact(parse_kwargs(message[end:]))
     model = fields.get("model")
     return EngineConfig(
         version=version or None,
         model=model if isinstance(model, str) else None,
         speculative=_speculative(fields.get("speculative_config")),
         fields=MappingProxyType(fields),
-        engine_kind=m["kind"],
+        engine_kind=kind,
     )
 
 
 def parse_non_default_args(message: str) -> NonDefaultArgs | None:
     """Parse `non-default args: {...}`; None for any other line or a value that is not a dict."""
-    idx = message.find("non-default args:")
+    idx = message.find(ARGS_LINE)
     if idx < 0:
         return None
-    text = message[idx + len("non-default args:") :].strip()
+    text = message[idx + len(ARGS_LINE) :].strip()
     args: Any
     try:
         args = ast.literal_eval(text) if len(text) < 200_000 else None
@@ -150,7 +146,7 @@ def parse_version_banner(message: str) -> VersionBanner | None:
     if "version" not in message and "model" not in message:
         return None
     message = message.rstrip()
-    if "server version" in message:
+    if BANNER in message:
         m = _BANNER_SERVER.search(message) or _BANNER_OLD.search(message)
         if m is not None:
             groups = m.groupdict()

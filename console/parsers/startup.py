@@ -1,8 +1,8 @@
 """Start-up progress: the phases a `vllm serve` goes through before it answers requests.
 
 Loading a large target and drafter takes minutes, during which the HTTP port refuses or hangs;
-these lines show where it is. `Application startup complete.` is the ready signal (vLLM prints no
-"Uvicorn running on" line).
+these lines show where it is. `Application startup complete.` (the vocabulary's `READY_LINE`) is
+the ready signal (vLLM prints no "Uvicorn running on" line).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+from vllm_console.console.hostside.vocabulary import ENGINE_START, READY_LINE, engine_start
 
 
 class StartupPhase(StrEnum):
@@ -49,7 +51,6 @@ class StartupEvent:
 
 
 _NUM = r"(\d+(?:\.\d+)?)"
-_ENGINE_START = re.compile(r"Initializing an? (?:V\d+ )?LLM engine \(v?([^()\s]{0,200})\)")
 _WEIGHTS_TOOK = re.compile(rf"Loading weights took {_NUM} s")
 _MODEL_LOADED = re.compile(rf"Model loading took {_NUM} ?GiB(?: memory)? and {_NUM} s")
 _KV_MEMORY = re.compile(rf"Available KV cache memory: {_NUM} ?GiB")
@@ -69,10 +70,10 @@ def parse_startup(message: str) -> StartupEvent | None:
     progress display can follow the whole sequence from this parser alone.
     """
     # Substring checks first: this runs on every line.
-    if "LLM engine (" in message:
-        m = _ENGINE_START.search(message)
-        if m is not None:
-            return StartupEvent(StartupPhase.ENGINE_START, detail=m[1])
+    if ENGINE_START in message:
+        start = engine_start(message)
+        if start is not None:
+            return StartupEvent(StartupPhase.ENGINE_START, detail=start[1])
     elif "Starting to load model" in message:
         model = message.split("Starting to load model", 1)[1].strip()
         model = model.removesuffix("...").strip()[:1000]
@@ -118,6 +119,6 @@ def parse_startup(message: str) -> StartupEvent | None:
         m = _SERVER.search(message)
         if m is not None:
             return StartupEvent(StartupPhase.SERVER_STARTING, detail=m[1])
-    elif "Application startup complete" in message:
+    elif READY_LINE in message:
         return StartupEvent(StartupPhase.READY, detail="application startup complete")
     return None

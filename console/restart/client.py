@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from vllm_console.console.hostside.vocabulary import last_launch_file
 from vllm_console.console.parsers import StartupPhase
 from vllm_console.console.restart.follow import FileFollower, LinkTimeout
 from vllm_console.console.restart.model import (
@@ -37,7 +38,6 @@ from vllm_console.console.settings import HostConfig
 from vllm_console.console.telemetry.http import ServeUrl, http_get
 from vllm_console.console.transport.aio import cancel_and_wait, within
 from vllm_console.console.transport.host import Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 ProgressCallback = Callable[[RestartStep], None | Awaitable[None]]
 # The host step writes a heartbeat after 10 s of silence: three missed ones and it is gone.
@@ -122,12 +122,11 @@ class _Run:
         self.paths = {
             "status": posixpath.join(private, f"restart-{self.id}.status"),
             "lock": posixpath.join(private, "restart.lock"),
-            "last": posixpath.join(private, f"last-launch-{plan.last_key or 'default'}.json"),
+            "last": posixpath.join(private, last_launch_file(plan.last_key or "default")),
         }
         self.plan_path = posixpath.join(private, f"plan-{self.id}.json")
         self.out_path = posixpath.join(private, f"restart-{self.id}.out")
         self.tracker = RelaunchTracker()
-        self.scripts = RemoteScripts(host)
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.host_t0: float | None = None
         self.client_at_host_t0 = 0.0
@@ -192,7 +191,7 @@ class _Run:
         self.log_follower = FileFollower(self.host, log, offset,
                                          link_timeout=self.options.link_timeout_s,
                                          on_link=self._on_link, catch_up=self.link_lost,
-                                         python=self.plan.python, scripts=self.scripts)
+                                         python=self.plan.python)
         self.log_task = asyncio.create_task(self._read_log(self.log_follower),
                                             name="restart-log")
 
@@ -252,7 +251,7 @@ class _Run:
             self.start_error = str(exc)
         status = FileFollower(self.host, self.paths["status"],
                               link_timeout=self.options.link_timeout_s, on_link=self._on_link,
-                              python=self.plan.python, scripts=self.scripts)
+                              python=self.plan.python)
         reader = asyncio.create_task(self._read_status(status), name="restart-status")
         try:
             return await self._follow()

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Mapping
 
 from vllm_console.console.hostside.argv import matches
+from vllm_console.console.hostside.vocabulary import DEFAULT_MATCH
 from vllm_console.console.parsers.redact import REDACTED, is_secret_key
 from vllm_console.console.restart.model import RestartPlan, shown_argv
 from vllm_console.console.restart.plan import (
@@ -109,7 +110,7 @@ def edit_refused(plan: RestartPlan) -> str:
 
 
 def edit_plan(plan: RestartPlan, *, env: EnvEdit = (), argv: tuple[str, ...] = (),
-              url: str = "", match: str = "vllm serve") -> RestartPlan:
+              url: str = "", match: str = DEFAULT_MATCH) -> RestartPlan:
     """The plan with the person's changes (none: the plan as it is). `url` and `match` are
     the host entry's: the port to verify comes from the configured URL, else the new command
     line; a command line the entry's `match` no longer finds is refused (the console could not

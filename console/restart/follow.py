@@ -19,7 +19,6 @@ from collections.abc import AsyncGenerator, Callable
 from vllm_console.console.hostclient.follower import LogBatch, LogFollower, NoticeKind
 from vllm_console.console.transport.aio import cancel_and_wait, within
 from vllm_console.console.transport.host import ConnectionState, Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 # A line longer than this is cut (the follower says so): the start-up tracker needs no more,
 # and a writer that never ends its line must not grow the client's memory.
@@ -36,8 +35,7 @@ class FileFollower:
 
     def __init__(self, host: Host, path: str, offset: int = 0, *, link_timeout: float = 120.0,
                  on_link: Callable[[bool, str], None] | None = None,
-                 catch_up: bool = False, python: str = "",
-                 scripts: RemoteScripts | None = None) -> None:
+                 catch_up: bool = False, python: str = "") -> None:
         self.host = host
         self.path = path
         self._consumed = offset
@@ -49,7 +47,7 @@ class FileFollower:
                                      max_lines=256, max_bytes=4 * MAX_LINE_BYTES,
                                      max_line_bytes=MAX_LINE_BYTES, batch_s=0.0,
                                      idle_flush_s=0.0, min_gap_s=0.0,
-                                     python=python, scripts=scripts)
+                                     python=python)
         self._batches: asyncio.Queue[LogBatch] = asyncio.Queue(maxsize=4)
         self._task: asyncio.Task[None] | None = None
         self._down_since: float | None = None

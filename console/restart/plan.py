@@ -8,7 +8,6 @@ whether a systemd unit owns the process.
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -23,30 +22,32 @@ from vllm_console.console.hostclient.discovery import (
     parse_serve_argv,
     resolve_serve,
 )
-from vllm_console.console.hostclient.launch_env import (
-    HOOK_DIR_PREFIX,
-    env_changes,
-    launch_env,
-    original_env,
-)
+from vllm_console.console.hostclient.launch_env import env_changes, launch_env, original_env
 from vllm_console.console.hostclient.launch_record import last_key
 from vllm_console.console.hostside.argv import matches
 from vllm_console.console.hostside.discover import env_items
-from vllm_console.console.hostside.vocabulary import argv_host, argv_port, reachable
+from vllm_console.console.hostside.restart.hook_files import hook_digest
+from vllm_console.console.hostside.vocabulary import (
+    DEFAULT_MATCH,
+    HOOK_DIR_PREFIX,
+    argv_host,
+    argv_port,
+    reachable,
+)
 from vllm_console.console.restart.model import RestartPlan, shown_argv
 from vllm_console.console.settings import HostConfig
 from vllm_console.console.transport.host import Host, quote_argv
-from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json, trace_hook_source
+from vllm_console.console.transport.remote_scripts import run_json
 
 
 class RestartError(Exception):
     """The restart cannot be planned or started; the message says why (exit status 2)."""
 
 
-async def run_bundle(host: Host, scripts: RemoteScripts, python: str, *args: str,
+async def run_bundle(host: Host, python: str, *args: str,
                      timeout: float = 30.0) -> dict[str, Any]:
     """Run a query command of the host side's `restart` entry; its one JSON answer."""
-    run = await run_json(host, scripts, "restart", python, args=args, timeout=timeout)
+    run = await run_json(host, "restart", python, args=args, timeout=timeout)
     if run.data is None:
         raise RestartError(f"{host.name}: restart {args[0]}: {run.error}")
     return dict(run.data)
@@ -90,15 +91,14 @@ def server_address(url: str, argv: list[str]) -> tuple[str, int | None]:
     return f"http://{shown}:{port}", port
 
 
-async def _resolve(host: Host, config: HostConfig, python: str,
-                   scripts: RemoteScripts) -> tuple[Resolution, str]:
+async def _resolve(host: Host, config: HostConfig, python: str) -> tuple[Resolution, str]:
     """The serve process by the console's one rule
     (`console.hostclient.discovery.resolve_serve`, which telemetry and the checks use too; a
     look-alike is never it), checked for what a restart must never act on: a port held by something
     else, a server a supervisor restarts by itself, several servers with nothing to choose between
     them. Returns it and the interpreter."""
     try:
-        found = await resolve_serve(host, config.serve, scripts=scripts, python=python)
+        found = await resolve_serve(host, config.serve, python=python)
     except DiscoveryError as exc:
         raise RestartError(str(exc)) from None
     serve = found.process
@@ -174,7 +174,7 @@ def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
     last = described.get("last") or {}
     if seen and seen.get("argv") and float(seen.get("at") or 0) > float(last.get("at") or 0):
         last = dict(seen)
-    words = (config.serve.match or "vllm serve").split()
+    words = (config.serve.match or DEFAULT_MATCH).split()
     if last and last.get("entry") not in (None, host.name):
         raise RestartError(f"{host.name}: the last launch on record belongs to host entry "
                            f"{last.get('entry')!r}, not this one: not starting it")
@@ -199,16 +199,14 @@ LOG_KINDS_OK = ("file", "missing", "")
 
 async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
                        watch: tuple[str, ...] | None = None,
-                       scripts: RemoteScripts | None = None,
                        seen: Mapping[str, Any] | None = None) -> RestartPlan:
     """Find the serve tree by the console's one rule (or this host entry's last launch when
     none runs: the console's record, or `seen`, the server this console last saw running,
     whichever started later) and build the plan. Raises RestartError (or HostError) when
     there is nothing sound to restart; nothing on the host has changed then."""
-    scripts = scripts or RemoteScripts(host)
-    bundle = await scripts.bundle()
+    bundle = await host.scripts.bundle()
     private = posixpath.dirname(bundle)
-    found, python = await _resolve(host, config, config.serve.python or "python3", scripts)
+    found, python = await _resolve(host, config, config.serve.python or "python3")
     serve = found.process
     if serve is not None and serve.container is not None:
         plan = _container_plan(host, config, found, trace=trace, bundle=bundle, watch=watch)
@@ -221,7 +219,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     query = ["describe", str(pid) if pid is not None else "-", "--dir", private, "--key", key]
     if config.serve.log:
         query += ["--log", config.serve.log]
-    described = await run_bundle(host, scripts, python, *query)
+    described = await run_bundle(host, python, *query)
     if pid is not None and "error" in described:
         raise RestartError(f"{host.name}: {described['error']} (it exited just now?)")
     if serve is not None and int(described.get("start") or 0) != serve.start_ticks:
@@ -290,8 +288,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     watched = tuple(watch or profile_watch(config, argv)) if trace else ()
     hook_dir = ""
     if trace:
-        digest = hashlib.sha256(trace_hook_source()).hexdigest()[:12]
-        hook_dir = posixpath.join(private, f"{HOOK_DIR_PREFIX}{digest}")
+        hook_dir = posixpath.join(private, f"{HOOK_DIR_PREFIX}{hook_digest()}")
     new_env = launch_env(original, hook_dir=hook_dir, watch=watched)
     if unit:
         command = f"systemctl{' --user' if user_unit else ''} restart {unit}"
@@ -336,8 +333,8 @@ def _container_plan(host: Host, config: HostConfig, found: Resolution, *, trace:
     watched = tuple(watch or profile_watch(config, argv)) if trace else ()
     hook_dir = ""
     if trace:
-        digest = hashlib.sha256(trace_hook_source()).hexdigest()[:12]
-        hook_dir = posixpath.join(posixpath.dirname(bundle), f"{HOOK_DIR_PREFIX}{digest}")
+        hook_dir = posixpath.join(posixpath.dirname(bundle),
+                                  f"{HOOK_DIR_PREFIX}{hook_digest()}")
     new_env = launch_env(original, hook_dir=hook_dir, watch=watched)
     recreate = new_env != env
     if recreate and not trace:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from vllm_console.checks.trace import parse_trace_line
+from vllm_console.console.hostside.vocabulary import TRACE_TAG, RunMark, run_mark
 from vllm_console.console.parsers import (
     ErrorKind,
     StartupEvent,
@@ -20,7 +21,7 @@ from vllm_console.console.parsers import (
     parse_startup,
 )
 from vllm_console.console.restart.model import PhaseTiming
-from vllm_console.console.telemetry.startup import RESTART_MARKER, PhaseSteps
+from vllm_console.console.telemetry.startup import PhaseSteps
 
 MAX_ERROR_LINES = 40
 TAIL_LINES = 15
@@ -46,14 +47,14 @@ class RelaunchTracker:
         says how long one took. `late`: it was written while the link was down (its phase's
         timing is then unknown, never 0)."""
         now = time.monotonic() if now is None else now
-        if not self.marker_seen and raw.startswith(RESTART_MARKER):
+        if not self.marker_seen and run_mark(raw) is RunMark.RESTART:
             self.marker_seen = True
             return None
         new: StartupEvent | None = None
         for piece in raw.split("\r"):  # tqdm redraws with a bare CR
             if not piece.strip():
                 continue
-            if "[vllm-console-trace]" in piece and parse_trace_line(piece) is not None:
+            if TRACE_TAG in piece and parse_trace_line(piece) is not None:
                 self.trace_events += 1
                 continue
             line = parse_line(piece)

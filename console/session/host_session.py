@@ -128,8 +128,7 @@ class HostSession:
         """The range this host's profile expects (`checks.profile` in the hosts file, else the
         running method's), with its source."""
         spec = self.snapshot.run.speculative or self.snapshot.serve.speculative
-        return expected_acceptance((spec.method if spec else None) or "dflash",
-                                   self.config.checks.profile)
+        return expected_acceptance(spec.method if spec else None, self.config.checks.profile)
 
     async def run(self, on_event: Callable[[TelemetryEvent], Any]) -> None:
         """Telemetry until cancelled (reconnects on its own)."""

@@ -23,8 +23,6 @@ from typing import TextIO
 
 from vllm_console.console.sim.tree import SimTree
 
-READY_LINE = "Application startup complete."
-
 
 def launch_environment(tree: SimTree, extra: Mapping[str, str] | None = None
                        ) -> dict[str, str]:

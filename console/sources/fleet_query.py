@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from vllm_console.console.sources.expected import expected_acceptance, far_below
 from vllm_console.console.sources.fleet_hosts import host_part
 
 if TYPE_CHECKING:
@@ -198,7 +197,8 @@ class FleetServer:
 
     @property
     def low_acceptance(self) -> bool | None:
-        return far_below(self.mean_acceptance_length, self.expected_acceptance)
+        expected = self.expected_acceptance
+        return None if expected is None else expected.is_low(self.mean_acceptance_length)
 
     def to_json(self) -> dict[str, Any]:
         """One element of `fleet --json`'s `servers` (README: schema)."""
@@ -273,7 +273,9 @@ async def query_fleet(prom: Prometheus, *, selector: str = "", host_label: str =
         unreachable = any(isinstance(a, PromUnreachable) for a in answers)
         why = errors["up"] if unreachable else f"the `up` query failed: {errors['up']}"
         return replace(report, error=why, query_errors={}, took_s=time.monotonic() - started)
-    servers = _assemble(results, errors, host_label, selector, expected_acceptance(profile))
+    from vllm_console.checks.profile import expected_acceptance  # loaded once a fleet is asked
+
+    servers = _assemble(results, errors, host_label, selector, expected_acceptance(None, profile))
     return replace(report, servers=servers, took_s=time.monotonic() - started)
 
 

@@ -64,7 +64,6 @@ from vllm_console.console.transport.host import (
     LinkStatus,
     backoff,
 )
-from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
 SECOND_SCRAPE_S = 1.0
@@ -149,13 +148,12 @@ class HostTelemetry:
         self.options = options or TelemetryOptions()
         self.clock = LogClock()
         self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
-        self.scripts = RemoteScripts(host)
         self.agent = AgentClient(host, interval_s=self.options.interval_s,
                                  match=config.serve.match,
                                  port=configured_port(config.serve.url),
                                  nvidia_smi=config.gpu.nvidia_smi,
                                  python=config.serve.python,
-                                 gpu_source=self.options.gpu_source, scripts=self.scripts)
+                                 gpu_source=self.options.gpu_source)
         self.metrics = MetricsReader(host)
         self.serving = ServingWatch(stall_s=config.serve.stall_s)
         self._snapshot = HostSnapshot(host.name, link=host.link,
@@ -281,7 +279,7 @@ class HostTelemetry:
         self._container_look = time.monotonic()
         settings = self.config.serve
         try:
-            process = await discover_serve(self.host, settings, scripts=self.scripts,
+            process = await discover_serve(self.host, settings,
                                            python=settings.python or "python3")
         except DiscoveryError:
             self._look_every = min(self._look_every * 2, CONTAINER_LOOK_MAX_S)
@@ -309,7 +307,7 @@ class HostTelemetry:
                 # The resolver's choice is the server (the agent's oldest match is only the
                 # prompt to ask again): the same process as `check` and the restart act on.
                 process = container or await discover_serve(
-                    self.host, settings, scripts=self.scripts,
+                    self.host, settings,
                     python=settings.python or "python3")
                 info = (serve_info(settings, process, True) if process is not None
                         else serve_info_from_tree(settings, tree))
@@ -336,8 +334,7 @@ class HostTelemetry:
         output (`docker logs`) since its start: the same batches either way."""
         opts = self.options
         kwargs: dict[str, Any] = dict(backlog_bytes=opts.log_backlog_bytes,
-                                      max_lines=opts.log_max_lines, batch_s=opts.log_batch_s,
-                                      scripts=self.scripts)
+                                      max_lines=opts.log_max_lines, batch_s=opts.log_batch_s)
         key = path if container is None else ContainerLogFollower.run_key(container)
         if self._follower is not None and self._follow_key == key:
             return

@@ -39,7 +39,6 @@ from vllm_console.console.telemetry.serving import (
 )
 from vllm_console.console.telemetry.snapshot import AgentState, AgentStatus, HostSnapshot
 from vllm_console.console.transport.host import Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 MIB = 1024 * 1024
 
@@ -99,14 +98,13 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     `window_s`: the latency over that many seconds (`--window`); without it, over the look's
     own few seconds, or since the server's start when no request finished in them."""
     await host.connect()
-    scripts = RemoteScripts(host)
     serve = config.serve
     python = serve.python or "python3"
     agent = AgentClient(host, match=serve.match, port=configured_port(serve.url),
-                        nvidia_smi=config.gpu.nvidia_smi, python=serve.python, scripts=scripts)
+                        nvidia_smi=config.gpu.nvidia_smi, python=serve.python)
     agent_result, discovered = await asyncio.gather(
         agent.once(timeout=timeout),
-        resolve_serve(host, serve, scripts=scripts, python=python),
+        resolve_serve(host, serve, python=python),
         return_exceptions=True)
     for result in (agent_result, discovered):
         if isinstance(result, BaseException) and not isinstance(result, HostError):
@@ -140,7 +138,7 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     async def read_log() -> None:
         if not info.log and info.container is not None:
             try:
-                log = await read_container_log(host, info.container, scripts=scripts,
+                log = await read_container_log(host, info.container,
                                                timeout=timeout)
             except HostError as exc:
                 notes.append(str(exc))
@@ -153,7 +151,7 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
         if not info.log:
             return
         follower = LogFollower(host, info.log, start="run", backlog_bytes=backlog_bytes,
-                               python=serve.python, scripts=scripts)
+                               python=serve.python)
         try:
             batch = await follower.read_once(timeout=timeout)
         except HostError as exc:

@@ -2,10 +2,10 @@
 
 Each line goes through the parsers once (`parse_line`, `classify`); what it says lands in
 `RunInfo` (engine config, version, aux layers, errors, load), the spec-decode tracker and the
-start-up tracker. Where a run starts is `startup.starts_run`'s rule (the chain's runtime link uses
-the same): at the console's restart marker, the version banner, `non-default args` or the engine
-start line, whichever comes first of a run; a mark that goes back in that order begins the next
-run, and everything is reset.
+start-up tracker. Where a run starts is the vocabulary's rule (`run_mark`, `starts_run`: the
+host's follower and the chain's runtime link use the same): at the console's restart marker,
+the version banner, `non-default args` or the engine start line, whichever comes first of a
+run; a mark that goes back in that order begins the next run, and everything is reset.
 """
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ from datetime import datetime
 from enum import Flag, auto
 from typing import Any
 
+from vllm_console.console.hostside.vocabulary import (
+    RESTART_MARKER,
+    RunMark,
+    run_mark,
+    starts_run,
+)
 from vllm_console.console.parsers.classifier import (
     LEVEL_ANCHORS,
     LOGO_UTF8,
@@ -33,14 +39,7 @@ from vllm_console.console.parsers.startup import StartupEvent, StartupPhase
 from vllm_console.console.parsers.throughput import ThroughputSample
 from vllm_console.console.telemetry.logclock import LogClock
 from vllm_console.console.telemetry.spec_decode import SpecDecodeTracker, SpecSource
-from vllm_console.console.telemetry.startup import (
-    RESTART_MARKER,
-    STALL_AFTER_S,
-    RunMark,
-    StartupTracker,
-    run_mark,
-    starts_run,
-)
+from vllm_console.console.telemetry.startup import STALL_AFTER_S, StartupTracker
 
 MAX_ERRORS = 50
 _NOT_KEPT = frozenset({ErrorKind.TRACEBACK_FRAME, ErrorKind.TRACEBACK_CHAIN})
@@ -167,22 +166,20 @@ class RunLog:
     def feed(self, event: LineEvent, arrival: float | None = None) -> Changed:
         """One classified line."""
         kind = event.kind
+        text = event.line.text
+        mark = run_mark(text)
+        if mark is RunMark.RESTART:
+            return self._run_boundary(mark, _restart_at(text) or self._at(event, arrival))
+        changed = Changed.NOTHING
+        if mark is not None:
+            changed = self._run_boundary(mark, self._at(event, arrival))
         if kind is LineKind.OTHER or kind is LineKind.WARNING:
-            if kind is LineKind.OTHER and RESTART_MARKER in event.line.text:
-                return self._run_boundary(RunMark.RESTART, _restart_at(event.line.text)
-                                          or self._at(event, arrival))
-            if not self.startup.started or self.startup.ready:
-                return Changed.NOTHING
-            text = event.line.text
-            if "it/s]" in text or "s/it]" in text:  # a progress bar moved
+            if self.startup.started and not self.startup.ready and \
+                    ("it/s]" in text or "s/it]" in text):  # a progress bar moved
                 self.startup.progress(self._at(event, arrival))
-            return Changed.NOTHING
+            return changed
         at = self._at(event, arrival)
         payload = event.payload
-        changed = Changed.NOTHING
-        mark = run_mark(event)
-        if mark is not None:
-            changed |= self._run_boundary(mark, at)
         if kind is LineKind.ENGINE_START and isinstance(payload, EngineConfig):
             self.info = replace(self.info, engine=payload,
                                 version=payload.version or self.info.version,

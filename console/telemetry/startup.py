@@ -6,20 +6,18 @@ The log says where it is ("loading weights 2m10s"); when no progress line comes 
 (engine failed, a DFlash refusal, an exception before the engine started) makes it "failed";
 the serve tree vanishing makes it "exited".
 
-Which lines start a run and which end its start-up is one rule (`RunMark`, `starts_run`,
-`current_run_start`, `ends_startup`), used by the telemetry (`run_log.RunLog`) and by the
-chain's runtime-activation link (`checks.links.current_run.CurrentRun`) alike, so that the
-status bar and `check` never tell two stories.
+Which lines start a run is the vocabulary's rule (`console.hostside.vocabulary.run_mark`,
+`starts_run`: the host's follower reads it too); which end its start-up is `ends_startup`. The
+telemetry (`run_log.RunLog`) and the chain's runtime-activation link
+(`checks.links.current_run.CurrentRun`) use both alike, so that the status bar and `check`
+never tell two stories.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 
-from vllm_console.console.hostside import vocabulary
-from vllm_console.console.parsers.classifier import LineEvent, LineKind
 from vllm_console.console.parsers.errors import ErrorEvent, ErrorKind
 from vllm_console.console.parsers.startup import StartupEvent, StartupPhase
 
@@ -37,58 +35,6 @@ _ACTIVITY = {
     StartupPhase.READY: "ready",
 }
 _FATAL = frozenset({ErrorKind.ENGINE_FAILED, ErrorKind.ENGINE_INIT_FAILED, ErrorKind.ENGINE_DEAD})
-
-RESTART_MARKER = vocabulary.RESTART_MARKER
-"""The line a console restart writes into the serve log before it relaunches."""
-
-
-class RunMark(IntEnum):
-    """A line that marks a run of `vllm serve`, in the order one run writes them."""
-
-    RESTART = 0  # the console's restart marker
-    BANNER = 1  # `vLLM server version X`, the logo's rows, older `vLLM API server version X`
-    ARGS = 2  # `non-default args: {...}`
-    ENGINE = 3  # `Initializing a V1 LLM engine (vX) with config: ...`
-
-
-_MARKS = {LineKind.VERSION: RunMark.BANNER, LineKind.NON_DEFAULT_ARGS: RunMark.ARGS,
-          LineKind.ENGINE_START: RunMark.ENGINE}
-# A second restart marker is the next run (a relaunch that died before vLLM wrote anything).
-# The other marks may repeat within a run: the logo banner spans rows, each data-parallel
-# engine writes its own engine line, and a repeated `non-default args` is no surer a sign.
-_ONCE = frozenset({RunMark.RESTART})
-
-
-def run_mark(event: LineEvent) -> RunMark | None:
-    """The run mark a classified line is, or None."""
-    mark = _MARKS.get(event.kind)
-    if mark is None and event.kind is LineKind.OTHER and RESTART_MARKER in event.line.text:
-        return RunMark.RESTART
-    return mark
-
-
-def starts_run(last: RunMark | None, mark: RunMark) -> bool:
-    """Whether `mark` begins a new run, after `last` (the latest mark of the run so far, None
-    before any): a run writes restart marker, banner, `non-default args`, engine line in that
-    order, so a mark that goes back in that order (or repeats one written once) is the next
-    run. A start-up that dies before its engine line is still a run of its own: the next one's
-    banner (or restart marker) goes back in the order."""
-    if last is None or mark < last:
-        return True
-    return mark == last and mark in _ONCE
-
-
-def current_run_start(marks: Iterable[RunMark | None]) -> int | None:
-    """The index of the mark that starts the last run among lines' marks (None: no mark)."""
-    start = None
-    last: RunMark | None = None
-    for i, mark in enumerate(marks):
-        if mark is None:
-            continue
-        if starts_run(last, mark):
-            start = i
-        last = mark
-    return start
 
 
 def ends_startup(error: ErrorEvent, *, before_engine: bool) -> bool:

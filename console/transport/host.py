@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import math
 import shlex
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vllm_console.console.transport.remote_scripts import RemoteScripts
 
 RECONNECT_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
 """The one backoff of the console: the link's reconnects, and the agent and log follower
@@ -200,6 +205,15 @@ class Host(abc.ABC):
     """A serving host. Subclasses: `SSHHost` (asyncssh) and `LocalHost` (this machine)."""
 
     name: str
+
+    @functools.cached_property
+    def scripts(self) -> RemoteScripts:
+        """The console's host-side bundle on this host: installed on first use, its path and
+        what the host's `python3` is learned once for the host's life, and shared by every
+        check run, restart and telemetry start on it (the host's session owns the host)."""
+        from vllm_console.console.transport.remote_scripts import RemoteScripts  # imports this
+
+        return RemoteScripts(self)
 
     @property
     @abc.abstractmethod

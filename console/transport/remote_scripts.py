@@ -106,15 +106,10 @@ def bundle_bytes() -> bytes:
     return buf.getvalue()
 
 
-def trace_hook_source() -> bytes:
-    """The trace hook's source (what a traced run finds as `sitecustomize.py`)."""
-    hook = resources.files("vllm_console.console.hostside.restart").joinpath("trace_hook.py")
-    return hook.read_bytes()
-
-
 class RemoteScripts:
     """The bundle on one host: installed on first use, its path remembered; and the
-    interpreter each bare name (`python3`) turned out to be there."""
+    interpreter each bare name (`python3`) turned out to be there. One per host: `Host.scripts`
+    makes it (never build another: each would install and learn all over again)."""
 
     def __init__(self, host: Host) -> None:
         self._host = host
@@ -276,7 +271,7 @@ async def python_inside(host: Host, inside: Inside, entry_point: str,
     return "", f"no interpreter found inside {inside.words} for {entry_point}: {why}"
 
 
-async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: str,
+async def run_json(host: Host, entry: str, interpreter: str,
                    payload: Mapping[str, Any] | None = None, *, args: Sequence[str] = (),
                    timeout: float = 60.0, env: Mapping[str, str] | None = None,
                    inside: Inside | None = None) -> ScriptRun:
@@ -285,6 +280,7 @@ async def run_json(host: Host, scripts: RemoteScripts, entry: str, interpreter: 
     runs there (`env` is then the container's own). Whatever goes wrong (the interpreter
     missing or too old, the link dropping, a timeout, a crash, output that is no JSON) comes
     back as `ScriptRun.error` in one line, never as an exception."""
+    scripts = host.scripts
     try:
         bundle = await scripts.bundle()
     except HostError as exc:

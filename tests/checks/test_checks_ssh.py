@@ -28,11 +28,11 @@ from tests.sshd import Sshd, chown_to
 from vllm_console.checks import Status, run_chain
 from vllm_console.checks.models import LINK_IDS, ChainReport
 from vllm_console.console.hostclient.launch_env import launch_env
+from vllm_console.console.hostside.restart.hook_files import hook_files
 from vllm_console.console.settings import ServeSettings
 from vllm_console.console.sim.runner import stop, wait_ready
 from vllm_console.console.sim.scenarios import SCENARIOS
 from vllm_console.console.sim.tree import SimTree, materialise
-from vllm_console.console.transport.remote_scripts import trace_hook_source
 from vllm_console.console.transport.ssh_host import SSHHost
 
 pytestmark = pytest.mark.ssh
@@ -105,7 +105,8 @@ def sims(sshd: Sshd) -> Iterator[dict[str, Running]]:
         if key in traced:
             hook = tree.root / "hook"
             hook.mkdir(exist_ok=True)
-            (hook / "sitecustomize.py").write_bytes(trace_hook_source())
+            for name, data in hook_files().items():
+                (hook / name).write_bytes(data)
             env = launch_env({}, hook_dir=str(hook), watch=WATCH)
         chown_to(tree.root, sshd.user)
         return _start(tree, sshd.user, env)

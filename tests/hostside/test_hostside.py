@@ -22,11 +22,16 @@ import pytest
 from tests.hostside.bundle import bundle_path, entry_argv
 from tests.sshd import Sshd
 from vllm_console.console.hostclient.agent.client import AgentClient
+from vllm_console.console.hostclient.discovery import resolve_serve
+from vllm_console.console.hostclient.launch_record import read_last_launch
 from vllm_console.console.hostside import MIN_PYTHON
 from vllm_console.console.hostside.__main__ import ENTRIES
 from vllm_console.console.hostside.argv import matches
 from vllm_console.console.hostside.procfs import parse_stat, read_stat
+from vllm_console.console.hostside.vocabulary import HOOK_MODULE_VOCABULARY
 from vllm_console.console.hostside.wire import MARKER, TOO_OLD_EXIT
+from vllm_console.console.settings import HostConfig, ServeSettings
+from vllm_console.console.telemetry.oneshot import collect_status
 from vllm_console.console.transport import remote_scripts
 from vllm_console.console.transport.local_host import LocalHost
 from vllm_console.console.transport.remote_scripts import (
@@ -75,8 +80,8 @@ def test_ruff_lints_it_for_the_same_python() -> None:
 
 def test_it_imports_only_the_standard_library_and_itself() -> None:
     # pynvml: optional, on the host; transformers: what the fields probe looks into, under the
-    # serving interpreter.
-    allowed = set(sys.stdlib_module_names) | {"pynvml", "transformers"}
+    # serving interpreter; the vocabulary itself, as the trace hook finds it beside it.
+    allowed = set(sys.stdlib_module_names) | {"pynvml", "transformers", HOOK_MODULE_VOCABULARY}
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -261,12 +266,26 @@ async def test_run_json_reads_the_answer_after_the_marker(tmp_path: Path,
                                                           ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     host = LocalHost("here")
-    run = await run_json(host, RemoteScripts(host), "discover", PYTHON,
+    run = await run_json(host, "discover", PYTHON,
                          {"match": ["no-such-server-here"], "port": None})
     assert run.error is None, run.stderr
     assert run.data is not None
     assert run.data["serves"] == []
     assert run.command.endswith(" discover")
+
+
+def _shimmed_python3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A version manager's `python3` first on PATH (it notes each run in the file returned),
+    and a private cache for the bundle."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    calls = tmp_path / "calls"
+    shim = shims / "python3"
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {PYTHON} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    return calls
 
 
 @pytest.mark.programs
@@ -276,29 +295,40 @@ async def test_a_shimmed_python3_is_looked_up_once_per_host(tmp_path: Path,
     """A `python3` on PATH that is a version manager's shim (pyenv, asdf: a shell script that
     starts ~30 processes to pick the interpreter) is run once; the interpreter it picked runs
     the later entries."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    calls = tmp_path / "calls"
-    shim = shims / "python3"
-    shim.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {PYTHON} "$@"\n')
-    shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    calls = _shimmed_python3(tmp_path, monkeypatch)
     host = LocalHost("here")
-    scripts = RemoteScripts(host)
     params = {"match": ["no-such-server-here"], "port": None}
-    runs = [await run_json(host, scripts, "discover", "python3", params) for _ in range(3)]
+    runs = [await run_json(host, "discover", "python3", params) for _ in range(3)]
     assert [run.error for run in runs] == [None] * 3
     assert [run.data["serves"] for run in runs if run.data] == [[]] * 3
     assert len(calls.read_text().splitlines()) == 1
     assert all("| python3 " in run.command for run in runs)  # as a person re-runs it
-    agent = AgentClient(host, match="no-such-server-here", scripts=scripts)  # a stream too
+    agent = AgentClient(host, match="no-such-server-here")  # a stream too, the host's own
     await agent.once()
     assert len(calls.read_text().splitlines()) == 1
     elsewhere = LocalHost("elsewhere")  # what one host's PATH says is its own
-    run = await run_json(elsewhere, RemoteScripts(elsewhere), "discover", "python3", params)
+    run = await run_json(elsewhere, "discover", "python3", params)
     assert run.error is None
     assert len(calls.read_text().splitlines()) == 2
+
+
+@pytest.mark.programs
+async def test_status_a_check_and_a_restart_on_one_host_learn_it_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle's path and what the host's `python3` is are the host's (`Host.scripts`):
+    once `status` has run on a host (its agent and its discovery at once: both may meet the
+    version manager's shim), a check's discovery and a restart's look for the last launch
+    there run the interpreter `status` learnt, not the shim again."""
+    calls = _shimmed_python3(tmp_path, monkeypatch)
+    host = LocalHost("here")
+    config = HostConfig(name="here", local=True,
+                        serve=ServeSettings(match="no-such-server-here"))
+    snap = await collect_status(host, config)
+    assert not snap.serve.running
+    shimmed = len(calls.read_text().splitlines())
+    assert (await resolve_serve(host, config.serve)).process is None
+    assert await read_last_launch(host, config.serve) == {}
+    assert len(calls.read_text().splitlines()) == shimmed
 
 
 @pytest.mark.programs
@@ -317,13 +347,12 @@ async def test_the_helpers_start_without_the_interpreters_site_packages(
     assert "the .pth ran" in subprocess.run([python, "-c", "pass"], capture_output=True,
                                             text=True).stderr
     host = LocalHost("here")
-    scripts = RemoteScripts(host)
-    run = await run_json(host, scripts, "discover", python,
+    run = await run_json(host, "discover", python,
                          {"match": ["no-such-server-here"], "port": None})
     assert run.error is None, run.stderr
     assert "the .pth ran" not in run.stderr
     assert f"{python} -S " in run.command  # what ran, as a person re-runs it
-    probe = await run_json(host, scripts, "probe-code", python, {})
+    probe = await run_json(host, "probe-code", python, {})
     assert "the .pth ran" in probe.stderr  # its vLLM lives in site-packages
 
 
@@ -339,15 +368,14 @@ async def test_an_interpreter_whose_path_holds_a_newline_still_answers(
     for name in ("python3", str(odd / "python3")):  # looked up on PATH, and named in full
         monkeypatch.setenv("PATH", f"{odd}:{os.environ['PATH']}")
         host = LocalHost("here")
-        scripts = RemoteScripts(host)
         params = {"match": ["no-such-server-here"], "port": None}
         for _ in range(2):  # the second runs the interpreter the first one named
-            run = await run_json(host, scripts, "discover", name, params)
+            run = await run_json(host, "discover", name, params)
             assert run.error is None, run.stderr
             assert run.data is not None
             assert run.data["serves"] == []
         if name == "python3":
-            assert scripts.interpreter("python3") == str(odd / "python3")
+            assert host.scripts.interpreter("python3") == str(odd / "python3")
 
 
 @pytest.mark.ssh
@@ -359,7 +387,7 @@ async def test_run_json_says_in_one_line_why_there_is_no_answer(
         sshd: Sshd, interpreter: str, says: str) -> None:
     host = SSHHost(sshd.host_config(name="gpu1"))
     try:
-        run = await run_json(host, RemoteScripts(host), "discover", interpreter, {})
+        run = await run_json(host, "discover", interpreter, {})
     finally:
         await host.close()
     assert run.data is None
@@ -391,7 +419,7 @@ async def test_a_python_older_than_the_minimum_says_so(tmp_path: Path,
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(remote_scripts, "bundle_bytes", lambda: _bundle_needing((3, 99)))
     host = LocalHost("here")
-    run = await run_json(host, RemoteScripts(host), "discover", PYTHON, {})
+    run = await run_json(host, "discover", PYTHON, {})
     assert run.exit == TOO_OLD_EXIT
     assert run.error is not None
     assert run.error.startswith("here: Python 3.")

@@ -106,3 +106,18 @@ def test_phase_order() -> None:
 )
 def test_not_startup(message: str) -> None:
     assert parse_startup(message) is None
+
+
+@pytest.mark.parametrize("version", ["v0.1.dev16016+g3cfc8f8b7", "0.34.0", "vllm-custom",
+                                     "v0.30.0rc1"])
+def test_the_engine_start_line_gives_one_version_to_the_phase_and_the_engine_config(
+        version: str) -> None:
+    """The start-up phase and the engine config read the engine start line one way (a `v`
+    taken off before digits only): the status bar and `status --json` name the same build."""
+    from vllm_console.console.parsers import parse_engine_start
+
+    message = f"Initializing a V1 LLM engine ({version}) with config: model='/m'"
+    engine = parse_engine_start(message)
+    assert engine is not None
+    assert parse_startup(message) == StartupEvent(P.ENGINE_START, detail=engine.version or "")
+    assert engine.version == (version[1:] if version[1].isdigit() else version)

@@ -21,17 +21,16 @@ import pytest
 from vllm_console.checks.trace import parse_trace_line
 from vllm_console.console.cli.commands import restart as restart_command
 from vllm_console.console.cli.parser import main
-from vllm_console.console.hostclient.launch_env import (
-    ENV_HOOK,
-    ENV_ORIG_PYTHONPATH,
-    ENV_WATCH,
-    env_changes,
-    launch_env,
-    original_env,
-)
+from vllm_console.console.hostclient.launch_env import env_changes, launch_env, original_env
 from vllm_console.console.hostside.procfs import read_proc, service_in_cgroup
+from vllm_console.console.hostside.restart.hook_files import hook_files
 from vllm_console.console.hostside.restart.status import take_lock
 from vllm_console.console.hostside.restart.stop import send, verified_tree
+from vllm_console.console.hostside.vocabulary import (
+    TRACE_ENV_HOOK,
+    TRACE_ENV_ORIG_PYTHONPATH,
+    TRACE_ENV_WATCH,
+)
 from vllm_console.console.parsers import StartupPhase, parse_line, parse_startup
 from vllm_console.console.restart import Outcome, RestartPlan, RestartResult, restart
 from vllm_console.console.restart.plan import server_address
@@ -42,7 +41,6 @@ from vllm_console.console.transport.local_host import LocalHost
 from vllm_console.console.transport.remote_scripts import (
     bundle_bytes,
     parse_answer,
-    trace_hook_source,
 )
 
 HOOK = "/home/u/.cache/vllm-console/trace-hook-abc"
@@ -54,9 +52,9 @@ def test_traced_env_prepends_the_hook_and_remembers_the_original() -> None:
     base = {"PATH": "/bin", "PYTHONPATH": "/opt/lib", "HF_TOKEN": "secret"}
     traced = launch_env(base, hook_dir=HOOK, watch=WATCH)
     assert traced["PYTHONPATH"] == f"{HOOK}:/opt/lib"
-    assert traced[ENV_HOOK] == HOOK
-    assert json.loads(traced[ENV_WATCH]) == ["m:f"]
-    assert traced[ENV_ORIG_PYTHONPATH] == "/opt/lib"
+    assert traced[TRACE_ENV_HOOK] == HOOK
+    assert json.loads(traced[TRACE_ENV_WATCH]) == ["m:f"]
+    assert traced[TRACE_ENV_ORIG_PYTHONPATH] == "/opt/lib"
     assert original_env(traced) == base
 
 
@@ -78,9 +76,9 @@ def test_a_stray_hook_dir_without_our_variables_is_dropped() -> None:
 
 
 def test_env_changes_name_only_what_differs() -> None:
-    current = {"A": "1", "SECRET": "s", ENV_HOOK: HOOK, "PYTHONPATH": HOOK}
+    current = {"A": "1", "SECRET": "s", TRACE_ENV_HOOK: HOOK, "PYTHONPATH": HOOK}
     new = {"A": "1", "SECRET": "s"}
-    assert env_changes(current, new) == (("PYTHONPATH", None), (ENV_HOOK, None))
+    assert env_changes(current, new) == (("PYTHONPATH", None), (TRACE_ENV_HOOK, None))
 
 
 @pytest.mark.parametrize(("url", "argv", "expected"), [
@@ -274,7 +272,8 @@ print("built:", built)
 def traced_tree(tmp_path: Path) -> tuple[Path, Path]:
     hook = tmp_path / "trace-hook"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_bytes(trace_hook_source())
+    for name, data in hook_files().items():
+        (hook / name).write_bytes(data)
     pkg = tmp_path / "lib" / "fakevllm" / "models"
     pkg.mkdir(parents=True)
     (pkg.parent / "__init__.py").write_text("")
@@ -288,8 +287,8 @@ def run_traced(hook: Path, lib: Path, watch: object, *, extra_path: str = "",
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_CONSOLE")}
     env.update({
         "PYTHONPATH": ":".join(p for p in (str(hook), str(lib), extra_path) if p),
-        ENV_HOOK: str(hook),
-        ENV_WATCH: watch if isinstance(watch, str) else json.dumps(watch),
+        TRACE_ENV_HOOK: str(hook),
+        TRACE_ENV_WATCH: watch if isinstance(watch, str) else json.dumps(watch),
     })
     return subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
                           text=True, timeout=30)
@@ -662,8 +661,8 @@ def test_the_host_side_runs_on_python_3_9(traced_tree: tuple[Path, Path],
                            "--dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
     assert (parse_answer(done.stdout) or {}).get("pid") == os.getpid(), done.stderr
     hook, lib = traced_tree
-    env = {**os.environ, "PYTHONPATH": f"{hook}:{lib}", ENV_HOOK: str(hook),
-           ENV_WATCH: json.dumps(["fakevllm.models.qwen3_dflash:_get_dflash_layer_types"])}
+    env = {**os.environ, "PYTHONPATH": f"{hook}:{lib}", TRACE_ENV_HOOK: str(hook),
+           TRACE_ENV_WATCH: json.dumps(["fakevllm.models.qwen3_dflash:_get_dflash_layer_types"])}
     ran = subprocess.run([python, "-c", PROGRAM], env=env, capture_output=True, text=True,
                          timeout=30)
     assert ran.returncode == 0, ran.stderr

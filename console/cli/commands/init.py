@@ -13,9 +13,10 @@ import shlex
 from pathlib import Path
 
 from vllm_console.console.cli.commands.common import CommandError, emit
+from vllm_console.console.hostside.vocabulary import DEFAULT_MATCH
 from vllm_console.console.settings import default_hosts_path
 
-TEMPLATE = """\
+TEMPLATE = f"""\
 # vllm-console hosts file: one [hosts.NAME] table per GPU host; `vllm-console NAME` opens one,
 # `vllm-console` alone opens them all. Unknown keys are an error naming the key.
 # Every key below is optional but `ssh` (or `local = true`); uncomment and fill in.
@@ -32,7 +33,7 @@ TEMPLATE = """\
 # log = "/root/vllm-serve.log"
 # target = "/root/models/Qwen3.6-27B"
 # draft = "/root/models/Qwen3.6-27B-DFlash"
-# match = "vllm serve"              # how to find the serve process (never another user's)
+# match = "{DEFAULT_MATCH}"              # how to find the serve process (never another user's)
 # url = "http://127.0.0.1:8000"     # /health, /metrics, /v1/models (through the SSH link)
 # unit = ""                         # a systemd unit: restart through systemctl instead
 # container = ""                    # pin the container whose main process is the server
@@ -53,7 +54,7 @@ TEMPLATE = """\
 
 # [fleet]                           # `vllm-console fleet`: the servers a Prometheus scrapes
 # prometheus = "http://prometheus:9090"
-# selector = '{job="vllm"}'         # which targets are vLLM servers
+# selector = '{{job="vllm"}}'         # which targets are vLLM servers
 # host_label = "instance"           # the label that names a server (maps rows to [hosts.NAME])
 # profile = "dflash-swa"            # whose expected acceptance flags a server far below it
 """

@@ -15,9 +15,10 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
+from vllm_console.console.hostside.vocabulary import DEFAULT_MATCH
 from vllm_console.console.transport.aio import within
 from vllm_console.console.transport.host import Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts, python_line
+from vllm_console.console.transport.remote_scripts import python_line
 
 HELLO_TIMEOUT_S = 30.0
 
@@ -26,7 +27,7 @@ class AgentError(HostError):
     """The agent could not start or stopped; the message says why (its last words included)."""
 
 
-def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = "vllm serve",
+def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = DEFAULT_MATCH,
                   port: int | None = None, nvidia_smi: str = "nvidia-smi",
                   gpu_source: str = "auto", python: str = "", once: bool = False,
                   python3: str = "python3") -> str:
@@ -43,18 +44,18 @@ def agent_command(bundle: str, *, interval_s: float = 1.0, match: str = "vllm se
 class AgentClient:
     """The agent on one host: install, start, read. Never spawns anything per sample."""
 
-    def __init__(self, host: Host, *, interval_s: float = 1.0, match: str = "vllm serve",
+    def __init__(self, host: Host, *, interval_s: float = 1.0, match: str = DEFAULT_MATCH,
                  port: int | None = None, nvidia_smi: str = "nvidia-smi", python: str = "",
-                 gpu_source: str = "auto", scripts: RemoteScripts | None = None,
+                 gpu_source: str = "auto",
                  clock: Callable[[], float] = time.time) -> None:
         self.host = host
         self.interval_s = interval_s
-        self.match = match or "vllm serve"
+        self.match = match or DEFAULT_MATCH
         self.port = port
         self.nvidia_smi = nvidia_smi or "nvidia-smi"
         self.python = python
         self.gpu_source = gpu_source
-        self.scripts = scripts or RemoteScripts(host)
+        self.scripts = host.scripts
         self._clock = clock
         self.hello: AgentHello | None = None
 

@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from types import UnionType
 from typing import Any
 
-_STATES = {"R": "running", "S": "sleeping", "D": "disk wait", "Z": "zombie", "T": "stopped",
-           "t": "traced", "I": "idle", "X": "dead"}
-
 
 def _float(obj: Mapping[str, Any], key: str) -> float | None:
     value = obj.get(key)
@@ -143,10 +140,6 @@ class ServeProc:
         if first and "/" not in first and self.comm and first.startswith(self.comm):
             return first
         return self.comm
-
-    @property
-    def state_text(self) -> str:
-        return _STATES.get(self.state, self.state or "?")
 
     @property
     def is_engine_core(self) -> bool:

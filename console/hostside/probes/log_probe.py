@@ -7,7 +7,7 @@ reads forward from a little before it (`lookback` bytes: the same run's earlier 
 lines) — only as far as the end of start-up (a ready marker after the last mark) or the scan
 cap — and brings back the lines that carry a keyword or a mark, bounded in number and length.
 Which of those lines begins the current run is the caller's to decide (one rule with the
-console's telemetry, `console.telemetry.startup.current_run_start`): this script only finds.
+console's telemetry, `console.hostside.vocabulary.current_run_start`): this script only finds.
 
 A log rotated away while the server runs still has a name in /proc: when `path` is gone and
 `pid` is given, /proc/PID/fd/1 (or /2) is read instead, and said so.

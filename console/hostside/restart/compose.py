@@ -31,6 +31,7 @@ import re
 from typing import Any, Callable
 
 from ..containers import _COMPOSE_PROJECT, _COMPOSE_SERVICE
+from ..vocabulary import OWN_ENV_PREFIX
 from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight, run_tool
 from .recreate import command_args, full_command, image_of, install_hook
 from .status import StatusFile, write_private
@@ -42,7 +43,6 @@ HASH = "com.docker.compose.config-hash"
 BASE = "vllm-console.compose-base-hash"
 """Our label: the hash of the project's own files when the console recreated the service with
 an override (compose's own hash then covers the override too)."""
-OURS = "VLLM_CONSOLE_"
 OVERRIDE = "vllm-console-compose-override-"
 """Our override file's name (compose records it among the project's files: never one of
 them)."""
@@ -96,8 +96,8 @@ def override(info: dict[str, Any], image: dict[str, Any], plan: dict[str, Any],
     """The override that turns the service as its files make it into the planned launch."""
     box = plan["container"]
     now, new = env_of(info), {str(k): str(v) for k, v in (plan.get("env") or {}).items()}
-    traced = any(k.startswith(OURS) for k in now)
-    kept = [k for k in now if k not in new and not k.startswith(OURS)
+    traced = any(k.startswith(OWN_ENV_PREFIX) for k in now)
+    kept = [k for k in now if k not in new and not k.startswith(OWN_ENV_PREFIX)
             and not (k == "PYTHONPATH" and traced)]
     if kept:
         raise ContainerFailed("nothing was stopped: a compose override cannot unset "

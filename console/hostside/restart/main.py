@@ -30,6 +30,7 @@ from ..procfs import (
     start_epoch,
     user_name,
 )
+from ..vocabulary import LAST_LAUNCH_PREFIX, LAST_LAUNCH_SUFFIX, last_launch_file
 from .launch import file_kind
 from .status import read_holder, read_json
 
@@ -70,15 +71,13 @@ def describe(pid: int) -> dict[str, Any]:
         return {"error": f"no process {pid}"}
     tree = [info, *descendants([info])]
     stdout = readlink(f"/proc/{pid}/fd/1")
-    stdout_file = stdout.startswith("/") and not stdout.endswith(" (deleted)") and \
-        os.path.isfile(stdout)
     env = environ(pid, errors="surrogateescape")
     return {
         "pid": pid, "start": info.start, "started_at": start_epoch(info.start),
         "uid": info.uid, "user": user_name(info.uid), "me": os.getuid(), "comm": info.comm,
         "argv": cmdline(pid, errors="surrogateescape") or [], "cwd": readlink(f"/proc/{pid}/cwd"),
         "exe": readlink(f"/proc/{pid}/exe"), "env": env, "env_readable": env is not None,
-        "stdout": stdout, "stdout_is_file": stdout_file,
+        "stdout": stdout,
         "members": [{"pid": m.pid, "start": m.start, "ppid": m.ppid, "comm": m.comm,
                      "uid": m.uid, "argv": (cmdline(m.pid) or [])[:8]} for m in tree],
         **_unit_of(pid),
@@ -86,7 +85,7 @@ def describe(pid: int) -> dict[str, Any]:
 
 
 def last_path(directory: str, key: str) -> str:
-    return os.path.join(directory, f"last-launch-{key}.json")
+    return os.path.join(directory, last_launch_file(key))
 
 
 def last_others(directory: str, key: str) -> list[dict[str, Any]]:
@@ -97,7 +96,7 @@ def last_others(directory: str, key: str) -> list[dict[str, Any]]:
     except OSError:
         return out
     for name in names:
-        if name.startswith("last-launch-") and name.endswith(".json") and \
+        if name.startswith(LAST_LAUNCH_PREFIX) and name.endswith(LAST_LAUNCH_SUFFIX) and \
                 name != os.path.basename(last_path(directory, key)):
             record = read_json(os.path.join(directory, name))
             out.append({"entry": record.get("entry"), "port": record.get("port")})

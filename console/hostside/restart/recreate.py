@@ -34,11 +34,10 @@ import time
 from typing import Any, Callable
 
 from ..containers import _COMPOSE_PROJECT
+from ..vocabulary import is_hook_dir
 from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight
+from .hook_files import hook_files
 from .status import StatusFile
-
-HOOK_MARK = "/vllm-console/trace-hook-"
-"""A bind mount whose source has this in its path is the console's trace hook (`launch_env`)."""
 
 _DEFAULTS: dict[str, Any] = {
     # HostConfig settings not carried over, with the values that mean "not set".
@@ -162,13 +161,13 @@ def carried_args(info: dict[str, Any], image: dict[str, Any], *, hook_dir: str =
             ip = f"[{ip}]" if ":" in ip else ip
             a.add("--publish", f"{ip}:{hport}:{port}" if ip else
                   f"{hport}:{port}" if hport else port)
-    binds = [b for b in host.get("Binds") or [] if HOOK_MARK not in b.split(":", 1)[0]]
+    binds = [b for b in host.get("Binds") or [] if not is_hook_dir(b.split(":", 1)[0])]
     for bind in binds:
         a.add("--volume", bind)
     bound = {b.split(":")[1] for b in binds if ":" in b}
     for m in host.get("Mounts") or []:
         source = str(m.get("Source") or "")
-        if HOOK_MARK in source:
+        if is_hook_dir(source):
             continue
         parts = [f"type={m.get('Type') or 'volume'}"]
         if source:
@@ -284,7 +283,8 @@ def install_hook(plan: dict[str, Any], hook: Callable[[dict[str, Any]], None]) -
     if hook_dir:
         hook(plan)
         os.chmod(hook_dir, 0o755)
-        os.chmod(os.path.join(hook_dir, "sitecustomize.py"), 0o644)
+        for name in hook_files():
+            os.chmod(os.path.join(hook_dir, name), 0o644)
     return hook_dir
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pkgutil
 import shlex
 import shutil
 import signal
@@ -37,6 +36,7 @@ from ..vocabulary import RESTART_MARKER
 from . import compose, recreate
 from . import container as container_restart
 from .container import ContainerFailed
+from .hook_files import hook_files
 from .launch import LogWatch, append_marker, file_kind, launch, wait_ready
 from .status import StatusFile, take_lock, write_private
 from .stop import StopFailed, describe, stop_tree, verified_tree
@@ -153,15 +153,17 @@ def _install_hook(plan: dict[str, Any]) -> None:
     directory = hook.get("dir")
     if not directory:
         return
-    source = pkgutil.get_data(__package__ or "", "trace_hook.py")
-    if source is None:
-        raise StepFailed("the trace hook is missing from the host-side bundle")
+    try:
+        files = hook_files()
+    except OSError as exc:
+        raise StepFailed(str(exc)) from None
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    target = os.path.join(directory, "sitecustomize.py")
-    tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(source)
-    os.replace(tmp, target)
+    for name, source in files.items():
+        target = os.path.join(directory, name)
+        tmp = f"{target}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(source)
+        os.replace(tmp, target)
 
 
 def _marker(plan: dict[str, Any]) -> str:

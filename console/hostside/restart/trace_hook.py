@@ -13,6 +13,8 @@ summary: a config argument gives its `num_hidden_layers`, `layer_types`, `slidin
 `use_sliding_window`; plain arguments (`layer_idx`) appear by name.
 
 The watched functions come from VLLM_CONSOLE_TRACE_WATCH (a JSON list of `module:qualname`).
+Its words (the tag, the environment names) are the vocabulary's, installed beside it
+(`hook_files`).
 The hook must never break the server: any error of its own is swallowed and reported on a
 `[vllm-console-trace] hook error: ...` line (not a trace event), and the server goes on as if
 the hook were not there. A `sitecustomize` this one shadows (a distribution's or a
@@ -28,10 +30,16 @@ import json
 import os
 import sys
 
-TAG = "[vllm-console-trace]"
+if __name__ == "sitecustomize":  # a traced run: the vocabulary is installed beside the hook
+    from vllm_console_vocabulary import (  # type: ignore[import-not-found]
+        TRACE_ENV_HOOK,
+        TRACE_ENV_WATCH,
+        TRACE_TAG,
+    )
+else:  # in the bundle
+    from ..vocabulary import TRACE_ENV_HOOK, TRACE_ENV_WATCH, TRACE_TAG
+
 VERSION = 1
-ENV_WATCH = "VLLM_CONSOLE_TRACE_WATCH"
-ENV_HOOK = "VLLM_CONSOLE_TRACE_HOOK"
 CONFIG_FIELDS = ("num_hidden_layers", "layer_types", "sliding_window", "use_sliding_window")
 _MARK = "__vllm_console_traced__"
 
@@ -46,14 +54,14 @@ def _emit(event: str, fn: str, **fields) -> None:
     try:
         obj = {"v": VERSION, "event": event, "fn": fn, "pid": os.getpid()}
         obj.update(fields)
-        _write(f"{TAG} {json.dumps(obj, default=repr, separators=(', ', ': '))}")
+        _write(f"{TRACE_TAG} {json.dumps(obj, default=repr, separators=(', ', ': '))}")
     except Exception as exc:
         _hook_error(fn, exc)
 
 
 def _hook_error(where: str, exc: BaseException) -> None:
     with contextlib.suppress(Exception):
-        _write(f"{TAG} hook error: {where}: {type(exc).__name__}: {exc}"[:1000])
+        _write(f"{TRACE_TAG} hook error: {where}: {type(exc).__name__}: {exc}"[:1000])
 
 
 def _jsonable(value, depth: int = 0):
@@ -223,7 +231,7 @@ def _chain_next_sitecustomize() -> None:
 
 def install() -> None:
     try:
-        watch = parse_watch(os.environ.get(ENV_WATCH, ""))
+        watch = parse_watch(os.environ.get(TRACE_ENV_WATCH, ""))
         if watch:
             sys.meta_path.insert(0, _Finder(watch))
             for name, qualnames in watch.items():  # imported already: not at start-up, but safe
@@ -238,5 +246,5 @@ def install() -> None:
         _hook_error("chained sitecustomize", exc)
 
 
-if os.environ.get(ENV_HOOK) and __name__ == "sitecustomize":
+if os.environ.get(TRACE_ENV_HOOK) and __name__ == "sitecustomize":
     install()
