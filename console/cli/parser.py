@@ -1,5 +1,5 @@
-"""`vllm-console` command line: the TUI, `demo`, `check`, `status`, `restart`, `sim`, `init`,
-`completion`.
+"""`vllm-console` command line: the TUI, `demo`, `check`, `status`, `restart`, `stacks`, `sim`,
+`init`, `completion`.
 
 The commands and their exit codes are the external contract (docs/design.md). Each subcommand
 lives in `console/cli/commands/<name>.py` with a `run(args) -> int` that returns its exit status or
@@ -157,6 +157,21 @@ def build_parser(*, settings: bool = True) -> argparse.ArgumentParser:
     restart.add_argument("--trace", action="store_true",
                          help="relaunch with the activation trace hook (this run only)")
     _common(restart, settings)
+
+    stacks = sub.add_parser("stacks", help="the Python stack of every thread of the server's "
+                                           "processes (py-spy on the host)",
+                            description="`py-spy dump` of every process of the server's tree "
+                                        "(API server, EngineCore, workers), labelled by role. "
+                                        "Exit 0 every process dumped; 1 some not (each says "
+                                        "why); 2 it could not run (no py-spy, not allowed to "
+                                        "trace: one line says what to do).")
+    stacks.add_argument("host", metavar="HOST", help=HOST_HELP)
+    stacks.add_argument("--json", action="store_true", help="print one JSON object")
+    stacks.add_argument("--native", action="store_true",
+                        help="native frames too (suspends each process for the dump)")
+    stacks.add_argument("--pid", type=int, action="append", metavar="PID",
+                        help="only this process (repeatable)")
+    _common(stacks, settings)
 
     fleet = sub.add_parser("fleet", help="every vLLM server a Prometheus scrapes, no SSH",
                            description="One row per vLLM server from Prometheus (PromQL over "

@@ -3,8 +3,9 @@
 Entry points (run on the host as `PYTHON BUNDLE ENTRY [ARGS]`, see `__main__`): `agent` (the
 telemetry sampler), `follow` (the log follower), `discover` (which process is the server),
 `probe-code`, `probe-configs`, `probe-fields`, `probe-log` (the check chain's probes),
-`container-log` (a containerised server's current run, `containers`) and `restart` (the
-detached restart step and its queries). Shared parts: `procfs` (one reader of
+`container-log` (a containerised server's current run, `containers`), `restart` (the
+detached restart step and its queries) and `stacks` (py-spy dumps of the server's tree).
+Shared parts: `procfs` (one reader of
 /proc), `gpu` (one NVML / nvidia-smi reader), `argv` (one rule for matching a command line),
 `lifeline` (the long-lived helpers end when their stdin, the SSH channel, does) and `wire` (the
 one JSON framing both sides read).

@@ -23,6 +23,7 @@ ENTRIES = {
     "probe-log": "probes.log_probe",
     "container-log": "containers",
     "restart": "restart.main",
+    "stacks": "stacks",
 }
 STREAMS = ("agent", "follow", "follow-container")
 
