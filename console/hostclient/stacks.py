@@ -110,7 +110,8 @@ def grant_line(host: str, access: Mapping[str, Any], processes: Sequence[Mapping
     scope = access.get("ptrace_scope")
     others = sorted({int(p["uid"]) for p in processes
                      if isinstance(p.get("uid"), int) and p["uid"] != uid})
-    head = f"{host}: not allowed to trace the server's processes (py-spy: permission denied)"
+    pids = ", ".join(str(p.get("pid")) for p in processes)
+    head = f"{host}: not allowed to trace pid {pids} (py-spy: permission denied)"
     if uid != 0 and others:
         return (f"{head}: they run as uid {', '.join(map(str, others))}, not the login user "
                 f"(uid {uid}): log in as that user or as root, or grant CAP_SYS_PTRACE "

