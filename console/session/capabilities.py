@@ -23,6 +23,7 @@ class Capability(StrEnum):
     RESTART = "restart"
     APPLY_REFERENCE = "writing the draft config"
     EXPORT = "the evidence bundle"
+    STACKS = "the engine's stacks (py-spy on the host)"
 
 
 EVERYTHING = frozenset(Capability)

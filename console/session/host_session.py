@@ -48,6 +48,7 @@ from vllm_console.console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # loaded with the chain
     from vllm_console.checks.links.runtime_activation import EngineLook
+    from vllm_console.console.hostclient.stacks import StacksReport
 
 
 class ActionError(Exception):
@@ -84,6 +85,7 @@ class HostSession:
         self.last_checked_at: float | None = None
         """When the last chain run finished (epoch s): the fleet table shows its age."""
         self.last_diff: DraftDiff | None = None
+        self.last_stacks: StacksReport | None = None
         self._profile: Profile | None = None
 
     @property
@@ -233,6 +235,19 @@ class HostSession:
         self.require(Capability.RESTART)
         return await restart(self.host, self.config, trace=plan.trace, plan=plan,
                              on_progress=on_progress)
+
+    async def stacks(self, *, native: bool = False) -> StacksReport:
+        """The stacks of the server's tree now (`console.hostclient.stacks`)."""
+        self.require(Capability.STACKS)
+        from vllm_console.console.hostclient.stacks import collect_stacks
+
+        try:
+            report = await collect_stacks(self.host, self.config.serve, native=native,
+                                          process=self.telemetry.last_process)
+        except HostError as exc:
+            raise ActionError(str(exc)) from None
+        self.last_stacks = report
+        return report
 
     def evidence_bundle(self, log_window: list[str]) -> dict[str, Any]:
         """Everything a colleague needs to see what this screen shows (secrets redacted)."""

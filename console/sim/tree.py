@@ -4,6 +4,7 @@
         lib/pythonX.Y/site-packages/vllm/...            the scenario's fake vLLM
         lib/pythonX.Y/site-packages/vllm-VER.dist-info/ METADATA, RECORD, direct_url.json, ...
         bin/vllm                                         console script
+        bin/py-spy                                       py-spy's stand-in (host-bin/py_spy.py)
     ROOT/models/Qwen3.6-27B/config.json (+ generation/tokenizer config)
     ROOT/models/Qwen3.6-27B-DFlash/config.json
     ROOT/bin/nvidia-smi, sim_gpu.py  the GPUs' tool, and the simulated driver it reads
@@ -36,6 +37,9 @@ NVIDIA_SMI_SOURCE = Path(__file__).resolve().parent / "host-bin" / "nvidia_smi.p
 SIM_GPU_SOURCE = NVIDIA_SMI_SOURCE.with_name("sim_gpu.py")
 #: The `docker` stand-in: never installed anywhere but a simulated host's bin directory.
 DOCKER_SOURCE = NVIDIA_SMI_SOURCE.with_name("docker.py")
+#: The py-spy stand-in: in the serving environment (ROOT/venv/bin), where `pip install py-spy`
+#: puts the real one, so `stacks` finds it beside the serving interpreter.
+PY_SPY_SOURCE = NVIDIA_SMI_SOURCE.with_name("py_spy.py")
 MANAGED = ("venv", "models", "bin", ".sim")
 SERVE_LOG = "logs/vllm-serve.log"
 NUM_SPECULATIVE_TOKENS = 15
@@ -189,6 +193,9 @@ def _write_nvidia_smi(tree: SimTree) -> None:
     shutil.copyfile(SIM_GPU_SOURCE, tree.nvidia_smi.with_name(SIM_GPU_SOURCE.name))
     tree.docker.write_text(script_text(tree.python, DOCKER_SOURCE.read_text()))
     tree.docker.chmod(0o755)
+    py_spy = tree.python.parent / "py-spy"
+    py_spy.write_text(script_text(tree.python, PY_SPY_SOURCE.read_text()))
+    py_spy.chmod(0o755)
 
 
 def materialise(scenario_name: str, root: Path | str, *, base_python: str | None = None,

@@ -35,7 +35,8 @@ HOST_ONLY = {Capability.GPUS: "GPUs", Capability.LOG: "serve log",
              Capability.DRAFT_DIFF: "draft diff", Capability.RESTART: "restart"}
 """What a session on the URL alone lacks, as its one line names it."""
 ACTIONS = {"run_checks": Capability.CHECKS, "restart": Capability.RESTART,
-           "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT}
+           "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT,
+           "stacks": Capability.STACKS}
 """The host's actions and what each needs of the session."""
 
 
@@ -69,6 +70,9 @@ class HostScreen(HostView):
         Binding("x", "export", "Export",
                 tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
                 id="host.export"),
+        Binding("s", "stacks", "Stacks",
+                tooltip="where each vLLM process is: py-spy dump of the server's tree",
+                id="host.stacks"),
     ]
 
     def __init__(self, host_name: str, *, export_dir: Path, **view: object) -> None:
@@ -251,6 +255,14 @@ class HostScreen(HostView):
             lines = "\n".join(result.error_lines[-6:])
             self.notify(f"{self.host_name}: restart {result.outcome.value}: {result.reason}"
                         + (f"\n{lines}" if lines else ""), severity="error", timeout=15)
+
+    # -- stacks ----------------------------------------------------------------------------
+    def action_stacks(self) -> None:
+        if self.session is None or not self.can(Capability.STACKS):
+            return
+        from vllm_console.console.tui.screens.stacks import StacksScreen
+
+        self.app.push_screen(StacksScreen(self.session))
 
     # -- export ----------------------------------------------------------------------------
     def action_export(self) -> None:

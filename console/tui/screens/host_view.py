@@ -334,8 +334,8 @@ class HostView(Screen[None]):
         header.sources = self._sources
         header.activity = self._restart_text or self._serve_text
         serving = self._serving
-        header.engine_alert = f"engine {serving.engine_words()}: {serving.engine_reason}" \
-            if serving.alarm else ""
+        header.engine_alert = (f"engine {serving.engine_words()} [s stacks]: "
+                               f"{serving.engine_reason}") if serving.alarm else ""
         stale = self.stale
         if stale != header.stale:
             header.stale = stale
