@@ -162,7 +162,9 @@ def dump(pid: int) -> int:
     threads = _threads(pid, title)
     lines = [f"Process {pid}: {title}",
              f"Python v{sys.version.split()[0]} ({os.path.realpath(sys.executable)})", ""]
-    for tid, (state, name, frames) in zip(_tids(pid, len(threads)), threads):
+    tids = _tids(pid, len(threads))  # one per thread
+    for n, (state, name, frames) in enumerate(threads):
+        tid = tids[n]
         lines.append(f'Thread {tid} ({state}): "{name}"')
         lines.append(frames)
     sys.stdout.write("\n".join(lines) + "\n")
