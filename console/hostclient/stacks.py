@@ -16,7 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from vllm_console.console.hostclient.discovery import ServeProcess, resolve_serve
-from vllm_console.console.parsers.pyspy import ThreadStack, dump_failure, parse_pyspy_dump
+from vllm_console.console.parsers.pyspy import (
+    ThreadStack,
+    dump_failure,
+    parse_faulthandler,
+    parse_pyspy_dump,
+)
 from vllm_console.console.transport.host import Host, HostError
 from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json
 
@@ -62,6 +67,11 @@ class WatchdogDump:
     at: float | None
     text: str = ""
     error: str | None = None
+
+    @property
+    def threads(self) -> tuple[ThreadStack, ...]:
+        """Its threads (a faulthandler dump), innermost frame first."""
+        return parse_faulthandler(self.text)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ a thread whose stack did not change since is said to have not moved.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 
 from vllm_console.console.hostclient.stacks import ProcessStacks, StacksReport
@@ -44,9 +45,9 @@ def frame_text(function: str, file: str, line: int | None) -> str:
     return f"{safe_text(function, 160)} ({safe_text(place, 200)})"
 
 
-def thread_lines(process: ProcessStacks, thread: ThreadStack, still: Collection[tuple[int, int]],
+def thread_lines(pid: int, thread: ThreadStack, still: Collection[tuple[int, int]],
                  *, fold: bool = True) -> list[str]:
-    moved = "  NOT MOVED since the last dump" if (process.pid, thread.id) in still else ""
+    moved = "  NOT MOVED since the last dump" if (pid, thread.id) in still else ""
     state = "active" if thread.active else "idle"
     head = f"  thread {thread.id} {safe_text(thread.name, 80)!r} ({state}){moved}"
     if fold and folded(thread):
@@ -73,13 +74,16 @@ def render_stacks(report: StacksReport, *, previous: StacksReport | None = None,
         if process.error:
             lines.append(f"  not dumped: {safe_text(process.error, 300)}")
         for thread in process.threads:
-            lines.extend(thread_lines(process, thread, still, fold=fold))
-    if report.watchdog_dumps:
+            lines.extend(thread_lines(process.pid, thread, still, fold=fold))
+    for dump in report.watchdog_dumps:
         lines.append("")
-        lines.append("vLLM watchdog dumps of this run:")
-        for dump in report.watchdog_dumps:
-            pid = f" (pid {dump.pid})" if dump.pid is not None else ""
-            lines.append(f"  {safe_text(dump.path, 300)}{pid}"
-                         + (f": {safe_text(dump.error, 200)}" if dump.error else ""))
+        pid = f", pid {dump.pid}" if dump.pid is not None else ""
+        when = f", written {time.strftime('%H:%M:%S', time.localtime(dump.at))}" \
+            if dump.at is not None else ""
+        lines.append(f"vLLM watchdog dump {safe_text(dump.path, 300)}{pid}{when}")
+        if dump.error:
+            lines.append(f"  not read: {safe_text(dump.error, 300)}")
+        for thread in dump.threads:
+            lines.extend(thread_lines(-1, thread, (), fold=fold))
     lines.extend(f"note: {safe_text(note, 400)}" for note in report.notes)
     return lines

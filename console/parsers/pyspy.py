@@ -160,3 +160,33 @@ def dump_failure(stderr: str) -> DumpFailure:
     if kind in ("suspend", "gone", "other") and causes:
         error = f"{error} ({causes[0].split(': ', 1)[1]})"
     return DumpFailure(kind, error[:300])
+
+
+_FH_THREAD = re.compile(r"(?P<current>Current thread|Thread) (?P<id>0x[0-9a-fA-F]{1,16})"
+                        r"(?: \[(?P<name>[^\]]{0,200})\])? \(most recent call first\):\s*$")
+_FH_FRAME = re.compile(r"\s{2}File \"(?P<file>.*)\", line (?P<line>\d{1,9}) in (?P<function>.*)$")
+
+
+def parse_faulthandler(text: str) -> tuple[ThreadStack, ...]:
+    """The threads of a Python `faulthandler` dump (what vLLM's watchdog writes, 0.33+):
+    `Thread 0x... (most recent call first):` then `  File "PATH", line N in FUNCTION`, innermost
+    first; the dumping thread is `Current thread` (named `current` here when it has no name)."""
+    threads: list[ThreadStack] = []
+    frames: list[StackFrame] = []
+
+    def close() -> None:
+        if threads:
+            last = threads[-1]
+            threads[-1] = ThreadStack(last.id, last.name, last.state, tuple(frames))
+
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        if (m := _FH_THREAD.match(line)) is not None:
+            close()
+            frames = []
+            name = m["name"] or ("current" if m["current"].startswith("Current") else "")
+            threads.append(ThreadStack(int(m["id"], 16), name, ""))
+        elif threads and (m := _FH_FRAME.match(line)) is not None:
+            frames.append(StackFrame(m["function"], m["file"], int(m["line"])))
+    close()
+    return tuple(threads)

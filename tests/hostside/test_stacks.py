@@ -49,7 +49,8 @@ def test_a_whole_tree_dumped_is_the_contracts_json_and_exit_0() -> None:
                            _proc(14355, "engine-core", "VLLM::EngineCore",
                                  "stopped-engine-core-nonblocking.txt", state="T")],
              "watchdog": [{"path": "/tmp/d/VLLM_STACK_DUMP_for_engine_0_14355.log",
-                           "mtime": 5.0, "text": "Thread 0x1"}]}
+                           "mtime": 5.0, "text": (DATA.parent / "faulthandler" /
+                                                  "all-threads.txt").read_text()}]}
     report = report_from_facts("gpu1", facts)
     data = report.as_json()
     assert report.exit_status == 0
@@ -68,6 +69,10 @@ def test_a_whole_tree_dumped_is_the_contracts_json_and_exit_0() -> None:
     text = "\n".join(render_stacks(report))
     assert "engine-core pid 14355 (stopped): VLLM::EngineCore" in text
     assert "> sched_yield (vllm/distributed/utils.py:46)" in text
+    # the watchdog's dump is shown like a live one: its threads and frames
+    assert "vLLM watchdog dump /tmp/d/VLLM_STACK_DUMP_for_engine_0_14355.log, pid 14355" in text
+    assert "'current' (idle) [folded]: step (/tmp/h42_fh.py:8)" in text
+    assert "run_busy_loop (/tmp/h42_fh.py:11)" in "\n".join(render_stacks(report, fold=False))
 
 
 def test_a_process_py_spy_could_not_dump_says_why_and_exit_1() -> None:

@@ -14,6 +14,7 @@ from tests.examples import examples
 from vllm_console.console.parsers.pyspy import (
     StackFrame,
     dump_failure,
+    parse_faulthandler,
     parse_pyspy_dump,
 )
 
@@ -116,3 +117,28 @@ def test_each_thread_keeps_its_own_frames(texts: list[str]) -> None:
     joined = parse_pyspy_dump("".join(texts))
     alone = [t for text in texts for t in parse_pyspy_dump(text).threads]
     assert [t.signature for t in joined.threads] == [t.signature for t in alone]
+
+
+def test_a_faulthandler_dump_reads_as_threads() -> None:
+    """Real `faulthandler.dump_traceback(all_threads=True)` output (CPython 3.11), the format of
+    vLLM's watchdog dumps."""
+    text = (DATA.parent / "faulthandler" / "all-threads.txt").read_text()
+    waiter, current = parse_faulthandler(text)
+    assert waiter.id == 0x00007F1DC865B6C0
+    assert waiter.frames[0] == StackFrame("wait", "/usr/lib/python3.11/threading.py", 320)
+    assert len(waiter.frames) == 6
+    assert current.name == "current"
+    assert current.frames[1] == StackFrame("run_busy_loop", "/tmp/h42_fh.py", 11)
+    named = parse_faulthandler('Thread 0x01 [EngineCore] (most recent call first):\n'
+                               '  File "/venv/lib/vllm/v1/engine/core.py", line 674 in step\n')
+    assert named[0].name == "EngineCore"
+    assert named[0].innermost_vllm == 0
+
+
+@given(text=st.one_of(st.text(max_size=300), st.lists(st.sampled_from(
+    ["Thread 0x1f (most recent call first):\n", "Current thread 0x2 (most recent call first):\n",
+     '  File "a.py", line 3 in f\n', '  File "', "line ", " in ", "\n", "[x]"]),
+    max_size=30).map("".join)))
+@settings(max_examples=examples(200), deadline=None)
+def test_faulthandler_parser_never_raises(text: str) -> None:
+    parse_faulthandler(text)

@@ -93,7 +93,8 @@ class StacksScreen(ModalScreen[None]):
         text = Text()
         bold = Style(bold=True)
         for line in lines:
-            if line.startswith(("api-server ", "engine-core ", "worker ", "other ")):
+            if line.startswith(("api-server ", "engine-core ", "worker ", "other ",
+                                "vLLM watchdog dump ")):
                 text.append(line + "\n", style=bold)
             elif line.lstrip().startswith(MARK + " "):
                 text.append(line + "\n", style=status_style(self, "warn") + bold)
