@@ -249,8 +249,36 @@ class HostSession:
         self.last_stacks = report
         return report
 
-    def evidence_bundle(self, log_window: list[str]) -> dict[str, Any]:
-        """Everything a colleague needs to see what this screen shows (secrets redacted)."""
+    async def diagnostics(self) -> dict[str, Any]:
+        """What the bundle carries for a stalled or dead engine (or on demand): the stacks of
+        the server's tree, the watchdog's dumps with their text, and `vllm collect-env` of
+        the serving environment; each part says why when it could not be had."""
+        import asyncio
+
+        from vllm_console.console.hostclient.collect_env import collect_env
+
+        process = self.telemetry.last_process
+        python = self.config.serve.python or (process.python if process else "") or ""
+
+        async def stacks() -> dict[str, Any]:
+            try:
+                report = await self.stacks()
+            except ActionError as exc:
+                return {"error": str(exc)}
+            data = report.as_json()
+            data["watchdog_dumps"] = [{"path": d.path, "pid": d.pid, "at": d.at,
+                                       "text": d.text, "error": d.error}
+                                      for d in report.watchdog_dumps]
+            return data
+
+        stacks_json, env = await asyncio.gather(stacks(), collect_env(self.host, python,
+                                                                      process))
+        return {"stacks": stacks_json, "collect_env": env.as_json()}
+
+    def evidence_bundle(self, log_window: list[str],
+                        diagnostics: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything a colleague needs to see what this screen shows (secrets redacted);
+        with `diagnostics` (stacks, watchdog dumps, collect-env) when they were gathered."""
         snap = self.snapshot
         diff = self.last_diff
         return redact({
@@ -269,9 +297,11 @@ class HostSession:
             "gpus": snap.status_json()["gpus"],
             # Redacted here too: a caller may hand raw lines (the TUI's are display lines).
             "log_window": [safe_text(redact_text(line)) for line in log_window],
+            **({"diagnostics": diagnostics} if diagnostics is not None else {}),
         })
 
-    def export(self, directory: Path, log_window: list[str]) -> Path:
+    def export(self, directory: Path, log_window: list[str],
+               diagnostics: dict[str, Any] | None = None) -> Path:
         """Write the evidence bundle as private JSON (mode 600) and return its path."""
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -286,7 +316,8 @@ class HostSession:
             except FileExistsError:
                 continue
         with os.fdopen(fd, "w") as fh:
-            json.dump(self.evidence_bundle(log_window), fh, indent=2, default=repr)
+            json.dump(self.evidence_bundle(log_window, diagnostics), fh, indent=2,
+                      default=repr)
         return path
 
     async def close(self) -> None:

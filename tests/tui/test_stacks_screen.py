@@ -5,6 +5,7 @@ the EngineCore's main thread as not moved."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,3 +56,28 @@ async def test_the_stalled_header_offers_the_stacks_and_they_show_a_still_engine
         assert "NOT MOVED since the last dump" in text
         await pilot.press("escape")
         assert not isinstance(stalled.app.screen, StacksScreen)
+
+
+@pytest.mark.programs
+async def test_the_bundle_of_a_stalled_engine_carries_stacks_and_collect_env(
+        stalled: Served, tmp_path: Path) -> None:
+    exports = tmp_path / "exports"
+    async with stalled.app.run_test(size=(160, 60)) as pilot:
+        stalled.screen().export_dir = exports
+        await wait_until(pilot, lambda: stalled.session.snapshot.engine_state()[0].value
+                         == "stalled", 40, "the stall")
+        await pilot.press("x")
+        await wait_until(pilot, lambda: list(exports.glob("*.json")), 60, "the bundle")
+    (bundle,) = exports.glob("*.json")
+    data = json.loads(bundle.read_text())
+    stacks = data["diagnostics"]["stacks"]
+    roles = {p["role"]: p for p in stacks["processes"]}
+    assert set(roles) == {"api-server", "engine-core"}
+    files = [f["file"] for f in roles["engine-core"]["threads"][0]["frames"]]
+    assert "vllm/v1/engine/core.py" in files
+    assert stacks["watchdog_dumps"] == []
+    env = data["diagnostics"]["collect_env"]
+    assert env["exit"] == 0, env
+    assert env["command"].endswith("-m vllm.collect_env")
+    assert "vLLM Version" in env["output"]
+    assert "NVIDIA H200" in env["output"]

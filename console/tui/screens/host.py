@@ -70,6 +70,9 @@ class HostScreen(HostView):
         Binding("x", "export", "Export",
                 tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
                 id="host.export"),
+        Binding("X", "export(True)", "Export + diagnostics",
+                tooltip="the bundle with the stacks, watchdog dumps and vllm collect-env",
+                id="host.export_diagnostics"),
         Binding("s", "stacks", "Stacks",
                 tooltip="where each vLLM process is: py-spy dump of the server's tree",
                 id="host.stacks"),
@@ -265,12 +268,29 @@ class HostScreen(HostView):
         self.app.push_screen(StacksScreen(self.session))
 
     # -- export ----------------------------------------------------------------------------
-    def action_export(self) -> None:
+    def action_export(self, diagnostics: bool = False) -> None:
+        """The bundle; with the diagnostics (stacks, watchdog dumps, collect-env) when asked
+        (`X`) or when the engine is stalled or dead, which is when they tell the most."""
         if self.session is None or not self.can(Capability.EXPORT):
             return
         window = self.log_pane.visible_lines()[-2000:] if self.ready else []
+        engine = self.session.snapshot.engine_state()[0].value
+        if (diagnostics or engine in ("stalled", "dead")) and self.can(Capability.STACKS):
+            self.notify("gathering the stacks and vllm collect-env for the bundle…", timeout=5)
+            self._export_worker(window)
+            return
+        self._write_export(window)
+
+    @work(group="export", exclusive=True, exit_on_error=False)
+    async def _export_worker(self, window: list[str]) -> None:
+        assert self.session is not None
+        self._write_export(window, await self.session.diagnostics())
+
+    def _write_export(self, window: list[str], diagnostics: dict[str, object] | None = None
+                      ) -> None:
+        assert self.session is not None
         try:
-            path = self.session.export(self.export_dir, window)
+            path = self.session.export(self.export_dir, window, diagnostics)
         except OSError as exc:
             self.notify(f"export failed: {exc.strerror}: {exc.filename}", severity="error")
             return
