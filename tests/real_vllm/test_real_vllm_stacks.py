@@ -7,6 +7,7 @@ login user who may not trace the process it names gets one line saying what to g
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -17,13 +18,17 @@ from pathlib import Path
 import pytest
 
 from tests.real_vllm.fixture import RealServer, RealVllm, ensure_py_spy, ngram_spec
-from tests.real_vllm.support import cli, cli_json, served
+from tests.app_support import screen_text, wait_until
+from tests.real_vllm.support import cli, cli_json, console_app, hosts_file, served
 from tests.real_vllm.test_real_vllm_serving import Traffic, stop_mid_generation
 from tests.sshd import Sshd
+from vllm_console.console.output.stacks_text import unmoved
+from vllm_console.console.tui.screens.stacks import StacksScreen
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
 
 LOADED_CLI_TIMEOUT = 300
+STALL_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +37,45 @@ def stacked(real_vllm: RealVllm, sshd: Sshd, tmp_path_factory: pytest.TempPathFa
     ensure_py_spy(real_vllm)
     folder = tmp_path_factory.mktemp("real-stacks")
     with served(real_vllm, sshd, folder, "engine", ngram_spec(4)) as pair:
+        hosts_file(folder / "tui.toml", sshd, {"engine": pair[0]}, stall_s=STALL_S)
         yield pair
+
+
+async def test_the_stalled_headers_key_opens_the_stacks_of_the_real_engine(
+        stacked: tuple[RealServer, Path]) -> None:
+    srv, hosts = stacked
+    app = console_app(hosts.with_name("tui.toml"), "engine")
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = app.screen_for("engine")
+        assert screen is not None
+        traffic = Traffic(srv, until=threading.Event()).start(4, max_tokens=480)
+        await wait_until(pilot, lambda: screen.serving.view.engine == "ok", 90,
+                         "the screen seeing the engine serve")
+        assert traffic.until is not None
+        traffic.until.set()
+        engine, _ = await asyncio.to_thread(stop_mid_generation, srv, 4, traffic)
+        try:
+            await wait_until(pilot, lambda: "engine stalled" in screen_text(app)
+                             .splitlines()[0], STALL_S + 30, "the stall in the header")
+            assert "[s stacks]" in screen_text(app).splitlines()[0]
+            await pilot.press("s")
+            await wait_until(pilot, lambda: isinstance(app.screen, StacksScreen)
+                             and app.screen.dumps >= 2, 120, "two dumps")
+            stacks = app.screen
+            assert isinstance(stacks, StacksScreen)
+            report = stacks.report
+            assert report is not None
+            core = next(p for p in report.processes if p.pid == engine)
+            assert core.role == "engine-core"
+            assert core.stopped
+            main = next(t for t in core.threads if t.name == "MainThread")
+            assert any(f.file == "vllm/v1/engine/core.py" for f in main.frames)
+            # stopped: the second dump finds it where the first did
+            assert (engine, main.id) in unmoved(stacks.previous, report)
+            assert f"engine-core pid {engine} (stopped): VLLM::EngineCore" in screen_text(app)
+        finally:
+            os.kill(engine, signal.SIGCONT)
+        await asyncio.to_thread(traffic.wait)
 
 
 def test_a_stopped_engine_core_is_dumped_in_bounded_time(
