@@ -219,6 +219,27 @@ class HostSession:
         except (HostError, Exception) as exc:  # noqa: BLE001 - shown to the person
             raise ActionError(f"cannot plan the restart: {exc}") from None
 
+    async def plan_debug_restart(self) -> tuple[RestartPlan, bool]:
+        """The plan for `D`: a debug relaunch (`console.restart.debug`), or, when the server
+        already runs with the debug switches, the plain one that takes them out; and which
+        (True: debug)."""
+        from vllm_console.console.restart.debug import debug_changes, is_debug, plain_changes
+
+        plan = await self.plan_restart()
+        debug = not is_debug(plan)
+        snap = self.snapshot
+        if debug:
+            gpus = bool(snap.sample is not None and snap.sample.gpus)
+            env, argv = debug_changes(plan, gpu=gpus,
+                                      version=snap.status_json()["engine"]["version"])
+        else:
+            env, argv = plain_changes(plan)
+        try:
+            return edit_plan(plan, env=env, argv=argv, url=self.config.serve.url,
+                             match=self.config.serve.match), debug
+        except RestartError as exc:
+            raise ActionError(str(exc)) from None
+
     def edit_plan(self, plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
         """`plan` with the person's environment (`NAME=value`, `-NAME`) and command line
         changes, as the restart dialog takes them; ActionError says what is wrong with them."""

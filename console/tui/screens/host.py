@@ -36,7 +36,7 @@ HOST_ONLY = {Capability.GPUS: "GPUs", Capability.LOG: "serve log",
 """What a session on the URL alone lacks, as its one line names it."""
 ACTIONS = {"run_checks": Capability.CHECKS, "restart": Capability.RESTART,
            "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT,
-           "stacks": Capability.STACKS}
+           "stacks": Capability.STACKS, "debug_restart": Capability.RESTART}
 """The host's actions and what each needs of the session."""
 
 
@@ -65,6 +65,10 @@ class HostScreen(HostView):
         Binding("R", "restart(True)", "Traced restart",
                 tooltip="relaunch with the activation trace for this run",
                 id="host.restart_traced"),
+        Binding("D", "debug_restart", "Debug restart",
+                tooltip="relaunch with vLLM's debug switches (DEBUG log, NCCL_DEBUG, the "
+                        "watchdog); again: a plain restart without them",
+                id="host.restart_debug"),
         Binding("a", "apply_reference", "Apply reference",
                 tooltip="write the reference values, keep a backup", id="host.apply_reference"),
         Binding("x", "export", "Export",
@@ -218,15 +222,33 @@ class HostScreen(HostView):
             return
         self._plan_worker(trace)
 
+    def action_debug_restart(self) -> None:
+        if not self.can(Capability.RESTART):
+            return
+        if self.restarting:
+            self.notify("a restart is already under way", severity="warning")
+            return
+        self._debug_plan_worker()
+
     @work(group="restart-plan", exclusive=True, exit_on_error=False)
     async def _plan_worker(self, trace: bool) -> None:
+        assert self.session is not None
+        plan = await self.session.plan_restart(trace=trace)
+        self._confirm_restart("Restart vllm serve with the activation trace?" if trace else
+                              "Restart vllm serve?", plan)
+
+    @work(group="restart-plan", exclusive=True, exit_on_error=False)
+    async def _debug_plan_worker(self) -> None:
+        assert self.session is not None
+        plan, debug = await self.session.plan_debug_restart()
+        self._confirm_restart("Restart vllm serve with the debug switches?" if debug else
+                              "Restart vllm serve without the debug switches?", plan)
+
+    def _confirm_restart(self, title: str, plan: RestartPlan) -> None:
         from vllm_console.console.tui.screens.restart import RestartScreen
 
         session = self.session
         assert session is not None
-        plan = await session.plan_restart(trace=trace)
-        title = "Restart vllm serve with the activation trace?" if trace else \
-            "Restart vllm serve?"
         dialog = RestartScreen(title, plan, session.edit_plan)
 
         def confirmed(ok: bool | None) -> None:
