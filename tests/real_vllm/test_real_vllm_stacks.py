@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_vllm.fixture import RealServer, RealVllm, ensure_py_spy, ngram_spec
 from tests.app_support import screen_text, wait_until
+from tests.real_vllm.fixture import RealServer, RealVllm, ensure_py_spy, ngram_spec
 from tests.real_vllm.support import cli, cli_json, console_app, hosts_file, served
 from tests.real_vllm.test_real_vllm_serving import Traffic, stop_mid_generation
 from tests.sshd import Sshd

@@ -39,9 +39,9 @@ def test_a_debug_restart_on_a_cpu_032_server_is_an_env_diff() -> None:
     assert argv == ()  # no watchdog before 0.33
     debug = edit_plan(plan, env=env, argv=argv, url="http://127.0.0.1:8000")
     shown = debug.describe()
-    assert ["- env: VLLM_LOGGING_LEVEL unset", "+ env: VLLM_LOGGING_LEVEL=DEBUG",
-            "- env: NCCL_DEBUG unset", "+ env: NCCL_DEBUG=INFO"] == \
-        [line for line in shown.splitlines() if "env:" in line]
+    assert [line for line in shown.splitlines() if "env:" in line] == \
+        ["- env: VLLM_LOGGING_LEVEL unset", "+ env: VLLM_LOGGING_LEVEL=DEBUG",
+            "- env: NCCL_DEBUG unset", "+ env: NCCL_DEBUG=INFO"]
     assert "CUDA_LAUNCH_BLOCKING" not in shown
     assert debug.launch_env["VLLM_LOGGING_LEVEL"] == "DEBUG"
     assert debug.launch_env["HF_TOKEN"] == "hf_x"  # the rest kept
