@@ -1,8 +1,12 @@
-"""`stacks` on a real engine: with requests in flight and its EngineCore SIGSTOPped, `stacks
---json` (over the real sshd, as the login user, py-spy installed into the serving environment
-from the registry and found beside the serving interpreter) returns the API server and the
-EngineCore within a bounded time, the EngineCore's main thread in `vllm/v1/engine/core.py`. A
-login user who may not trace the process it names gets one line saying what to grant, exit 2.
+"""`stacks` and the debug restart on a real engine.
+
+With requests in flight and its EngineCore SIGSTOPped, `stacks --json` (over the real sshd, as
+the login user, py-spy installed into the serving environment from the registry and found
+beside the serving interpreter) returns the API server and the EngineCore within a bounded
+time, the EngineCore's main thread in `vllm/v1/engine/core.py`. A login user who may not trace
+the process it names gets one line saying what to grant, exit 2. The TUI's stalled header
+offers the stacks; `D` relaunches with vLLM's debug switches (its log then carries DEBUG lines)
+and `D` again without them.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from tests.real_vllm.fixture import RealServer, RealVllm, ensure_py_spy, ngram_s
 from tests.real_vllm.support import cli, cli_json, console_app, hosts_file, served
 from tests.real_vllm.test_real_vllm_serving import Traffic, stop_mid_generation
 from tests.sshd import Sshd
+from vllm_console.console.hostside.vocabulary import RESTART_MARKER
 from vllm_console.console.output.stacks_text import unmoved
+from vllm_console.console.tui.screens.restart import RestartScreen
 from vllm_console.console.tui.screens.stacks import StacksScreen
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(600)]
@@ -130,3 +136,51 @@ def test_a_process_the_login_user_may_not_trace_is_one_line_naming_what_to_grant
     assert "they run as uid 0, not the login user" in lines[0]
     assert "CAP_SYS_PTRACE" in lines[0]
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def _run_after_last_restart(srv: RealServer) -> str:
+    """The log of the run the console's last restart started."""
+    return srv.log.read_text(errors="replace").rsplit(RESTART_MARKER, 1)[-1]
+
+
+async def _restart_with_d(pilot, app, expected: str) -> str:  # type: ignore[no-untyped-def]
+    """`D`, the dialog's diff checked, confirmed; once the new server is ready and found, the
+    dialog's text."""
+    screen = app.screen_for("engine")
+    old = screen.session.snapshot.serve.pid
+    await pilot.press("D")
+    await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
+                     and app.screen.focused is not None, 120, "the restart dialog")
+    shown = str(app.screen.query_one("#confirm-body").render())
+    assert expected in shown, shown
+    await pilot.click("#confirm")
+    await wait_until(pilot, lambda: not screen.restarting
+                     and screen.session.snapshot.readiness.ready
+                     and screen.session.snapshot.serve.pid not in (None, old), 300,
+                     "the relaunched server ready and found")
+    return shown
+
+
+async def test_a_debug_restart_logs_debug_and_the_plain_one_after_it_does_not(
+        stacked: tuple[RealServer, Path]) -> None:
+    """Last in the module: the server is relaunched by the console (twice)."""
+    srv, hosts = stacked
+    app = console_app(hosts, "engine")
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = app.screen_for("engine")
+        assert screen is not None
+        await wait_until(pilot, lambda: screen.session.snapshot.readiness.ready, 90,
+                         "the server seen ready")
+        shown = await _restart_with_d(pilot, app, "+ env: VLLM_LOGGING_LEVEL=DEBUG")
+        assert "- env: VLLM_LOGGING_LEVEL unset" in shown
+        assert "+ env: NCCL_DEBUG=INFO" in shown
+        assert "CUDA_LAUNCH_BLOCKING" not in shown  # no GPU here
+        assert "--watchdog-config" not in shown  # vLLM 0.32: no watchdog
+        debug_run = _run_after_last_restart(srv)
+        assert [ln for ln in debug_run.splitlines() if " DEBUG " in ln], debug_run[-3000:]
+        shown = await _restart_with_d(pilot, app, "- env: VLLM_LOGGING_LEVEL=DEBUG")
+        assert "+ env: VLLM_LOGGING_LEVEL unset" in shown
+        assert "- env: NCCL_DEBUG=INFO" in shown
+        plain_run = _run_after_last_restart(srv)
+        assert "Application startup complete" in plain_run
+        assert not [ln for ln in plain_run.splitlines() if " DEBUG " in ln]
