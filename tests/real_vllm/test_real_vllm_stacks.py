@@ -184,3 +184,37 @@ async def test_a_debug_restart_logs_debug_and_the_plain_one_after_it_does_not(
         plain_run = _run_after_last_restart(srv)
         assert "Application startup complete" in plain_run
         assert not [ln for ln in plain_run.splitlines() if " DEBUG " in ln]
+
+
+def test_native_on_a_stopped_process_falls_back_to_its_python_stack(real_vllm: RealVllm
+                                                                    ) -> None:
+    """`--native` needs the blocking dump, which a stopped process refuses ("Failed to suspend
+    process", measured): the host side dumps it again without native frames, and says so."""
+    import subprocess
+    import sys
+
+    from vllm_console.console.hostclient.stacks import report_from_facts
+    from vllm_console.console.hostside.stacks import probe
+
+    py_spy = ensure_py_spy(real_vllm)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time\ndef napping():\n"
+                                " time.sleep(120)\nnapping()"])
+    try:
+        time.sleep(0.5)
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        time.sleep(0.2)  # the stop is delivered asynchronously
+        started = time.monotonic()
+        facts = probe({"root": sleeper.pid, "native": True, "timeout": 10,
+                       "python": str(py_spy.with_name("python"))})
+        took = time.monotonic() - started
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert took < 15, took
+    report = report_from_facts("local", facts)
+    assert report.exit_status == 0, report
+    (process,) = report.processes
+    assert process.stopped
+    functions = [f.function for f in process.threads[0].frames]
+    assert "napping" in functions
+    assert any("no native frames" in note for note in report.notes)
