@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from vllm_console.console.hostclient.stacks import dump_pid, report_from_facts
+from vllm_console.console.hostclient.stacks_text import render_stacks
 from vllm_console.console.hostside.stacks import role, watchdog_paths
-from vllm_console.console.output.stacks_text import render_stacks
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "py-spy"
 TOOL = {"name": "py-spy", "version": "0.4.3", "path": "/venv/bin/py-spy"}

@@ -26,8 +26,8 @@ from tests.real_vllm.fixture import RealServer, RealVllm, ensure_py_spy, ngram_s
 from tests.real_vllm.support import cli, cli_json, console_app, hosts_file, served
 from tests.real_vllm.test_real_vllm_serving import Traffic, stop_mid_generation
 from tests.sshd import Sshd
+from vllm_console.console.hostclient.stacks_text import unmoved
 from vllm_console.console.hostside.vocabulary import RESTART_MARKER
-from vllm_console.console.output.stacks_text import unmoved
 from vllm_console.console.tui.screens.restart import RestartScreen
 from vllm_console.console.tui.screens.stacks import StacksScreen
 

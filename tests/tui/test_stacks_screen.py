@@ -13,7 +13,7 @@ import pytest
 
 from tests.app_support import screen_text, wait_until
 from tests.tui.test_serving_strip import Served
-from vllm_console.console.output.stacks_text import unmoved
+from vllm_console.console.hostclient.stacks_text import unmoved
 from vllm_console.console.sim import stop
 from vllm_console.console.tui.screens.stacks import StacksScreen
 

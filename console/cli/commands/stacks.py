@@ -14,7 +14,7 @@ import sys
 
 from vllm_console.console.cli.commands.common import emit, emit_json
 from vllm_console.console.hostclient.stacks import StacksReport, collect_stacks
-from vllm_console.console.output.stacks_text import render_stacks
+from vllm_console.console.hostclient.stacks_text import render_stacks
 from vllm_console.console.transport.connect import host_config_from_args, make_host
 
 

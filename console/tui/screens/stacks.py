@@ -82,7 +82,7 @@ class StacksScreen(ModalScreen[None]):
         self._redraw()
 
     def _redraw(self) -> None:
-        from vllm_console.console.output.stacks_text import MARK, render_stacks
+        from vllm_console.console.hostclient.stacks_text import MARK, render_stacks
 
         if self.report is None:
             return
@@ -113,7 +113,7 @@ class StacksScreen(ModalScreen[None]):
         self._redraw()
 
     def action_copy(self) -> None:
-        from vllm_console.console.output.stacks_text import render_stacks
+        from vllm_console.console.hostclient.stacks_text import render_stacks
 
         if self.report is not None:
             self.app.copy_to_clipboard("\n".join(render_stacks(self.report, fold=False)))
