@@ -65,21 +65,21 @@ class HostScreen(HostView):
         Binding("R", "restart(True)", "Traced restart",
                 tooltip="relaunch with the activation trace for this run",
                 id="host.restart_traced"),
-        Binding("D", "debug_restart", "Debug restart",
-                tooltip="relaunch with vLLM's debug switches (DEBUG log, NCCL_DEBUG, the "
-                        "watchdog); again: a plain restart without them",
-                id="host.restart_debug"),
         Binding("a", "apply_reference", "Apply reference",
                 tooltip="write the reference values, keep a backup", id="host.apply_reference"),
         Binding("x", "export", "Export",
                 tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
                 id="host.export"),
-        Binding("X", "export(True)", "Export + diagnostics",
-                tooltip="the bundle with the stacks, watchdog dumps and vllm collect-env",
-                id="host.export_diagnostics"),
         Binding("s", "stacks", "Stacks",
                 tooltip="where each vLLM process is: py-spy dump of the server's tree",
                 id="host.stacks"),
+        Binding("X", "export(True)", "Export + diagnostics",
+                tooltip="the bundle with the stacks, watchdog dumps and vllm collect-env",
+                id="host.export_diagnostics"),
+        Binding("D", "debug_restart", "Debug restart",
+                tooltip="relaunch with vLLM's debug switches (DEBUG log, NCCL_DEBUG, the "
+                        "watchdog); again: a plain restart without them",
+                id="host.restart_debug"),
     ]
 
     def __init__(self, host_name: str, *, export_dir: Path, **view: object) -> None:
