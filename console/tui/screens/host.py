@@ -115,6 +115,8 @@ class HostScreen(HostView):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         needed = ACTIONS.get(action)
+        if action == "export" and parameters[:1] == (True,):
+            needed = Capability.STACKS  # `X`: the diagnostics need the host (py-spy)
         if action == "search_log" and isinstance(self.focused, Input):
             return False  # `/` is a character of the search (or of the restart's env)
         if self.server_only and (action in ("next_tab", "toggle_maximize", "search_log")
