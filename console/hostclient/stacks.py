@@ -23,7 +23,7 @@ from vllm_console.console.parsers.pyspy import (
     parse_pyspy_dump,
 )
 from vllm_console.console.transport.host import Host, HostError
-from vllm_console.console.transport.remote_scripts import RemoteScripts, run_json
+from vllm_console.console.transport.remote_scripts import run_json
 
 if TYPE_CHECKING:
     from vllm_console.console.settings import ServeSettings
@@ -200,15 +200,13 @@ def report_from_facts(host: str, facts: Mapping[str, Any], *, python: str = "",
 
 async def collect_stacks(host: Host, serve: ServeSettings, *, native: bool = False,
                          pids: Sequence[int] = (), process: ServeProcess | None = None,
-                         scripts: RemoteScripts | None = None, log: str = "",
+                         log: str = "",
                          timeout: float = DUMP_TIMEOUT_S) -> StacksReport:
     """The stacks of the chosen server's tree on `host` (or of `pids` alone). Raises HostError
     when the host cannot be reached or the server cannot be found."""
-    scripts = scripts or RemoteScripts(host)
     notes: list[str] = []
     if process is None:
-        resolution = await resolve_serve(host, serve, scripts=scripts,
-                                         python=serve.python or "python3")
+        resolution = await resolve_serve(host, serve, python=serve.python or "python3")
         process = resolution.process
         if process is None and not pids:
             raise HostError(f"{host.name}: no vLLM server runs for the login user"
@@ -220,7 +218,7 @@ async def collect_stacks(host: Host, serve: ServeSettings, *, native: bool = Fal
                "pids": list(pids), "native": native, "python": python, "timeout": timeout,
                "log": log,
                "since": process.start_time if process is not None else None}
-    run = await run_json(host, scripts, "stacks", "python3", payload, timeout=timeout + 30)
+    run = await run_json(host, "stacks", "python3", payload, timeout=timeout + 30)
     if run.data is None:
         raise HostError(f"{host.name}: cannot dump the stacks: {run.error}")
     container = process.container.ref if process is not None and process.container else None
