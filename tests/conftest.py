@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -33,6 +34,11 @@ settings.register_profile("suite", derandomize=True, deadline=None)
 settings.register_profile("explore", derandomize=False, deadline=None)
 settings.register_profile("loop", derandomize=True, max_examples=LOOP_EXAMPLES, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
+# Nor write the developer's (or CI's) state: a test that saved a theme under the real
+# $XDG_STATE_HOME once turned a later test's console light (its colour check failed). Tests
+# that look at the state use the `state_home` fixture.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="vc-state-")
 
 # The tests must not pick up the developer's agent or keys by accident.
 os.environ.pop("SSH_AUTH_SOCK", None)

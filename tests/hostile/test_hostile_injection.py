@@ -86,16 +86,21 @@ def test_hostile_hosts_file_values(clean: Sshd, tmp_path: Path,
     extra = (f"[hosts.evil.gpu]\nnvidia_smi = {toml_str(nasty('smi'))}\n"
              f"[hosts.evil.checks]\nreference = {toml_str(nasty('ref'))}\n")
     config = str(hosts_file(tmp_path / "hosts.toml", clean, "evil", serve, extra))
+    # A URL that is none and a reference file that does not exist are refused before anything
+    # connects (one rule for every command), in one line that names the key.
+    for command, code_expected in (("status", 2), ("check", 3)):
+        code, _, err = cli([command, "evil", "--config", config], capsys)
+        assert code == code_expected, err
+        assert err.count("\n") == 1
+        assert "hosts.evil." in err
+    # Without them every other hostile value travels to the host as data.
+    del serve["url"]
+    config = str(hosts_file(tmp_path / "hosts2.toml", clean, "evil", serve,
+                            f"[hosts.evil.gpu]\nnvidia_smi = {toml_str(nasty('smi'))}\n"))
     code, out, err = cli(["status", "evil", "--config", config, "--json"], capsys)
     assert code == 0, err
     status = json.loads(out)
     assert status["serve"]["running"] is False
-    code, _, err = cli(["check", "evil", "--config", config], capsys)
-    assert code == 3  # the reference file cannot be read: could not run (UNKNOWN), in one line
-    assert err.count("\n") == 1
-    # Without the unreadable reference the chain runs, every link says what it could not do.
-    config = str(hosts_file(tmp_path / "hosts2.toml", clean, "evil", serve,
-                            f"[hosts.evil.gpu]\nnvidia_smi = {toml_str(nasty('smi'))}\n"))
     code, out, err = cli(["check", "evil", "--config", config, "--json"], capsys)
     assert code == 1, err
     report = json.loads(out)
@@ -110,8 +115,13 @@ def test_hostile_command_line_overrides(clean: Sshd, tmp_path: Path,
     dest = f"{clean.user}@127.0.0.1:{clean.port}"
     common = ["--identity", str(clean.client_key), "--known-hosts", str(clean.known_hosts)]
     overrides: list[str] = []
-    for option in ("python", "log", "target", "draft", "match", "url", "nvidia-smi"):
+    for option in ("python", "log", "target", "draft", "match", "nvidia-smi"):
         overrides += [f"--{option}", nasty(option)]
+    # A --url that is none is refused by every command before anything connects.
+    for command in ("status", "check"):
+        code, _, err = cli([command, dest, *common, *overrides, "--url", nasty("url")], capsys)
+        assert code in (2, 3), err
+        assert err.count("\n") == 1
     code, out, err = cli(["status", dest, *common, *overrides, "--json"], capsys)
     assert code == 0, err
     code, out, err = cli(["check", dest, *common, *overrides, "--json"], capsys)
