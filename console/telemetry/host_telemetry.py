@@ -30,7 +30,7 @@ from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     ServeContainer,
     ServeProcess,
-    configured_port,
+    serve_port,
     discover_serve,
     effective_serve,
     parse_serve_argv,
@@ -152,7 +152,7 @@ class HostTelemetry:
         self.scripts = RemoteScripts(host)
         self.agent = AgentClient(host, interval_s=self.options.interval_s,
                                  match=config.serve.match,
-                                 port=configured_port(config.serve.url),
+                                 port=serve_port(config.serve),
                                  nvidia_smi=config.gpu.nvidia_smi,
                                  python=config.serve.python,
                                  gpu_source=self.options.gpu_source, scripts=self.scripts)

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
-from vllm_console.console.hostclient.discovery import ServeContainer
+from vllm_console.console.hostclient.discovery import ServeContainer, ServerRow
 from vllm_console.console.hostclient.follower import FollowState
 from vllm_console.console.parsers.engine import SpeculativeSettings
 from vllm_console.console.parsers.errors import ErrorKind
@@ -140,6 +140,8 @@ class HostSnapshot:
     load: ServerLoad | None = None
     notes: tuple[str, ...] = field(default=())
     serving: ServingStatus = ServingStatus()
+    servers: tuple[ServerRow, ...] = ()
+    """Every vLLM server of the host as discovery last listed them, the chosen first."""
 
     @property
     def tree(self) -> ServeTree:
@@ -267,6 +269,7 @@ class HostSnapshot:
                         else None},
             "requests": self.serving.requests or dict.fromkeys(
                 ("preemptions_total", "finished", "errors_total")),
+            "servers": [row.to_json() for row in self.servers],
         }
 
     def _engine_extra(self) -> dict[str, Any]:
