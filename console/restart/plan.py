@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     Resolution,
-    serve_port,
     effective_serve,
     parse_serve_argv,
     resolve_serve,
+    serve_port,
 )
 from vllm_console.console.hostclient.launch_env import (
     HOOK_DIR_PREFIX,

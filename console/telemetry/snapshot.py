@@ -142,6 +142,9 @@ class HostSnapshot:
     serving: ServingStatus = ServingStatus()
     servers: tuple[ServerRow, ...] = ()
     """Every vLLM server of the host as discovery last listed them, the chosen first."""
+    watched_port: int | None = None
+    """The port of the server this view keeps to (pinned, or the rule's first choice on a
+    host with several): when it exits, the view says so rather than follow another."""
 
     @property
     def tree(self) -> ServeTree:

@@ -2,120 +2,29 @@
 chosen by one rule, each pinned by `--port`, and `status`, `check`, `restart` and the TUI's
 telemetry judging the same server from the same settings (DESIGN.md, "Several servers on one
 host").
-
-The three run as the login user, started detached (as an operator's `nohup` would), each with
-its own scenario so that a verdict tells them apart: `healthy`, `incident` (its draft config is
-wrong: config-correct fails) and `no-swa-code`. The hosts file's `match` names their common
-directory, so that another test's server of the same user is never one of them.
+The host: `tests/several_support.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import pwd
-import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.real_vllm.support import cli
-from tests.sshd import Sshd, chown_to, free_port
-from vllm_console.console.settings import HostConfig, ServeSettings
-from vllm_console.console.sim.runner import stop, wait_ready
-from vllm_console.console.sim.tree import SimTree, materialise
+from tests.several_support import Three, host_config, three_servers
+from tests.sshd import Sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(300)]
-
-SCENARIOS = ("healthy", "incident", "no-swa-code")
-
-
-@dataclass
-class Three:
-    """The three servers, lowest port first, and a hosts file naming the host `multi`."""
-
-    base: Path
-    trees: list[SimTree]
-    hosts: Path
-    sshd: Sshd
-
-    def pid(self, tree: SimTree) -> int:
-        """The pid listening on the tree's port (its top-most `vllm serve`)."""
-        return pid_on(self.base, tree.port)
-
-    def identity(self, tree: SimTree) -> tuple[int, str]:
-        """(pid, start ticks): a process, not a reused pid."""
-        pid = self.pid(tree)
-        return pid, Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-
-
-def pid_on(base: Path, port: int) -> int:
-    """The top-most process whose command line runs from `base` and asks for `port`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            comm = Path(f"/proc/{entry}/comm").read_text().strip()
-        except OSError:
-            continue
-        words = [a.decode() for a in argv if a]
-        if words and str(base) in words[0] and "serve" in words and \
-                str(port) in words and not comm.startswith("VLLM::"):
-            found.append(int(entry))
-    assert found, f"no server on {port}"
-    return min(found)
-
-
-def launch(tree: SimTree, user: str) -> None:
-    """The tree's `vllm serve` as `user`, detached from this test (`setsid -f`): a restart
-    stops it, and nothing here waits on it."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.path.expanduser(f"~{user}"),
-           "LANG": "C.UTF-8", **tree.serve_env()}
-    tree.log.parent.mkdir(parents=True, exist_ok=True)
-    tree.log.touch()
-    chown_to(tree.log.parent, user)
-    kwargs: dict[str, object] = {}
-    if os.geteuid() == 0:
-        kwargs = {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
-    with open(tree.log, "ab") as log:
-        subprocess.run(["setsid", "-f", *tree.serve_argv()], stdin=subprocess.DEVNULL,
-                       stdout=log, stderr=subprocess.STDOUT, cwd=tree.root, env=env,
-                       check=True, **kwargs)  # type: ignore[call-overload]
 
 
 @pytest.fixture(scope="module")
 def three(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Three]:
-    if sshd.proc is None:
-        sshd.start()
-    base = sshd.user_dir("several")
-    ports = sorted(free_port() for _ in SCENARIOS)
-    trees = [materialise(scenario, base / scenario, port=port, startup_s=0.3,
-                         metrics_interval_s=0.3)
-             for scenario, port in zip(SCENARIOS, ports, strict=True)]
-    chown_to(base, sshd.user)
-    try:
-        for tree in trees:
-            launch(tree, sshd.user)
-            time.sleep(0.05)  # three distinct start times
-        for tree in trees:
-            assert wait_ready(tree, None, timeout=30), tree.log.read_text()
-        hosts = tmp_path_factory.mktemp("several") / "hosts.toml"
-        hosts.write_text(
-            f'[hosts.multi]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
-            f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
-            f'[hosts.multi.serve]\nmatch = "{base}/ serve"\n'
-            f'[hosts.multi.gpu]\nnvidia_smi = "{trees[0].nvidia_smi}"\n')
-        yield Three(base, trees, hosts, sshd)
-    finally:
-        for tree in trees:
-            stop(tree, timeout=3)
+    yield from three_servers(sshd, tmp_path_factory)
 
 
 def status(three: Three, *args: str) -> dict[str, Any]:
@@ -189,6 +98,7 @@ def test_status_check_restart_and_the_telemetry_judge_the_same_server(three: Thr
     """Nothing pinned: the rule's server for `status`, `check` and the TUI's telemetry; the
     restart stops nothing and names how to pin one. Pinned: the same one for all four."""
     from vllm_console.console.restart import plan_restart
+    from vllm_console.console.settings import HostConfig
     from vllm_console.console.telemetry.host_telemetry import HostTelemetry
     from vllm_console.console.transport.ssh_host import SSHHost
 
@@ -201,9 +111,7 @@ def test_status_check_restart_and_the_telemetry_judge_the_same_server(three: Thr
     assert three.pid(three.trees[0]) == first
 
     def config(port: int | None) -> HostConfig:
-        serve = ServeSettings(match=f"{three.base}/ serve", port=port)
-        return three.sshd.host_config(serve=serve.model_dump(),
-                                      gpu={"nvidia_smi": str(three.trees[0].nvidia_smi)})
+        return host_config(three, port)
 
     async def telemetry_pid(port: int | None) -> int | None:
         telemetry = HostTelemetry(SSHHost(config(port)), config(port))
