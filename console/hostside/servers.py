@@ -113,9 +113,9 @@ def choose(rows: list[dict[str, Any]], *, port: int | None, unit: str,
         qualify = [r for r in rows if names_container(r["container"], container)]
     elif port:
         qualify = [r for r in rows if r["port"] == port]
-    elif unit:
+    elif unit and any(r["unit"] == unit for r in rows):
         qualify = [r for r in rows if r["unit"] == unit]
-    else:
+    else:  # (a unit whose server's cgroup does not name it: `match` decides, as before)
         qualify = [r for r in rows if r["matched"]]
     return sorted(qualify, key=lambda r: rank(r["port"], r["start_time"]))
 

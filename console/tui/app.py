@@ -314,7 +314,8 @@ class ConsoleApp(QuietApp[int]):
                         engine=engine.value, ttft_p99=ttft.get("p99") if ttft else None,
                         running=load.running if load is not None else None,
                         waiting=load.waiting if load is not None else None,
-                        engines=snap.serving.engines)
+                        engines=snap.serving.engines,
+                        servers=snap.servers if len(snap.servers) > 1 else ())
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self._order]
