@@ -144,8 +144,9 @@ class ServerRow:
 def server_rows(facts: Mapping[str, Any]) -> tuple[ServerRow, ...]:
     """The `servers` of discovery's answer, the chosen first (rows of the wrong shape left
     out: a host's python3 that is not what it says never breaks the rest)."""
-    rows = []
-    for obj in facts.get("servers") or []:
+    rows: list[ServerRow] = []
+    found = facts.get("servers")
+    for obj in found if isinstance(found, list) else []:
         try:
             argv = [str(a) for a in obj.get("argv") or []]
             port, start = obj.get("port"), obj.get("start_time")

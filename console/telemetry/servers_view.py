@@ -53,6 +53,18 @@ def gpus_held(snap: HostSnapshot, row: ServerRow) -> tuple[int, ...]:
                          if p.pid in tree and p.gpu is not None}))
 
 
+def gpu_owners(snap: HostSnapshot) -> dict[int, str]:
+    """On a host with several servers, the servers (`:8001`) whose tree holds each GPU; {}
+    with one (nothing to tell apart)."""
+    if len(snap.servers) < 2:
+        return {}
+    out: dict[int, str] = {}
+    for row in by_port(snap.servers):
+        for gpu in gpus_held(snap, row):
+            out[gpu] = f"{out[gpu]},{row.label}" if gpu in out else row.label
+    return out
+
+
 def switcher_rows(snap: HostSnapshot) -> list[SwitcherRow]:
     """The switcher's rows, by port: port, model, state, where it runs, GPUs held."""
     out = []

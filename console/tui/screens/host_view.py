@@ -33,7 +33,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 from vllm_console.checks.verdicts import LINK_IDS
 from vllm_console.console.telemetry import events as ev
 from vllm_console.console.telemetry.history import AcceptanceHistory, GpuHistory
-from vllm_console.console.telemetry.servers_view import header_words
+from vllm_console.console.telemetry.servers_view import gpu_owners, header_words
 from vllm_console.console.telemetry.startup import StartupState
 from vllm_console.console.transport.host import ConnectionState, LinkStatus
 from vllm_console.console.tui.serving_figures import ServingFigures
@@ -255,7 +255,8 @@ class HostView(Screen[None]):
             self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample),
                                 containers={box.id: box.name} if box is not None else {},
                                 boxed={pid: (name, box.name) for pid, name in
-                                       snap.serve.processes} if box is not None else {})
+                                       snap.serve.processes} if box is not None else {},
+                                owners=gpu_owners(snap))
             self._last_data_at = time.monotonic()
         elif isinstance(event, ev.LogLinesReceived):
             self._last_data_at = time.monotonic()
