@@ -129,6 +129,8 @@ class ServerRow:
     tree: tuple[int, ...] = ()
     """Its pid and its descendants' (the GPUs it holds are theirs)."""
     container_id: str | None = None
+    matched: bool = True
+    """Whether its command line matches the entry's `match` (a pinned port's server may not)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "port": self.port, "url": self.url, "model": self.model,
@@ -158,10 +160,18 @@ def server_rows(facts: Mapping[str, Any]) -> tuple[ServerRow, ...]:
                 chosen=bool(obj.get("chosen")),
                 start_time=float(start) if isinstance(start, int | float) else None,
                 tree=tuple(int(p) for p in obj.get("tree") or ()),
-                container_id=_str_or_none(obj.get("container_id"))))
+                container_id=_str_or_none(obj.get("container_id")),
+                matched=bool(obj.get("matched", True))))
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             continue
     return tuple(rows)
+
+
+def entry_servers(rows: Sequence[ServerRow]) -> tuple[ServerRow, ...]:
+    """The servers this host entry can work on: those its `match` admits, and the chosen one
+    (a pinned port's server whatever its command line): what the TUI's header counts and its
+    switcher offers. `status --json`'s `servers` lists every one."""
+    return tuple(r for r in rows if r.matched or r.chosen)
 
 
 def several_line(rows: Sequence[ServerRow]) -> str:

@@ -32,6 +32,7 @@ from vllm_console.console.hostclient.discovery import (
     ServeProcess,
     ServerRow,
     effective_serve,
+    entry_servers,
     parse_serve_argv,
     resolve_serve,
     serve_port,
@@ -203,9 +204,10 @@ class HostTelemetry:
         on the way; on a host with several and nothing pinned, the first choice is kept."""
         found = await resolve_serve(self.host, settings, scripts=self.scripts,
                                     python=settings.python or "python3")
-        self._take_servers(found.servers)
-        chosen = next((row for row in found.servers if row.chosen), None)
-        if chosen is not None and chosen.port and len(found.servers) > 1 and \
+        rows = entry_servers(found.servers)
+        self._take_servers(rows)
+        chosen = next((row for row in rows if row.chosen), None)
+        if chosen is not None and chosen.port and len(rows) > 1 and \
                 self.kept_port is None and not self._pinned():
             self.kept_port = chosen.port
             self.agent.port = chosen.port

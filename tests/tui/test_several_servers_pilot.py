@@ -107,11 +107,11 @@ async def test_the_switcher_moves_every_pane_and_r_restarts_that_server_alone(
         assert verdicts["config-correct"] == "fail"  # the incident's draft config
 
         before = {tree.port: three.identity(tree) for tree in three.trees}
-        for _ in range(60):
+        for _ in range(4):  # the plan is a discovery on the host: slow on a loaded machine
             await pilot.press("r")
             with contextlib.suppress(AssertionError):
                 await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
-                                 and app.screen.focused is not None, 1)
+                                 and app.screen.focused is not None, 30)
             if isinstance(app.screen, RestartScreen):
                 break
         assert isinstance(app.screen, RestartScreen)

@@ -71,9 +71,11 @@ class HostScreen(HostView):
         Binding("x", "export", "Export",
                 tooltip="evidence bundle: engine config, diff, chain, log, GPUs",
                 id="host.export"),
+        # Not in the footer (most hosts run one server): the header says "server i of n"
+        # where there are several, `?` and the palette list it.
         Binding("p", "servers", "Servers",
                 tooltip="the host's vLLM servers: choose the one to work on",
-                id="host.servers"),
+                id="host.servers", show=False),
     ]
 
     class ServerChosen(Message):
