@@ -417,7 +417,7 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
                                 port=port, unit=unit, container="")
         facts["serves"] = [_full(table, row, boxes, found, port) if n == 0 else
                            _brief(table, row) for n, row in enumerate(chosen)]
-    first = facts["serves"][0]["pid"] if facts["serves"] else None
+    first = servers.key(facts["serves"][0]) if facts["serves"] else None
     facts["servers"] = servers.listing(bare + boxes, first)
     facts["pinned"] = bool(pinned or port or unit)
     return facts

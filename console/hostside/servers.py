@@ -67,6 +67,9 @@ def container_servers(table: Any, words: list[str],
             continue
         described = containers.describe(info, runtime)
         pid = int((info.get("State") or {}).get("Pid") or 0)
+        if containers.main_argv(info) != argv:  # behind a container init: its child serves
+            pid = next((c for c in table.children.get(pid, [])
+                        if server_entry(table.cmdline(c))), pid)
         port = containers.host_port(info, argv_port(argv)) or None
         start = table.start_time(pid) if pid in table.procs else described["started_at"]
         rows.append({"pid": pid, "port": port, "host": "127.0.0.1", "start_time": start,
@@ -134,17 +137,25 @@ def url(host: str, port: int | None) -> str | None:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def listing(rows: list[dict[str, Any]], chosen: int | None) -> list[dict[str, Any]]:
+def key(server: dict[str, Any]) -> tuple[str, Any]:
+    """Which server a row or discovery's `serves` entry is: a container by its id (its
+    server may be the child of a container init, its main process the init), else the pid."""
+    box = server.get("container")
+    return ("container", box.get("id")) if isinstance(box, dict) else ("pid", server["pid"])
+
+
+def listing(rows: list[dict[str, Any]], chosen: tuple[str, Any] | None
+            ) -> list[dict[str, Any]]:
     """The `servers` list of the answer: the chosen first, then by the rule's order."""
     out = []
-    for row in sorted(rows, key=lambda r: (r["pid"] != chosen, rank(r["port"],
-                                                                    r["start_time"]))):
+    for row in sorted(rows, key=lambda r: (key(r) != chosen, rank(r["port"],
+                                                                  r["start_time"]))):
         box = row["container"]
         out.append({"pid": row["pid"], "port": row["port"],
                     "url": url(row["host"], row["port"]),
                     "argv": row["argv"], "container": box["name"] if box else None,
                     "container_id": box["id"] if box else None, "unit": row["unit"],
                     "state": row.get("state", "unknown"), "start_time": row["start_time"],
-                    "matched": row["matched"], "chosen": row["pid"] == chosen,
+                    "matched": row["matched"], "chosen": key(row) == chosen,
                     "tree": row["tree"]})
     return out

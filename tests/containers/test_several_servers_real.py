@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.containers.test_container_discovery import login_with_docker_access  # noqa: F401
-from tests.docker import ContainerServer
+from tests.docker import ContainerServer, Dockerd, models_volume, run_server
 from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec
 from tests.real_vllm.support import cli, server
 from tests.several_support import launch, pid_on
@@ -31,7 +31,7 @@ from vllm_console.console.sim.runner import stop, wait_ready
 from vllm_console.console.sim.tree import SimTree, materialise
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.ssh,
-              pytest.mark.timeout(900)]
+              pytest.mark.timeout(1800)]
 
 
 @dataclass
@@ -76,24 +76,37 @@ def sim_server(sshd: Sshd) -> Iterator[SimTree]:
 
 
 @pytest.fixture(scope="module")
-def bare_server(sshd: Sshd, real_vllm: RealVllm) -> Iterator[RealServer]:
-    srv = server(real_vllm, sshd, "bare", dflash_spec(real_vllm.drafter("dflash-incident")))
-    srv.start()
+def real_pair(sshd: Sshd, dockerd: Dockerd, real_vllm: RealVllm
+              ) -> Iterator[tuple[RealServer, ContainerServer]]:
+    """The bare server and the container's (the container tier's recipe: `vllm serve
+    /models/target` as the entry point, the models on a volume), started side by side and
+    given time to come up on a machine that runs other tests too."""
+    if sshd.proc is None:
+        sshd.start()
+    name = "vllm-several-servers-real"
+    volume = models_volume(dockerd, real_vllm, f"{name}-models")
+    box = run_server(dockerd, real_vllm, name=name, port=free_port(), volume=volume,
+                     speculative_config=dflash_spec(Path("/models/dflash-incident")))
+    bare = server(real_vllm, sshd, "bare", dflash_spec(real_vllm.drafter("dflash-incident")))
     try:
-        srv.wait_ready()
-        yield srv
+        bare.start()
+        box.wait_ready(timeout=900)
+        bare.wait_ready(timeout=900)
+        yield bare, box
     finally:
-        srv.stop()
+        bare.stop()
+        box.remove()
+        dockerd.docker("volume", "rm", "-f", volume, check=False)
 
 
 @pytest.fixture
-def mixed(container_server: ContainerServer, bare_server: RealServer, sim_server: SimTree,
-          sshd: Sshd, login_with_docker_access: str, tmp_path: Path) -> Mixed:  # noqa: F811
+def mixed(real_pair: tuple[RealServer, ContainerServer], sim_server: SimTree, sshd: Sshd,
+          login_with_docker_access: str, tmp_path: Path) -> Mixed:  # noqa: F811
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(f'[hosts.gpu]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
                      f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
                      f'[hosts.gpu.gpu]\nnvidia_smi = "{sim_server.nvidia_smi}"\n')
-    return Mixed(bare_server, container_server, sim_server, hosts)
+    return Mixed(*real_pair, sim_server, hosts)
 
 
 def status(mixed: Mixed, *args: str) -> dict[str, Any]:
