@@ -10,7 +10,8 @@ all five), stream (the console's CPU while a log streams at 1k and 10k lines/s w
 typing: the stream's own cost, beside `screen`'s with keys pressed), frames (the screen's CPU
 time alone), perline, idle, anchors (htop/btop idle,
 lnav on the flood), start, url (URL-only mode beside vllm-htop on one server, and the serving
-strip's cost), chain, fleet, agent, follower; and `real` (the console on a real
+strip's cost), chain, fleet, agent, follower, discovery (one helper run for 1 and 16
+servers on a host); and `real` (the console on a real
 `vllm serve`: host cost under load, restart timeline), which runs only when --only names
 it: it needs the real-vLLM fixture (built on first use, ~2.5 GB) and takes ~5 minutes; and
 `promfleet` (the Prometheus fleet at 10, 100 and 1,000 backfilled servers, ~4 minutes). Each
@@ -38,7 +39,7 @@ from benchmarks.report import render
 
 LOGPATH = ("screen", "tail", "toolong", "local", "memory")
 SECTIONS = (*LOGPATH, "stream", "frames", "perline", "idle", "anchors", "start", "url",
-            "chain", "fleet", "agent", "follower")
+            "chain", "fleet", "agent", "follower", "discovery")
 ON_REQUEST = ("real", "promfleet")  # not in the default run: only when --only names them
 
 
@@ -187,6 +188,11 @@ def run_follower(plan: Plan) -> dict[str, Any]:
     return run_json("bench_follower", ["--seconds", "3"], timeout=300)
 
 
+def run_discovery(plan: Plan) -> dict[str, Any]:
+    return run_json("bench_discovery", ["--servers", "1,16", "--runs",
+                                        "3" if plan.quick else "7"], timeout=400)
+
+
 def run_real(plan: Plan) -> dict[str, Any]:
     args = ["--rounds", "1", "--baseline", "10", "--loaded", "15", "--idle", "10",
             "--restarts", "1"] if plan.quick else ["--rounds", "3", "--restarts", "3"]
@@ -207,6 +213,7 @@ RUNNERS: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "local": run_local, "memory": run_memory, "frames": run_frames, "perline": run_perline,
     "idle": run_idle, "anchors": run_anchors, "start": run_start, "url": run_url,
     "chain": run_chain, "fleet": run_fleet, "agent": run_agent, "follower": run_follower,
+    "discovery": run_discovery,
     "real": run_real, "promfleet": run_promfleet,
 }
 

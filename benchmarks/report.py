@@ -475,6 +475,16 @@ def details(results: dict[str, Any]) -> list[str]:
             out.append(f"| {name} | {r['agent_cpu_pct']:.3f}% | {r['children_cpu_pct']:.3f}% "
                        f"| {r['processes']} |")
         out.append("")
+    discovery = results.get("discovery")
+    if _ok(discovery):
+        out += ["### Discovery on a host with many servers (`benchmarks/bench_discovery.py`, "
+                "over SSH)", "",
+                "| Servers on the host | Listed | Commands per discovery | Wall p50 / max |",
+                "|---|---|---|---|"]
+        for r in discovery.values():
+            out.append(f"| {r['servers']} | {r['listed']} | {r['commands_per_discovery']} | "
+                       f"{r['wall_p50_s']:.3f} / {r['wall_max_s']:.3f} s |")
+        out.append("")
     follower = results.get("follower")
     if _ok(follower):
         out += ["### The follower layer alone (`benchmarks/bench_follower.py`: over SSH, "

@@ -41,7 +41,7 @@ from vllm_console.console.hostclient.discovery import (
     ChildProcess,
     Resolved,
     ServeArgs,
-    configured_port,
+    discovery_params,
     effective_serve,
     parse_serve_argv,
     resolve_serve,
@@ -386,8 +386,7 @@ async def run_chain(host: Host, settings: ServeSettings, *, profile: Profile | N
         process, found = resolution.process, resolution.notes
         # Installed already: the path comes from the cache, no round trip.
         command = shown_command("python3", await host.scripts.bundle(), "discover",
-                                payload={"match": settings.match.split(),
-                                         "port": configured_port(settings.url)})
+                                payload=discovery_params(settings))
     except HostError as exc:
         process, discovery_error = None, str(exc)
     # No server: the one the console launched last for this entry is the run to judge.

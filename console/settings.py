@@ -64,6 +64,9 @@ class ServeSettings(_Overridable):
     url: str = _override("URL")
     """Base URL of the OpenAI server as seen from the host, e.g. http://127.0.0.1:8000 (as
     `--url` with no HOST: the console on this URL alone, no SSH)."""
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True,
+                             json_schema_extra={"cli_metavar": "N"})
+    """The port of the server to work on, when the host runs several (else the lowest port)."""
     unit: str = _override("UNIT")
     """A systemd unit: restart through systemctl instead of relaunching the process."""
     container: str = _override("NAME|ID")
@@ -121,6 +124,8 @@ def override_type(name: str) -> type:
         info = section.model_fields.get(name)
         if info is not None and info.annotation is float:
             return float
+        if info is not None and info.annotation in (int, int | None):
+            return int
     return str
 
 

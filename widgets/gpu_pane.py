@@ -45,6 +45,8 @@ class GpuView:
     boxed: dict[int, tuple[str, str]] = field(default_factory=dict)
     """The server's container's processes, pid -> (name, container name), from discovery:
     for a runtime whose cgroup names no container id (the pane shows [NAME] either way)."""
+    owners: dict[int, str] = field(default_factory=dict)
+    """On a host with several servers: which server's tree holds each GPU (`:8001`)."""
 
 
 def _is_orphan(proc: ServeProc, sample: AgentSample) -> bool:
@@ -93,6 +95,8 @@ class GpuPane(Widget):
             mem_colour = status_style(self, "warn" if (mem_frac or 0) > 0.97 else "accent")
             hist = list(self.view.history.get(gpu.index, ()))
             text.append(f"GPU{gpu.index} ", style="bold")
+            if self.view.owners:
+                text.append(f"{self.view.owners.get(gpu.index, '—'):<7.7} ", style="bold")
             text.append_text(bar(None if util is None else util / 100, bar_width, util_colour))
             text.append("   ?% " if util is None else f" {util:3.0f}% ")
             text.append_text(bar(mem_frac, bar_width, mem_colour))

@@ -52,6 +52,9 @@ class HostHeader(Widget):
     sources: reactive[Sources] = reactive(Sources())
     readonly: reactive[bool] = reactive(False)
     scenario: reactive[str] = reactive("")
+    server: reactive[str] = reactive("")
+    """Which of the host's servers this is ("server 2 of 3 · :8001"), or that it exited;
+    "" on a host with one."""
     activity: reactive[str] = reactive("")
     """What the server is doing now: "serve: loading weights 2m10s", "restart: stopping", ..."""
     engine_alert: reactive[str] = reactive("")
@@ -84,6 +87,10 @@ class HostHeader(Widget):
         if self.scenario:
             add(_SCENARIO, "(sim) " if self.compact else f"(simulated: {self.scenario}) ",
                 "italic")
+        if self.server:  # which of the host's servers: kept, as the link is
+            gone = "exited" in self.server or "not running" in self.server
+            add(_KEEP, f"{self.server} ", status_style(self, "fail") + BOLD if gone
+                else Style(bold=True))
         add(_KEEP, f"● {describe_link(self.link, why=not self.compact)}",
             status_style(self, self.link.state.status) + BOLD)
         if self.engine_alert:

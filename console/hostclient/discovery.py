@@ -114,6 +114,83 @@ class ServeContainer:
         return self.name or self.id
 
 
+@dataclass(frozen=True)
+class ServerRow:
+    """One vLLM server of the host, as discovery lists every one (`status --json`'s
+    `servers`, the TUI's switcher, the SSH fleet's rows)."""
+
+    pid: int
+    port: int | None
+    """Where it answers on the host (a container's published port); None when it does not."""
+    url: str | None
+    model: str | None
+    """What its command line serves (`serve TARGET` / `--model`)."""
+    container: str | None
+    """The container's name when the server is a container's main process."""
+    unit: str | None
+    """The systemd service whose cgroup holds it."""
+    state: str
+    """`ready`, `starting`, `not-answering` or `unknown`: its `/health`, asked at discovery."""
+    chosen: bool
+    start_time: float | None = None
+    tree: tuple[int, ...] = ()
+    """Its pid and its descendants' (the GPUs it holds are theirs)."""
+    container_id: str | None = None
+    matched: bool = True
+    """Whether its command line matches the entry's `match` (a pinned port's server may not)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "port": self.port, "url": self.url, "model": self.model,
+                "container": self.container, "unit": self.unit, "state": self.state,
+                "chosen": self.chosen}
+
+    @property
+    def label(self) -> str:
+        """How a person tells it from the others: its port (`:8001`), else its pid."""
+        return f":{self.port}" if self.port else f"pid {self.pid}"
+
+
+def server_rows(facts: Mapping[str, Any]) -> tuple[ServerRow, ...]:
+    """The `servers` of discovery's answer, the chosen first (rows of the wrong shape left
+    out: a host's python3 that is not what it says never breaks the rest)."""
+    rows: list[ServerRow] = []
+    found = facts.get("servers")
+    for obj in found if isinstance(found, list) else []:
+        try:
+            argv = [str(a) for a in obj.get("argv") or []]
+            port, start = obj.get("port"), obj.get("start_time")
+            rows.append(ServerRow(
+                pid=int(obj["pid"]), port=port if isinstance(port, int) else None,
+                url=_str_or_none(obj.get("url")), model=parse_serve_argv(argv).target,
+                container=_str_or_none(obj.get("container")),
+                unit=_str_or_none(obj.get("unit")), state=str(obj.get("state") or "unknown"),
+                chosen=bool(obj.get("chosen")),
+                start_time=float(start) if isinstance(start, int | float) else None,
+                tree=tuple(int(p) for p in obj.get("tree") or ()),
+                container_id=_str_or_none(obj.get("container_id")),
+                matched=bool(obj.get("matched", True))))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+            continue
+    return tuple(rows)
+
+
+def entry_servers(rows: Sequence[ServerRow]) -> tuple[ServerRow, ...]:
+    """The servers this host entry can work on: those its `match` admits, and the chosen one
+    (a pinned port's server whatever its command line): what the TUI's header counts and its
+    switcher offers. `status --json`'s `servers` lists every one."""
+    return tuple(r for r in rows if r.matched or r.chosen)
+
+
+def several_line(rows: Sequence[ServerRow]) -> str:
+    """The one line for a host with several servers and none pinned ("" otherwise)."""
+    chosen = next((r for r in rows if r.chosen), None)
+    if len(rows) < 2 or chosen is None:
+        return ""
+    others = ", ".join(r.label for r in rows if not r.chosen)
+    return (f"{len(rows)} vLLM servers on this host: this is {chosen.label} (pid "
+            f"{chosen.pid}); the others: {others}")
+
+
 def _str_or_none(value: Any) -> str | None:
     return str(value) if value else None
 
@@ -268,6 +345,19 @@ def configured_port(url: str) -> int | None:
         return None
 
 
+def serve_port(settings: ServeSettings) -> int | None:
+    """The port that pins this entry's server: `serve.port` (`--port`), else the configured
+    `url`'s; None when neither is set (the resolver's rule chooses)."""
+    return settings.port or configured_port(settings.url)
+
+
+def discovery_params(settings: ServeSettings) -> dict[str, Any]:
+    """What the host's discovery is asked (`hostside/discover.py`): every pin of the entry."""
+    return {"match": settings.match.split(), "port": serve_port(settings),
+            "container": settings.container, "unit": settings.unit,
+            "runtime": settings.runtime}
+
+
 def _shown(argv: Sequence[Any], limit: int = 160) -> str:
     text = " ".join(str(a) for a in argv)
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -280,11 +370,11 @@ def resolution_notes(facts: Mapping[str, Any], match: str) -> tuple[str, ...]:
     serves = [s for s in facts.get("serves") or [] if isinstance(s, dict)]
     first = serves[0] if serves else None
     port = facts.get("port") if isinstance(facts.get("port"), dict) else None
-    if first is not None and len(serves) > 1:
-        others = "; ".join(f"pid {s['pid']}: {_shown(s.get('argv') or [])}"
-                           for s in serves[1:])
-        notes.append(f"{len(serves)} serve processes match {match!r}: using pid "
-                     f"{first['pid']}; others: {others}")
+    rows = server_rows(facts)
+    pinned = bool(facts.get("port")) or bool(facts.get("pinned"))
+    if first is not None and len(serves) > 1 and len(rows) > 1 and not pinned:
+        notes.append(f"{several_line(rows)}; chosen by the lowest port, then the oldest "
+                     "start: pin one with --port N (or serve.port in the hosts file)")
     if first is not None and not first.get("matched", True):
         notes.append(f"pid {first['pid']} listens on the configured port but does not match "
                      f"{match!r}: it is the server all the same")
@@ -380,6 +470,11 @@ class Resolution:
     notes: tuple[str, ...] = ()
 
     @property
+    def servers(self) -> tuple[ServerRow, ...]:
+        """Every server of the host, the chosen first (`server_rows`)."""
+        return server_rows(self.facts)
+
+    @property
     def orphans(self) -> list[dict[str, Any]]:
         return [o for o in self.facts.get("orphans") or [] if isinstance(o, dict)]
 
@@ -404,9 +499,7 @@ async def resolve_serve(host: Host, settings: ServeSettings, *,
                         python: str = "python3") -> Resolution:
     """The serve process on `host` by the one rule (`console.hostside.discover`), and what else
     was found. Raises DiscoveryError when discovery itself cannot run."""
-    payload = {"match": settings.match.split(), "port": configured_port(settings.url),
-               "container": settings.container, "runtime": settings.runtime}
-    run = await run_json(host, "discover", python, payload, timeout=30)
+    run = await run_json(host, "discover", python, discovery_params(settings), timeout=30)
     if run.data is None:
         raise DiscoveryError(f"{host.name}: cannot look for the serve process: {run.error}")
     facts = dict(run.data)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_console.console.hostclient.discovery import ServeProcess, configured_port
+from vllm_console.console.hostclient.discovery import ServeProcess, serve_port
 from vllm_console.console.hostclient.launch_env import original_env
 from vllm_console.console.hostside.argv import matches
 from vllm_console.console.hostside.vocabulary import DEFAULT_MATCH, last_launch_file
@@ -45,7 +45,7 @@ async def read_last_launch(host: Host, settings: ServeSettings) -> dict[str, Any
     if run.data is None:
         return {}
     record = dict(run.data)
-    port = configured_port(settings.url)
+    port = serve_port(settings)
     argv = [str(a) for a in record.get("argv") or []]
     if record.get("entry") not in (None, host.name) or \
             (port and record.get("port") not in (None, port)) or \

@@ -224,15 +224,10 @@ class ServeTracker:
     def _choose(self, children, rescan):
         tops = [p for p, i in self.known.items() if i.entry and self._is_topmost(p)]
         names = port_names(self.port)
-
-        def engine_first(pid):
-            return (not any(self.known[d].comm.startswith("VLLM::")
-                            for d in self._subtree(pid, children)[1:] if d in self.known),
-                    self.known[pid].start_ticks)
         return choose_servers([p for p in tops if self.known[p].matched], self.port,
                               bool(names), self._holder_tops(tops, children, names, rescan),
                               lambda p: self.known[p].argv,
-                              lambda p: self.known[p].start_ticks, engine_first)
+                              lambda p: self.known[p].start_ticks)
 
     def _tree(self, now, rescan=False):
         children = {}

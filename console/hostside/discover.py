@@ -13,7 +13,9 @@ agent's live tree applies it too, so telemetry, `status`, checks and restart all
    server entry point, even when it does not match `match` (with a note). A port held by
    something else (a look-alike, an orphaned engine, another user) gives no server and says
    who holds it; with nothing listening, only candidates started for that port qualify.
-3. Without a port: candidates with an engine child first, then the oldest; the others listed.
+3. Without a port: the lowest port, then the oldest (`servers.rank`); the others listed.
+4. Beside them, every server of the host in one list (`servers`: bare, units, containers),
+   the chosen first; a container's server is chosen by the same rule (`servers.choose`).
 
 For the server: ppid, start time, uid, argv, cwd, exe, the interpreter that runs it,
 environment, where fd 1/2 point, its tree (EngineCore children rename themselves, so they are
@@ -21,7 +23,8 @@ found by parentage, with their `comm`) and its parent (a supervisor that would r
 Orphans of a serve tree (`VLLM::*` processes whose server is gone) are listed too. Other users'
 processes are never reported.
 
-stdin: {"match": ["vllm", "serve"], "port": 8000 or null}; stdout: a marker line, then one
+stdin: {"match": ["vllm", "serve"], "port": 8000 or null, "container": "", "unit": "",
+"runtime": "docker"}; stdout: a marker line, then one
 JSON object.
 """
 
@@ -33,7 +36,7 @@ import pwd
 import stat
 from typing import Any, Callable
 
-from . import containers
+from . import containers, servers
 from .argv import matches
 from .procfs import (
     boot_time,
@@ -112,20 +115,20 @@ def port_names(port: int | None) -> set[str]:
 
 def choose_servers(tops: list[int], port: int | None, listening: bool,
                    holder_tops: list[int], argv_of: Callable[[int], list[str]],
-                   start_of: Callable[[int], int],
-                   engine_first: Callable[[int], tuple[bool, int]]) -> list[int]:
+                   start_of: Callable[[int], int]) -> list[int]:
     """The rule of the module docstring (2 and 3): which of the login user's top-most server
     entry points is this host entry's server, the server first, the other candidates after.
 
     `tops` are the top-most entries that match `match`; `holder_tops` the top-most entries
     whose tree holds a socket listening on `port`. The agent (the live tree), discovery (so
     `status`, `check` and restart) and the telemetry built on them all decide through here:
-    there is no second rule to fall back on."""
+    there is no second rule to fall back on. Without a port, the order is `servers.rank`'s
+    (lowest port, then oldest), the same as for a container's server."""
     if port:
         if holder_tops or listening:
             return sorted(set(holder_tops), key=start_of)
-        return sorted((p for p in tops if argv_port(argv_of(p)) == port), key=engine_first)
-    return sorted(tops, key=engine_first)
+        return sorted((p for p in tops if argv_port(argv_of(p)) == port), key=start_of)
+    return sorted(tops, key=lambda p: (argv_port(argv_of(p)), start_of(p)))
 
 
 def supervisor(ppid: int, comm: str, argv: list[str]) -> str:
@@ -383,24 +386,60 @@ def _serve(table: _Table, pid: int, matched: bool, names: set[str], btime: float
 
 
 def probe(params: dict[str, Any]) -> dict[str, Any]:
-    """Where the server runs, asked kind by kind, the first that finds one answering (each
-    kind answers in the same shape: `serves`, the server first): a bare process of this user
-    (a systemd unit's too: its unit matters only to a restart, `restart/main.py`), then a
-    container's main process (`containers`)."""
+    """Every server of the host in one pass (`servers`), and this entry's server by what
+    pins it (`servers.choose`): `serves` holds it first, in full, the other candidates after
+    it. A bare process's port is judged by who holds it (`_processes`); the rest of the rule
+    does not ask which kind of place a server runs in."""
     words = [w for w in params.get("match", []) if w]
     port = params.get("port")
     port = port if isinstance(port, int) and 0 < port < 65536 else None
     runtime = params.get("runtime") or containers.RUNTIME
+    runtime = runtime if runtime in containers.RUNTIMES else containers.RUNTIME
     pinned = str(params.get("container") or "")
+    unit = str(params.get("unit") or "")
     table = _Table()
     facts = _processes(table, words, port)
+    bare = servers.bare_servers(table, words)
+    boxes, found, problem = servers.container_servers(table, words, server_entry, runtime)
+    servers.health_states(bare + boxes)
+    if problem:
+        facts["containers_problem"] = problem
     if pinned:  # serve.container: that container's server, whatever runs bare
-        facts = {**facts, "serves": [], "others": []}
-    elif facts["serves"]:
-        return facts
-    return containers.find(facts, table, words, port, server_entry, argv_port,
-                           runtime=runtime if runtime in containers.RUNTIMES else
-                           containers.RUNTIME, pinned=pinned)
+        facts = containers.find({**facts, "serves": [], "others": []}, table, words, port,
+                                server_entry, argv_port, runtime=runtime, pinned=pinned)
+    elif port and facts["serves"]:
+        pass  # the bare process that holds the port (or was started for it)
+    else:
+        # A pinned port no bare process holds: a container that publishes it; a unit's
+        # server is a bare process.
+        chosen = servers.choose(boxes if port else bare if unit else bare + boxes,
+                                port=port, unit=unit, container="")
+        facts["serves"] = [_full(table, row, boxes, found, port) if n == 0 else
+                           _brief(table, row) for n, row in enumerate(chosen)]
+    first = servers.key(facts["serves"][0]) if facts["serves"] else None
+    facts["servers"] = servers.listing(bare + boxes, first)
+    facts["pinned"] = bool(pinned or port or unit)
+    return facts
+
+
+def _full(table: _Table, row: dict[str, Any], boxes: list[dict[str, Any]],
+          found: list[tuple[dict[str, Any], list[str]]], port: int | None
+          ) -> dict[str, Any]:
+    """The chosen server in full: a bare process's facts (`_serve`), or a container's."""
+    if row["container"] is None:
+        return _serve(table, row["pid"], row["matched"], port_names(port), table.btime,
+                      table.ticks)
+    info, argv = found[boxes.index(row)]
+    return containers.serve_facts(table, info, argv, row["matched"], server_entry,
+                                  row["container"]["runtime"])
+
+
+def _brief(table: _Table, row: dict[str, Any]) -> dict[str, Any]:
+    """Another candidate, in the shape the resolver's notes read."""
+    if row["container"] is None:
+        return {**table.brief(row["pid"]), "start_time": row["start_time"]}
+    return {"pid": row["pid"], "ppid": 0, "comm": "", "start": 0, "argv": row["argv"],
+            "start_time": row["start_time"], "container": row["container"]}
 
 
 def _processes(table: _Table, words: list[str], port: int | None) -> dict[str, Any]:
@@ -410,10 +449,6 @@ def _processes(table: _Table, words: list[str], port: int | None) -> dict[str, A
     matched = {pid for pid, argv in table.argvs.items() if matches(argv, words)}
     tops = [pid for pid in table.entries
             if not any(a in table.entries for a in table.ancestors(pid))]
-
-    def engine_first(pid: int) -> tuple[bool, int]:
-        return (not any(table.comm(d).startswith("VLLM::") for d in table.descendants(pid)),
-                table.start(pid))
 
     lookalikes = sorted(
         pid for pid in matched if pid not in table.entries and table.top_entry(pid) is None
@@ -426,7 +461,7 @@ def _processes(table: _Table, words: list[str], port: int | None) -> dict[str, A
     holder_tops = [top for top in (table.top_entry(h) for h in holders) if top is not None]
     candidates = [p for p in tops if p in matched]
     chosen = choose_servers(candidates, port, bool(names), holder_tops,
-                            table.argvs.__getitem__, table.start, engine_first)
+                            table.argvs.__getitem__, table.start)
     if port:
         port_info = {"port": port, "listening": bool(names),
                      "holders": [table.brief(h) for h in holders]}

@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     Resolution,
-    configured_port,
     effective_serve,
     parse_serve_argv,
     resolve_serve,
+    serve_port,
 )
 from vllm_console.console.hostclient.launch_env import env_changes, launch_env, original_env
 from vllm_console.console.hostclient.launch_record import last_key
@@ -129,8 +129,8 @@ async def _resolve(host: Host, config: HostConfig, python: str) -> tuple[Resolut
                            f"{quote_argv(item.get('argv') or [])[:160]}"
                            for item in found.facts.get("serves", []))
         raise RestartError(f"{host.name}: {1 + len(serve.others)} vLLM servers match "
-                           f"{match!r} ({listed}); set serve.url (its port chooses) or "
-                           "serve.match so that one does")
+                           f"{match!r} ({listed}): nothing was stopped; choose one with "
+                           "--port N (or serve.port in the hosts file)")
     return found, python
 
 
@@ -240,7 +240,7 @@ async def plan_restart(host: Host, config: HostConfig, *, trace: bool = False,
     argv = [str(a) for a in described.get("argv") or []]
     env = described.get("env")
     members = list(_members(described))
-    port = configured_port(config.serve.url)
+    port = serve_port(config.serve)
     last: dict[str, Any] = {}
     if pid is None:
         # A unit starts without a record of ours; a command line needs this entry's record.

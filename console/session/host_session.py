@@ -136,6 +136,26 @@ class HostSession:
         """Telemetry until cancelled (reconnects on its own)."""
         await self.telemetry.run(on_event)
 
+    @property
+    def serve_config(self) -> HostConfig:
+        """The configuration the checks and the restart act with: the telemetry's server
+        (on a host with several, the one this view keeps to), never another."""
+        serve = self.telemetry.serve_settings()
+        return self.config if serve is self.config.serve else \
+            self.config.model_copy(update={"serve": serve})
+
+    def choose_server(self, port: int) -> None:
+        """Work on the host's server on `port` from now on (the switcher): new telemetry
+        pinned to it, what was judged of the other one dropped. The caller runs the new
+        telemetry (`run`) after stopping the old one's."""
+        self.telemetry.stop()
+        self.config = self.config.model_copy(update={
+            "serve": self.config.serve.model_copy(update={"port": port})})
+        self.telemetry = HostTelemetry(self.host, self.config)
+        self.last_report = None
+        self.last_checked_at = None
+        self.last_diff = None
+
     # -- actions ----------------------------------------------------------------------------
     def _serve_paths(self) -> tuple[str, str]:
         snap = self.snapshot
@@ -154,7 +174,7 @@ class HostSession:
                 raise ActionError(str(exc)) from None
         from vllm_console.checks.chain import run_chain  # heavy: loaded when the chain first runs
 
-        self.last_report = await run_chain(self.host, self.config.serve, profile=profile,
+        self.last_report = await run_chain(self.host, self.serve_config.serve, profile=profile,
                                            reference=reference, host_label=self.name,
                                            engine=self._engine_look(),
                                            restart=self.how_to_restart())
@@ -215,7 +235,7 @@ class HostSession:
         process = self.telemetry.last_process
         seen = seen_launch(process, self.name) if process is not None else None
         try:
-            return await plan_restart(self.host, self.config, trace=trace, seen=seen)
+            return await plan_restart(self.host, self.serve_config, trace=trace, seen=seen)
         except (HostError, Exception) as exc:  # noqa: BLE001 - shown to the person
             raise ActionError(f"cannot plan the restart: {exc}") from None
 
@@ -254,7 +274,7 @@ class HostSession:
                       on_progress: Callable[[RestartStep], Awaitable[None] | None] | None = None
                       ) -> RestartResult:
         self.require(Capability.RESTART)
-        return await restart(self.host, self.config, trace=plan.trace, plan=plan,
+        return await restart(self.host, self.serve_config, trace=plan.trace, plan=plan,
                              on_progress=on_progress)
 
     async def stacks(self, *, native: bool = False) -> StacksReport:

@@ -59,6 +59,12 @@ class ServeTreeChanged(TelemetryEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ServersListed(TelemetryEvent):
+    """Discovery listed the host's servers again (one appeared, one exited, one changed
+    state): `HostSnapshot.servers` holds them."""
+
+
+@dataclass(frozen=True, slots=True)
 class ServeWarning(TelemetryEvent):
     """The configuration disagrees with what the serve process really uses (a stale `log` in
     the hosts file): said once per newly resolved process, for the TUI to show."""

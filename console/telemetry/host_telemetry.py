@@ -30,10 +30,12 @@ from vllm_console.console.hostclient.discovery import (
     DiscoveryError,
     ServeContainer,
     ServeProcess,
-    configured_port,
-    discover_serve,
+    ServerRow,
     effective_serve,
+    entry_servers,
     parse_serve_argv,
+    resolve_serve,
+    serve_port,
 )
 from vllm_console.console.hostclient.follower import FollowState, LogBatch, LogFollower
 from vllm_console.console.parsers.engine import SpeculativeSettings
@@ -75,6 +77,9 @@ CONTAINER_LOOK_S = 10.0
 CONTAINER_LOOK_MAX_S = 60.0
 """While no server runs at all: the looks back off to this (each costs a `discover` run)."""
 STOP_LIMIT_S = 5.0
+SERVERS_LOOK_S = 15.0
+"""How often the host's servers are listed again (one helper run: a server that appears or
+exits shows in the switcher and the header)."""
 """`stop()`: how long `run()` waits for its tasks to end before it returns anyway."""
 
 OnEvent = Callable[[ev.TelemetryEvent], None]
@@ -150,14 +155,15 @@ class HostTelemetry:
         self.run_log = RunLog(self.clock, stall_after_s=self.options.stall_after_s)
         self.agent = AgentClient(host, interval_s=self.options.interval_s,
                                  match=config.serve.match,
-                                 port=configured_port(config.serve.url),
+                                 port=serve_port(config.serve),
                                  nvidia_smi=config.gpu.nvidia_smi,
                                  python=config.serve.python,
                                  gpu_source=self.options.gpu_source)
         self.metrics = MetricsReader(host)
         self.serving = ServingWatch(stall_s=config.serve.stall_s)
         self._snapshot = HostSnapshot(host.name, link=host.link,
-                                      serve=serve_info(config.serve, None, None))
+                                      serve=serve_info(config.serve, None, None),
+                                      watched_port=serve_port(config.serve))
         self._on_event: OnEvent | None = None
         self._follower: LogFollower | None = None
         self._follow_key = ""
@@ -168,9 +174,59 @@ class HostTelemetry:
         self._stop: asyncio.Event | None = None
         self._ask_now = asyncio.Event()  # set: ask the server now (its log just said ready)
         self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
+        self.kept_port: int | None = None
+        """Nothing pinned and the host runs several servers: the port of the one the rule
+        chose first, kept (the agent and discovery asked for it) so that the view never
+        silently follows another when it exits."""
+        self._servers_look = time.monotonic()
+        self._list_task: asyncio.Task[None] | None = None
+        self._agent_again = False
         self.last_process: ServeProcess | None = None
         """The last serve process the resolver found: what `r` starts again once it exited
         (a server started by hand leaves no record of the console's)."""
+
+    # -- the server this view keeps to ---------------------------------------------------
+    def serve_settings(self) -> ServeSettings:
+        """The serve settings this telemetry resolves with: the configuration, with the kept
+        port when nothing pinned a server (`check` and `r` use them too: one server)."""
+        if self.kept_port is None:
+            return self.config.serve
+        return self.config.serve.model_copy(update={"port": self.kept_port})
+
+    def _pinned(self) -> bool:
+        serve = self.config.serve
+        return bool(serve_port(serve) or serve.container or serve.unit)
+
+    async def _resolution(self, settings: ServeSettings) -> ServeProcess | None:
+        """The resolver's server for `settings`, the host's servers taken into the snapshot
+        on the way; on a host with several and nothing pinned, the first choice is kept."""
+        found = await resolve_serve(self.host, settings,
+                                    python=settings.python or "python3")
+        rows = entry_servers(found.servers)
+        self._take_servers(rows)
+        chosen = next((row for row in rows if row.chosen), None)
+        if chosen is not None and chosen.port and len(rows) > 1 and \
+                self.kept_port is None and not self._pinned():
+            self.kept_port = chosen.port
+            self.agent.port = chosen.port
+            self._update(watched_port=chosen.port)
+            self._restart_agent()
+        return found.process
+
+    def _take_servers(self, rows: tuple[ServerRow, ...]) -> None:
+        self._servers_look = time.monotonic()
+        if rows != self._snapshot.servers:
+            self._update(servers=rows)
+            self._emit(ev.ServersListed(self.host.name))
+
+    def _restart_agent(self) -> None:
+        """Start the agent again (it asks for the kept port now), once the sample in hand
+        is taken in (`_agent_loop`)."""
+        self._agent_again = True
+
+    async def _list_servers(self) -> None:
+        with contextlib.suppress(DiscoveryError):
+            await self._resolution(self.serve_settings())
 
     # -- the picture --------------------------------------------------------------------
     @property
@@ -204,7 +260,8 @@ class HostTelemetry:
             if self._follower is not None:
                 self._follower.stop()  # ends it even should a cancellation go astray
             # Bounded: leaving must never hang on a task that missed its cancellation.
-            await cancel_and_wait(*self._tasks, self._follow_task, limit=STOP_LIMIT_S)
+            await cancel_and_wait(*self._tasks, self._follow_task, self._list_task,
+                                  limit=STOP_LIMIT_S)
             self._on_event = None
 
     def stop(self) -> None:
@@ -242,6 +299,11 @@ class HostTelemetry:
                                                         item))
                         else:
                             await self._sample(item)
+                            if self._agent_again:
+                                break
+                if self._agent_again:  # for the kept port: again at once, nothing lost
+                    self._agent_again = False
+                    continue
             except HostError as exc:
                 reason = str(exc)
             except Exception as exc:  # a bug must not silently end GPU telemetry
@@ -266,6 +328,10 @@ class HostTelemetry:
             await self._resolve(tree)
         if tree.root is None and time.monotonic() - self._container_look >= self._look_every:
             await self._look_for_container(tree)
+        elif time.monotonic() - self._servers_look >= SERVERS_LOOK_S and \
+                (self._list_task is None or self._list_task.done()):
+            self._servers_look = time.monotonic()
+            self._list_task = asyncio.create_task(self._list_servers(), name="servers")
         if root_changed or previous is None or previous.serve.shape != tree.shape:
             self._emit(ev.ServeTreeChanged(self.host.name, tree, self._snapshot.serve))
 
@@ -277,10 +343,9 @@ class HostTelemetry:
         `CONTAINER_LOOK_MAX_S`) while none does. A container that started again (a `docker
         restart`) is a new server, its log followed from its new start."""
         self._container_look = time.monotonic()
-        settings = self.config.serve
+        settings = self.serve_settings()
         try:
-            process = await discover_serve(self.host, settings,
-                                           python=settings.python or "python3")
+            process = await self._resolution(settings)
         except DiscoveryError:
             self._look_every = min(self._look_every * 2, CONTAINER_LOOK_MAX_S)
             return  # no verdict: what was found before stands
@@ -298,7 +363,7 @@ class HostTelemetry:
     async def _resolve(self, tree: ServeTree, container: ServeProcess | None = None) -> None:
         """A new serve process (or none): where its log is, its URL, what it asked for.
         `container`: the server discovery found in a container (the agent's tree is empty)."""
-        settings = self.config.serve
+        settings = self.serve_settings()
         if tree.root is None and container is None:
             info = replace(serve_info(settings, None, False), log=self._snapshot.serve.log
                            or settings.log or None)
@@ -306,9 +371,7 @@ class HostTelemetry:
             try:
                 # The resolver's choice is the server (the agent's oldest match is only the
                 # prompt to ask again): the same process as `check` and the restart act on.
-                process = container or await discover_serve(
-                    self.host, settings,
-                    python=settings.python or "python3")
+                process = container or await self._resolution(settings)
                 info = (serve_info(settings, process, True) if process is not None
                         else serve_info_from_tree(settings, tree))
                 self.last_process = process or self.last_process

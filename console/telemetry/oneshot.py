@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from vllm_console.console.hostclient.agent.client import AgentClient
 from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample
 from vllm_console.console.hostclient.container_log import read_container_log
-from vllm_console.console.hostclient.discovery import Resolution, configured_port, resolve_serve
+from vllm_console.console.hostclient.discovery import Resolution, resolve_serve, serve_port
 from vllm_console.console.hostclient.follower import LogFollower, NoticeKind
 from vllm_console.console.parsers.metrics import MetricsSnapshot, parse_metrics
 from vllm_console.console.parsers.serving import ServingScrape
@@ -100,7 +100,7 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     await host.connect()
     serve = config.serve
     python = serve.python or "python3"
-    agent = AgentClient(host, match=serve.match, port=configured_port(serve.url),
+    agent = AgentClient(host, match=serve.match, port=serve_port(serve),
                         nvidia_smi=config.gpu.nvidia_smi, python=serve.python)
     agent_result, discovered = await asyncio.gather(
         agent.once(timeout=timeout),
@@ -201,4 +201,5 @@ async def collect_status(host: Host, config: HostConfig, *, backlog_bytes: int =
     return HostSnapshot(host.name, link=host.link, agent=agent_status, sample=sample,
                         serve=info, run=run_log.info, spec_decode=run_log.spec.state(),
                         startup=run_log.startup.status(now, info.running),
-                        readiness=readiness, load=load, notes=tuple(notes), serving=serving)
+                        readiness=readiness, load=load, notes=tuple(notes), serving=serving,
+                        servers=resolution.servers if resolution is not None else ())

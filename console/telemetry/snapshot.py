@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, ServeTree
-from vllm_console.console.hostclient.discovery import ServeContainer
+from vllm_console.console.hostclient.discovery import ServeContainer, ServerRow
 from vllm_console.console.hostclient.follower import FollowState
 from vllm_console.console.parsers.engine import SpeculativeSettings
 from vllm_console.console.parsers.errors import ErrorKind
@@ -140,6 +140,12 @@ class HostSnapshot:
     load: ServerLoad | None = None
     notes: tuple[str, ...] = field(default=())
     serving: ServingStatus = ServingStatus()
+    servers: tuple[ServerRow, ...] = ()
+    """The host's vLLM servers as discovery last listed them, the chosen first (`status`:
+    every one; the live telemetry: those this entry can work on, `entry_servers`)."""
+    watched_port: int | None = None
+    """The port of the server this view keeps to (pinned, or the rule's first choice on a
+    host with several): when it exits, the view says so rather than follow another."""
 
     @property
     def tree(self) -> ServeTree:
@@ -267,6 +273,7 @@ class HostSnapshot:
                         else None},
             "requests": self.serving.requests or dict.fromkeys(
                 ("preemptions_total", "finished", "errors_total")),
+            "servers": [row.to_json() for row in self.servers],
         }
 
     def _engine_extra(self) -> dict[str, Any]:

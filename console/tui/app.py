@@ -112,6 +112,7 @@ class ConsoleApp(QuietApp[int]):
         self.export_dir = export_dir or Path(platformdirs.user_data_dir(APP_NAME)) / "exports"
         self._screens = {s.name: self._host_screen(s) for s in sessions}
         self._autostart_checks = autostart_checks
+        self._switches = 0  # servers chosen in the switcher (`_server_chosen`)
         # The console's themes only, from the start (the stylesheet names their status
         # variables): Textual's own lack the status colours, and the palette's Theme entry
         # offers what is registered.
@@ -123,7 +124,8 @@ class ConsoleApp(QuietApp[int]):
         self.theme = wanted if wanted in THEMES else DEFAULT_THEME
 
     # -- set-up -------------------------------------------------------------------------------
-    def _host_screen(self, session: HostSession | PendingSession) -> HostScreen:
+    def _host_screen(self, session: HostSession | PendingSession, generation: int = 0
+                     ) -> HostScreen:
         """The host's screen, made before its session is open; what it asks of the session
         before then is answered empty (the backlog) or None (the expected acceptance, shown
         with the first sample)."""
@@ -143,7 +145,7 @@ class ConsoleApp(QuietApp[int]):
         screen = HostScreen(
             name, export_dir=self.export_dir, readonly=session.readonly,
             scenario=session.scenario, expected_acceptance=expected, log_backlog=backlog,
-            serve_summary=summary)
+            serve_summary=summary, generation=generation)
         if not isinstance(session, PendingSession):
             screen.attach(session)
         elif session.url_only:
@@ -193,8 +195,11 @@ class ConsoleApp(QuietApp[int]):
         save_ui_state({"theme": self.theme})
 
     def _start_telemetry(self, session: HostSession) -> None:
+        telemetry = session.telemetry
+
         def report(event: ev.TelemetryEvent) -> None:
-            self.post_message(TelemetryArrived(session.name, event))
+            if session.telemetry is telemetry:  # not one the switcher has replaced
+                self.post_message(TelemetryArrived(session.name, event))
 
         self.run_worker(session.run(report), name=f"telemetry:{session.name}",
                         group=f"telemetry:{session.name}", exit_on_error=False)
@@ -309,7 +314,8 @@ class ConsoleApp(QuietApp[int]):
                         engine=engine.value, ttft_p99=ttft.get("p99") if ttft else None,
                         running=load.running if load is not None else None,
                         waiting=load.waiting if load is not None else None,
-                        engines=snap.serving.engines)
+                        engines=snap.serving.engines,
+                        servers=snap.servers if len(snap.servers) > 1 else ())
 
     def _fleet_rows(self) -> list[FleetRow]:
         return [self._fleet_row(n) for n in self._order]
@@ -323,6 +329,32 @@ class ConsoleApp(QuietApp[int]):
         top = self.screen_stack[-1] if self.screen_stack else None
         if isinstance(top, HostScreen):
             self.pop_screen()
+
+    @on(HostScreen.ServerChosen)
+    async def _server_chosen(self, message: HostScreen.ServerChosen) -> None:
+        """Another of the host's servers: its own telemetry and a fresh screen, so that
+        every pane (log, engine config, spec decoding, serving, checklist, draft diff)
+        shows that server alone."""
+        name = message.host
+        session = self.sessions.get(name)
+        if session is None:
+            return
+        session.choose_server(message.port)
+        old = self._screens[name]
+        self._switches += 1
+        fresh = self._host_screen(session, generation=self._switches)
+        self._screens[name] = fresh
+        if old in self.screen_stack:
+            while self.screen_stack[-1] is not old:
+                await self.pop_screen()
+            await self.pop_screen()
+        self.uninstall_screen(old)
+        self.install_screen(fresh, name=f"host:{name}")
+        await self.push_screen(f"host:{name}")
+        self._start_telemetry(session)
+        if self._autostart_checks:
+            self.set_timer(1.5, fresh.checks_at_start)
+        self.refresh_bindings()
 
     @on(FleetScreen.HostChosen)
     def _host_chosen(self, message: FleetScreen.HostChosen) -> None:

@@ -50,12 +50,29 @@ def test_each_option_lands_in_the_setting_it_overrides(tmp_path: Path) -> None:
     for command in HOST_COMMANDS:
         for name, *_ in overrides():
             value: object = 7.5 if override_type(name) is float else \
+                8001 if override_type(name) is int else \
                 "podman" if name == "runtime" else f"/cli/{name}"
             config = config_from([command, "gpu1", "--config", str(hosts),
                                   f"--{name.replace('_', '-')}", str(value)])
             sections = (config.serve, config.gpu, config.checks)
             assert [getattr(s, name) for s in sections if hasattr(s, name)] == [value]
     assert config_from(["status", "gpu1", "--config", str(hosts)]).serve.log == "/from/file"
+
+
+def test_port_picks_the_server_never_the_ssh_port(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`--port N` is the server's port (`serve.port`): the SSH port stays the destination's,
+    and the hosts file's `serve.port` is the same setting."""
+    config = config_from(["status", "u@h:2222", "--port", "8001"])
+    assert (config.port, config.serve.port) == (2222, 8001)
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[hosts.gpu1]\nssh = "u@h"\nport = 22\n[hosts.gpu1.serve]\nport = 8002\n')
+    config = config_from(["status", "gpu1", "--config", str(hosts)])
+    assert (config.port, config.serve.port) == (22, 8002)
+    assert config_from(["status", "gpu1", "--config", str(hosts), "--port", "8003"]
+                       ).serve.port == 8003
+    assert main(["status", "gpu1", "--config", str(hosts), "--port", "70000"]) == 2
+    assert "--port" in capsys.readouterr().err
 
 
 def test_a_container_runtime_is_docker_or_podman_and_nothing_else(

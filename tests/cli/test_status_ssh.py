@@ -34,7 +34,7 @@ GPU_KEYS = {"index", "name", "util_pct", "mem_used_mib", "mem_total_mib", "temp_
 SPEC_KEYS = {"mean_acceptance_length", "draft_acceptance_rate_pct", "per_position",
              "accepted_tokens", "drafted_tokens"}
 TOP_KEYS = {"host", "gpus", "gpu_source", "gpu_source_reason", "serve", "engine", "spec_decode",
-            "throughput", "errors", "latency", "requests"}
+            "throughput", "errors", "latency", "requests", "servers"}
 SERVE_KEYS = {"running", "pid", "cmdline", "health", "state", "phase", "started_at", "uptime_s",
               "log", "url", "engine", "engine_reason", "engines", "container"}
 ENGINE_KEYS = {"version", "model", "speculative_config", "aux_layers", "max_model_len",

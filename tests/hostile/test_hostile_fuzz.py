@@ -22,7 +22,11 @@ from vllm_console.checks.draft_diff import compare, json_diff, with_reference_va
 from vllm_console.checks.links.config_correct import check_invariants
 from vllm_console.checks.profile import load_profile
 from vllm_console.console.hostclient.agent.samples import AgentHello, AgentSample, split_json_lines
-from vllm_console.console.hostclient.discovery import parse_serve_argv, serve_from_facts
+from vllm_console.console.hostclient.discovery import (
+    parse_serve_argv,
+    serve_from_facts,
+    server_rows,
+)
 from vllm_console.console.hostclient.follower import FrameDecoder, LogFollower
 from vllm_console.console.hostside.discover import argv_port
 from vllm_console.console.output.display import safe_text
@@ -42,7 +46,8 @@ json_values = st.recursive(json_scalars, lambda inner: st.one_of(
     max_leaves=8)
 KEYS = ["t", "n", "off", "dev", "ino", "why", "msg", "size", "pid", "ppid", "ts", "gpus",
         "serve", "procs", "root", "host", "argv", "cwd", "stdout", "environ", "children",
-        "serves", "uid", "user", "start_time", "layer_types", "target_layer_ids",
+        "serves", "servers", "port", "chosen", "tree", "uid", "user", "start_time",
+        "layer_types", "target_layer_ids",
         "num_hidden_layers", "mask_token_id", "dflash_config", "sliding_window",
         "use_sliding_window", "max_window_layers", "hidden_size", "vocab_size",
         "speculators_model_type", "transformer_layer_config", "aux_hidden_state_layer_ids",
@@ -119,9 +124,11 @@ def test_serve_argv_parsing_never_raises(argv: list[str]) -> None:
 def test_discovery_facts_never_raise(facts: dict[str, Any], serve: dict[str, Any],
                                      child: dict[str, Any]) -> None:
     for shape in (facts, {**facts, "serves": [serve]},
-                  {**facts, "serves": [{**serve, "children": [child, 1]}, None]}):
+                  {**facts, "serves": [{**serve, "children": [child, 1]}, None]},
+                  {**facts, "serves": [serve], "servers": [serve, child, None, 1]}):
         with contextlib.suppress(HostError):
             serve_from_facts(shape)
+        server_rows(shape)  # `servers` of any shape: the rows that make sense, never raise
 
 
 @given(text=st.text(max_size=300) | objects.map(

@@ -236,7 +236,11 @@ def test_several_servers_pick_the_oldest_and_say_so() -> None:
         {"pid": 10, "argv": ["vllm", "serve", "/m/A"], "start_time": 1.0,
          "stdout": {"target": "/l/a.log (deleted)", "regular": True, "deleted": True},
          "log": {"target": "/l/a.log (deleted)", "regular": True, "deleted": True}},
-        {"pid": 20, "argv": ["vllm", "serve", "/m/B"], "start_time": 2.0}]}
+        {"pid": 20, "argv": ["vllm", "serve", "/m/B"], "start_time": 2.0}],
+        "servers": [{"pid": 10, "port": 8000, "argv": ["vllm", "serve", "/m/A"],
+                     "state": "ready", "chosen": True},
+                    {"pid": 20, "port": 8001, "argv": ["vllm", "serve", "/m/B"],
+                     "state": "starting", "chosen": False}]}
     found = serve_from_facts(facts)
     assert found is not None
     assert found.pid == 10
@@ -244,7 +248,9 @@ def test_several_servers_pick_the_oldest_and_say_so() -> None:
     assert found.log == "/l/a.log"
     assert found.log_deleted
     notes = effective_serve(ServeSettings(), found).notes
-    assert any("2 serve processes match" in n for n in notes)
+    assert ("2 vLLM servers on this host: this is :8000 (pid 10); the others: :8001; chosen "
+            "by the lowest port, then the oldest start: pin one with --port N (or serve.port "
+            "in the hosts file)") in notes
     assert any("rotated or deleted" in n for n in notes)
     assert serve_from_facts({"serves": []}) is None
 

@@ -617,7 +617,7 @@ async def test_two_servers_and_no_url_refuse_naming_each_port(lab: Lab) -> None:
     message = str(refused.value)
     assert f"pid {a.pid} (port {a.tree.port})" in message
     assert f"pid {b.pid} (port {b.tree.port})" in message
-    assert "set serve.url (its port chooses)" in message
+    assert "nothing was stopped; choose one with --port N (or serve.port" in message
     assert alive(a.pid)
     assert alive(b.pid)
 

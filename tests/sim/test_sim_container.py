@@ -304,6 +304,12 @@ def test_status_json_shows_the_container_and_reads_its_log(boxed: SimTree,
     assert container["started_at"] == inspected["State"]["StartedAt"][:19] + "Z"
     # Only the container's output (`docker logs`) says which aux layers the engine uses.
     assert status["engine"]["aux_layers"] == [2, 18, 34, 50, 64]
+    # The list of every server names it too, as the chosen one, by its port and name.
+    boxes = [s for s in status["servers"] if s["container"] == NAME]
+    assert boxes == [{"pid": inspected["State"]["Pid"], "port": boxed.port, "url": boxed.url,
+                      "model": str(boxed.target), "container": NAME, "unit": None,
+                      "state": "ready", "chosen": True}]
+    assert status["servers"][0] == boxes[0]
 
 
 def test_restart_restarts_the_container_in_place(boxed: SimTree, tmp_path: Path) -> None:

@@ -137,3 +137,57 @@ async def test_e_shows_each_data_parallel_engine_under_its_host() -> None:
         await pilot.press("e")
         await pilot.pause(0.8)
         assert table.row_count == 2
+
+
+async def test_p_shows_each_server_of_a_host_under_it() -> None:
+    """A host that runs several servers: `p` adds one row per server (`gpu-a · :8001`) under
+    it, its state, which one the host's row shows and its container; a server that exits
+    leaves its row; Enter on a server's row opens its host."""
+    from vllm_console.console.hostclient.discovery import ServerRow
+    from vllm_console.console.tui.screens.fleet import COLUMNS
+
+    def server(pid: int, port: int, state: str = "ready", chosen: bool = False,
+               container: str | None = None) -> ServerRow:
+        return ServerRow(pid=pid, port=port, url=f"http://127.0.0.1:{port}", model="/m/T",
+                         container=container, unit=None, state=state, chosen=chosen)
+
+    three = (server(10, 8000, chosen=True), server(20, 8001, "starting"),
+             server(30, 8002, container="box"))
+    chosen: list[str] = []
+
+    class Opens(App[None]):
+        def on_fleet_screen_host_chosen(self, event: FleetScreen.HostChosen) -> None:
+            chosen.append(event.host)
+
+    app = Opens()
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = FleetScreen([row("gpu-a"), row("gpu-b")])
+        await app.push_screen(screen)
+        table = screen.query_one("DataTable")
+
+        def rows() -> list[dict[str, str]]:
+            return [dict(zip(COLUMNS, [str(c) for c in table.get_row_at(i)], strict=True))
+                    for i in range(table.row_count)]
+
+        screen.update_row(row("gpu-a", state="connected", serve_state="ready", servers=three))
+        await pilot.pause(0.8)
+        assert [r["host"] for r in rows()] == ["gpu-a", "gpu-b"]  # on demand only
+        await pilot.press("p")
+        await pilot.pause(0.8)
+        shown = rows()
+        assert [r["host"] for r in shown] == ["gpu-a", "gpu-a · :8000", "gpu-a · :8001",
+                                              "gpu-a · :8002", "gpu-b"]
+        assert [r["serve"] for r in shown[1:4]] == ["ready · shown", "starting",
+                                                    "ready · box"]
+        table.move_cursor(row=3)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert chosen == ["gpu-a"]
+        screen.update_row(row("gpu-a", state="connected", serve_state="ready",
+                              servers=three[:2]))
+        await pilot.pause(0.8)
+        assert [r["host"] for r in rows()] == ["gpu-a", "gpu-a · :8000", "gpu-a · :8001",
+                                               "gpu-b"]
+        await pilot.press("p")
+        await pilot.pause(0.8)
+        assert table.row_count == 2

@@ -35,6 +35,7 @@ TEMPLATE = f"""\
 # draft = "/root/models/Qwen3.6-27B-DFlash"
 # match = "{DEFAULT_MATCH}"              # how to find the serve process (never another user's)
 # url = "http://127.0.0.1:8000"     # /health, /metrics, /v1/models (through the SSH link)
+# port = 8001                       # several servers on the host: the one on this port
 # unit = ""                         # a systemd unit: restart through systemctl instead
 # container = ""                    # pin the container whose main process is the server
 # runtime = "docker"                # or "podman" (its Docker-compatible CLI)

@@ -17,6 +17,7 @@ from typing import Any
 
 from vllm_console.console.cli.commands.common import emit, emit_json
 from vllm_console.console.hostclient.container_log import describe as describe_container_log
+from vllm_console.console.hostclient.discovery import several_line
 from vllm_console.console.output.display import safe_text
 from vllm_console.console.settings import HostEntry, load_hosts_file
 from vllm_console.console.telemetry.oneshot import collect_status
@@ -53,6 +54,9 @@ def render(snap: HostSnapshot, *, url_only: bool = False) -> str:
     else:
         lines.append(f"serve   not running ({serve['health']})")
     lines.append(f"state   {_state(serve)}")
+    line = several_line(snap.servers)
+    if line:
+        lines.append(f"servers {safe_text(line, 600)}")
     if snap.startup.state.value not in ("unknown", "not-running"):
         lines.append(f"start   {safe_text(snap.startup.text, 300)}")
     engine = data["engine"]

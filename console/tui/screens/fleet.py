@@ -1,7 +1,8 @@
 """Several hosts: one row each (link, serve state, the engine's state, TTFT p99 over the recent
 window, requests running/waiting, GPU utilisation, acceptance length, broken link, root cause,
 age of the last check); Enter opens a host; `e` adds one row per data-parallel engine under
-each host that has two or more. One host's trouble only ever changes its own rows, and a cell
+each host that has two or more, `p` one row per server (`gpu1 · :8001`) under each host that
+runs several. One host's trouble only ever changes its own rows, and a cell
 that grows widens its column (never `runtime-act`)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from vllm_console.console.hostclient.discovery import ServerRow
 from vllm_console.console.telemetry.serving import EngineFigures, EngineState
 from vllm_console.console.transport.host import link_status
 from vllm_console.widgets.serving_strip import ENGINE_STATUS
@@ -51,6 +53,14 @@ class FleetRow:
     waiting: int | None = None
     engines: tuple[EngineFigures, ...] = ()
     """One per data-parallel engine when the server has two or more (`serve.engines`)."""
+    servers: tuple[ServerRow, ...] = ()
+    """Every vLLM server of the host when it runs two or more (`status --json`'s
+    `servers`)."""
+
+
+def server_key(host: str, server: ServerRow) -> str:
+    """A server's row: `gpu1 · :8001` (unique: host names are, and one port one server)."""
+    return f"{host} · {server.label}"
 
 
 def engine_key(host: str, engine: EngineFigures) -> str:
@@ -84,7 +94,9 @@ class FleetScreen(Screen[None]):
     """The fleet table."""
 
     BINDINGS = [Binding("enter", "open", "Open host", id="fleet.open"),
-                Binding("e", "engines", "Engines", id="fleet.engines")]
+                Binding("e", "engines", "Engines", id="fleet.engines"),
+                Binding("p", "servers", "Servers", tooltip="one row per server of a host",
+                        id="fleet.servers")]
     COMPONENT_CLASSES = STATUS_CLASSES
 
     class HostChosen(Message):
@@ -99,8 +111,9 @@ class FleetScreen(Screen[None]):
         self._pending: dict[str, FleetRow] = {}
         self._ages: dict[str, str] = {}
         self.per_engine = False
+        self.per_server = False
         self._engine_rows: dict[str, list[Text]] = {}
-        """The engine rows shown (`engine_key`), their cells."""
+        """The rows shown under the hosts (`engine_key`, `server_key`), their cells."""
 
     def compose(self) -> ComposeResult:
         yield Static(" vllm-console · hosts (enter: open · h: back here from a host)",
@@ -151,6 +164,30 @@ class FleetScreen(Screen[None]):
                 Text(_seconds(engine.ttft_p99_s)), Text(_load(engine.running, engine.waiting)),
                 *[Text("") for _ in COLUMNS[6:]]]
 
+    def _server_cells(self, server: ServerRow, host: str) -> list[Text]:
+        """A server's own row: its state at the last discovery, and which one the host's
+        row (and its screen) shows; the rest is the shown server's, on the host's row."""
+        colour = status_style(self, {"ready": "ok", "not-answering": "fail"}.get(
+            server.state, "unknown"))
+        where = f" · {server.container}" if server.container else ""
+        return [Text(server_key(host, server)), Text(""),
+                Text(server.state + (" · shown" if server.chosen else "") + where,
+                     style=colour), *[Text("") for _ in COLUMNS[3:]]]
+
+    def _sub_rows(self, name: str, row: FleetRow) -> list[tuple[str, list[Text]]]:
+        """The rows asked for under a host: its servers (`p`), its engines (`e`)."""
+        out = []
+        if self.per_server:
+            out += [(server_key(name, s), self._server_cells(s, name)) for s in row.servers]
+        if self.per_engine:
+            out += [(engine_key(name, e), self._engine_cells(e, name)) for e in row.engines]
+        return out
+
+    def action_servers(self) -> None:
+        """One row per server under a host that runs several, or back to one row per host."""
+        self.per_server = not self.per_server
+        self._sync_engines(self.query_one(DataTable))
+
     def _recolour(self, _theme: object) -> None:
         """A new theme (the stylesheet has been refreshed by now): every shown cell again."""
         table = self.query_one(DataTable)
@@ -158,10 +195,9 @@ class FleetScreen(Screen[None]):
             for column, cell in zip(COLUMNS, self._cells(row), strict=True):
                 table.update_cell(name, column, cell)
         for name, row in self._shown.items():
-            for engine in row.engines:
-                key = engine_key(name, engine)
+            for key, cells in self._sub_rows(name, row):
                 if key in self._engine_rows:
-                    self._engine_rows[key] = cells = self._engine_cells(engine, name)
+                    self._engine_rows[key] = cells
                     for column, cell in zip(COLUMNS, cells, strict=True):
                         table.update_cell(key, column, cell)
 
@@ -174,10 +210,8 @@ class FleetScreen(Screen[None]):
         """The engine rows to the hosts' newest rows: added, updated, removed, then every row
         back under its host."""
         wanted: dict[str, list[Text]] = {}
-        if self.per_engine:
-            for name, row in self._shown.items():
-                for engine in row.engines:
-                    wanted[engine_key(name, engine)] = self._engine_cells(engine, name)
+        for name, row in self._shown.items():
+            wanted.update(self._sub_rows(name, row))
         moved = False
         for key in [k for k in self._engine_rows if k not in wanted]:
             table.remove_row(key)
@@ -195,7 +229,8 @@ class FleetScreen(Screen[None]):
             self._engine_rows[key] = cells
         if moved:
             order = [key for name, row in self._shown.items()
-                     for key in (name, *(engine_key(name, e) for e in row.engines))
+                     for key in (name, *(server_key(name, s) for s in row.servers),
+                                 *(engine_key(name, e) for e in row.engines))
                      if key == name or key in wanted]
             rank = {key: i for i, key in enumerate(order)}
             table.sort("host", key=lambda cell: rank.get(cell.plain, len(rank)))
@@ -222,7 +257,7 @@ class FleetScreen(Screen[None]):
                     table.update_cell(name, column, cell, update_width=True)
             self._shown[name] = row
             self._ages[name] = age(row.checked_at)
-        if pending and (self.per_engine or self._engine_rows):
+        if pending and (self.per_engine or self.per_server or self._engine_rows):
             self._sync_engines(table)
         self._tick_ages(table, skip=pending)
 
@@ -241,7 +276,8 @@ class FleetScreen(Screen[None]):
         if key in self._shown:
             return key
         return next((name for name, row in self._shown.items()
-                     if any(engine_key(name, e) == key for e in row.engines)), key)
+                     if any(engine_key(name, e) == key for e in row.engines)
+                     or any(server_key(name, s) == key for s in row.servers)), key)
 
     def action_open(self) -> None:
         table = self.query_one(DataTable)

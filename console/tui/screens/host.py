@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Input
 
 from vllm_console.console.session.capabilities import SERVER_ONLY, Capability
@@ -35,6 +36,7 @@ HOST_ONLY = {Capability.GPUS: "GPUs", Capability.LOG: "serve log",
              Capability.DRAFT_DIFF: "draft diff", Capability.RESTART: "restart"}
 """What a session on the URL alone lacks, as its one line names it."""
 ACTIONS = {"run_checks": Capability.CHECKS, "restart": Capability.RESTART,
+           "servers": Capability.LOG,
            "apply_reference": Capability.APPLY_REFERENCE, "export": Capability.EXPORT,
            "stacks": Capability.STACKS, "debug_restart": Capability.RESTART}
 """The host's actions and what each needs of the session."""
@@ -80,7 +82,20 @@ class HostScreen(HostView):
                 tooltip="relaunch with vLLM's debug switches (DEBUG log, NCCL_DEBUG, the "
                         "watchdog); again: a plain restart without them",
                 id="host.restart_debug"),
+        # Not in the footer (most hosts run one server): the header says "server i of n"
+        # where there are several, `?` and the palette list it.
+        Binding("p", "servers", "Servers",
+                tooltip="the host's vLLM servers: choose the one to work on",
+                id="host.servers", show=False),
     ]
+
+    class ServerChosen(Message):
+        """The person chose another of the host's servers (the switcher)."""
+
+        def __init__(self, host: str, port: int) -> None:
+            super().__init__()
+            self.host = host
+            self.port = port
 
     def __init__(self, host_name: str, *, export_dir: Path, **view: object) -> None:
         super().__init__(host_name, **view)  # type: ignore[arg-type]
@@ -290,6 +305,23 @@ class HostScreen(HostView):
         from vllm_console.console.tui.screens.stacks import StacksScreen
 
         self.app.push_screen(StacksScreen(self.session))
+    # -- several servers -------------------------------------------------------------------
+    def action_servers(self) -> None:
+        if self.session is None:
+            return
+        from vllm_console.console.telemetry.servers_view import switcher_rows
+        from vllm_console.console.tui.screens.servers import ServerSwitcher
+
+        rows = switcher_rows(self.session.snapshot)
+        if not rows:
+            self.notify("no vLLM server found on this host yet", severity="information")
+            return
+
+        def chosen(port: int | None) -> None:
+            if port is not None:
+                self.post_message(self.ServerChosen(self.host_name, port))
+
+        self.app.push_screen(ServerSwitcher(self.host_name, rows), chosen)
 
     # -- export ----------------------------------------------------------------------------
     def action_export(self, diagnostics: bool = False) -> None:

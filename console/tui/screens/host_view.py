@@ -33,6 +33,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 from vllm_console.checks.verdicts import LINK_IDS
 from vllm_console.console.telemetry import events as ev
 from vllm_console.console.telemetry.history import AcceptanceHistory, GpuHistory
+from vllm_console.console.telemetry.servers_view import gpu_owners, header_words
 from vllm_console.console.telemetry.startup import StartupState
 from vllm_console.console.transport.host import ConnectionState, LinkStatus
 from vllm_console.console.tui.serving_figures import ServingFigures
@@ -106,8 +107,11 @@ class HostView(Screen[None]):
                  expected_acceptance: Callable[[], Acceptance | None] = lambda: None,
                  log_backlog: Callable[[], Iterable[str]] = tuple,
                  serve_summary: Callable[[], str] | None = None,
-                 log_lines: int = 20_000) -> None:
-        super().__init__(name=host_name, id=f"host-{abs(hash(host_name))}")
+                 log_lines: int = 20_000, generation: int = 0) -> None:
+        # `generation`: the screen made again for another server of the host (the switcher)
+        # while the old one still leaves: another id.
+        super().__init__(name=host_name, id=f"host-{abs(hash(host_name))}"
+                         + (f"-{generation}" if generation else ""))
         self.host_name = host_name
         self._readonly = readonly
         self._scenario = scenario
@@ -138,6 +142,7 @@ class HostView(Screen[None]):
         self._tick_timer: Timer | None = None
         self._tick_due = 0.0
         self._server_only = ""
+        self._server_words = ""
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -250,7 +255,8 @@ class HostView(Screen[None]):
             self._gpu = GpuView(event.sample, self._gpu_history.add(event.sample),
                                 containers={box.id: box.name} if box is not None else {},
                                 boxed={pid: (name, box.name) for pid, name in
-                                       snap.serve.processes} if box is not None else {})
+                                       snap.serve.processes} if box is not None else {},
+                                owners=gpu_owners(snap))
             self._last_data_at = time.monotonic()
         elif isinstance(event, ev.LogLinesReceived):
             self._last_data_at = time.monotonic()
@@ -280,6 +286,7 @@ class HostView(Screen[None]):
             self._set_serving(self._serving_view())
         if isinstance(event, (*_SERVING_EVENTS, ev.LinkChanged)) and self.ready:
             self._arm_tick(sooner_only=True)
+        self._server_words = header_words(snap)
         self._sources = Sources(gpu=snap.gpu_source,
                                 log=str(snap.follow.value) if snap.follow else "none",
                                 metrics=snap.readiness.health.value)
@@ -333,6 +340,7 @@ class HostView(Screen[None]):
         header.link = self._link
         header.sources = self._sources
         header.activity = self._restart_text or self._serve_text
+        header.server = self._server_words
         serving = self._serving
         header.engine_alert = (f"engine {serving.engine_words()} [s stacks]: "
                                f"{serving.engine_reason}") if serving.alarm else ""

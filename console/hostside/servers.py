@@ -1,0 +1,161 @@
+"""Every vLLM server the login user can see on the host, in one list (DESIGN.md, "Several
+servers on one host"), and the one rule that picks this host entry's server from it.
+
+A server is a top-most server entry point of the login user (a bare process, a systemd
+unit's too) or a running container whose main process is one (`containers`). All are listed
+in one pass (the /proc table discovery already built, one `docker ps` + one `docker inspect`,
+and one short `/health` request per server, all at once): never an SSH round trip per server.
+
+The choice follows what pins it, in this order: `container`, `port` (or the `url`'s), `unit`,
+`match`; among what is left, the lowest port, then the oldest start. That rule does not ask
+which kind of place a server runs in, so `status`, `check`, the restart and the TUI pick the
+same server, and it stays picked while the set of servers does not change.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from typing import Any, Callable
+
+from . import containers
+from .argv import matches
+from .procfs import service_from_cgroup
+from .vocabulary import argv_host, argv_port, reachable
+
+HEALTH_TIMEOUT_S = 1.0
+
+
+def rank(port: int | None, start_time: float | None) -> tuple[int, float]:
+    """The order of the rule when nothing pins a server: lowest port, then oldest start."""
+    return (port if port else 1 << 17, start_time if start_time is not None else 0.0)
+
+
+def bare_servers(table: Any, words: list[str]) -> list[dict[str, Any]]:
+    """The login user's top-most server entry points, each as a row of the list."""
+    tops = [pid for pid in table.entries
+            if not any(a in table.entries for a in table.ancestors(pid))]
+    rows = []
+    for pid in tops:
+        argv = table.argvs[pid]
+        port = argv_port(argv)
+        unit, _user = service_from_cgroup(pid)
+        rows.append({"pid": pid, "port": port, "host": reachable(argv_host(argv)),
+                     "start_time": table.start_time(pid), "argv": argv[:40],
+                     "matched": matches(argv, words), "container": None,
+                     "unit": unit if unit and not unit.startswith(("ssh", "sshd")) else None,
+                     "tree": [pid, *table.descendants(pid)]})
+    return rows
+
+
+def container_servers(table: Any, words: list[str],
+                      server_entry: Callable[[list[str]], bool], runtime: str
+                      ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], list[str]]],
+                                 str]:
+    """The running containers whose main process is a vLLM server: (rows, their (inspect,
+    server argv) in the same order, the one line when the CLI cannot look or "")."""
+    try:
+        infos = containers.inspect(containers.running_ids(runtime), runtime)
+    except containers.ContainersUnavailable as exc:
+        return [], [], str(exc)
+    rows, found = [], []
+    for info in infos:
+        if not (info.get("State") or {}).get("Running"):
+            continue
+        argv = containers.server_argv(containers.main_argv(info), server_entry)
+        if argv is None:
+            continue
+        described = containers.describe(info, runtime)
+        pid = int((info.get("State") or {}).get("Pid") or 0)
+        if containers.main_argv(info) != argv:  # behind a container init: its child serves
+            pid = next((c for c in table.children.get(pid, [])
+                        if server_entry(table.cmdline(c))), pid)
+        port = containers.host_port(info, argv_port(argv)) or None
+        start = table.start_time(pid) if pid in table.procs else described["started_at"]
+        rows.append({"pid": pid, "port": port, "host": "127.0.0.1", "start_time": start,
+                     "argv": argv[:40], "matched": matches(argv, words),
+                     "container": described, "unit": None,
+                     "tree": [pid, *table.descendants(pid)] if pid in table.procs else [pid]})
+        found.append((info, argv))
+    return rows, found, ""
+
+
+def health_states(rows: list[dict[str, Any]]) -> None:
+    """Each row's `state`, from one `/health` request per server, all at once: `ready` (200),
+    `starting` (nothing answers on the port yet), `not-answering` (no answer in time, or
+    another status); `unknown` without a port on the host."""
+    def ask(row: dict[str, Any]) -> None:
+        if not row.get("port"):
+            row["state"] = "unknown"
+            return
+        conn = http.client.HTTPConnection(row["host"], row["port"], timeout=HEALTH_TIMEOUT_S)
+        try:
+            conn.request("GET", "/health")
+            row["state"] = "ready" if conn.getresponse().status == 200 else "not-answering"
+        except ConnectionRefusedError:
+            row["state"] = "starting"
+        except (OSError, http.client.HTTPException):
+            row["state"] = "not-answering"
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=ask, args=(row,), daemon=True) for row in rows]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HEALTH_TIMEOUT_S * 2)
+    for row in rows:
+        row.setdefault("state", "not-answering")
+
+
+def choose(rows: list[dict[str, Any]], *, port: int | None, unit: str,
+           container: str) -> list[dict[str, Any]]:
+    """The rows that qualify under the pins, the chosen first (see the module docstring). A
+    pinned port or container is the server whether or not it matches `match`."""
+    if container:
+        qualify = [r for r in rows if names_container(r["container"], container)]
+    elif port:
+        qualify = [r for r in rows if r["port"] == port]
+    elif unit and any(r["unit"] == unit for r in rows):
+        qualify = [r for r in rows if r["unit"] == unit]
+    else:  # (a unit whose server's cgroup does not name it: `match` decides, as before)
+        qualify = [r for r in rows if r["matched"]]
+    return sorted(qualify, key=lambda r: rank(r["port"], r["start_time"]))
+
+
+def names_container(box: dict[str, Any] | None, ref: str) -> bool:
+    """Whether `ref` (`serve.container`) names the container: its name, its id or a prefix
+    of the id (12 characters at least, as `docker ps` shows it)."""
+    return box is not None and (ref in (box["name"], box["id"]) or
+                                (len(ref) >= 12 and box["id"].startswith(ref)))
+
+
+def url(host: str, port: int | None) -> str | None:
+    """A server's URL as seen from the host (None without a port there)."""
+    if not port:
+        return None
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def key(server: dict[str, Any]) -> tuple[str, Any]:
+    """Which server a row or discovery's `serves` entry is: a container by its id (its
+    server may be the child of a container init, its main process the init), else the pid."""
+    box = server.get("container")
+    return ("container", box.get("id")) if isinstance(box, dict) else ("pid", server["pid"])
+
+
+def listing(rows: list[dict[str, Any]], chosen: tuple[str, Any] | None
+            ) -> list[dict[str, Any]]:
+    """The `servers` list of the answer: the chosen first, then by the rule's order."""
+    out = []
+    for row in sorted(rows, key=lambda r: (key(r) != chosen, rank(r["port"],
+                                                                  r["start_time"]))):
+        box = row["container"]
+        out.append({"pid": row["pid"], "port": row["port"],
+                    "url": url(row["host"], row["port"]),
+                    "argv": row["argv"], "container": box["name"] if box else None,
+                    "container_id": box["id"] if box else None, "unit": row["unit"],
+                    "state": row.get("state", "unknown"), "start_time": row["start_time"],
+                    "matched": row["matched"], "chosen": key(row) == chosen,
+                    "tree": row["tree"]})
+    return out

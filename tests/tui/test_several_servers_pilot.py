@@ -1,0 +1,131 @@
+"""The console on a host with three simulated servers (through the test sshd), driven by
+Pilot: the header says which of how many; the switcher (`p`, and the command palette) lists
+them; choosing one moves every pane to it; `r` restarts that one alone; when it exits, the
+screen says so rather than follow another. The host: `tests/several_support.py`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.widgets import OptionList
+
+from tests.app_support import screen_text, wait_until
+from tests.several_support import Three, host_config, three_servers
+from tests.sshd import Sshd
+from vllm_console.console.session.host_session import HostSession
+from vllm_console.console.sim.runner import stop
+from vllm_console.console.transport.ssh_host import SSHHost
+from vllm_console.console.tui.app import ConsoleApp
+from vllm_console.console.tui.screens.host import HostScreen
+from vllm_console.console.tui.screens.restart import RestartScreen
+from vllm_console.console.tui.screens.servers import ServerSwitcher
+
+pytestmark = [pytest.mark.ssh, pytest.mark.timeout(300)]
+
+SIZE = (160, 50)
+
+
+@pytest.fixture(scope="module")
+def three(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Three]:
+    yield from three_servers(sshd, tmp_path_factory)
+
+
+def screen(app: ConsoleApp) -> HostScreen:
+    found = app.screen_for("sshd-test")
+    assert found is not None
+    return found
+
+
+@pytest.mark.usefixtures("state_home")
+async def test_the_palette_offers_the_switcher(three: Three, tmp_path: Path) -> None:
+    config = host_config(three)
+    session = HostSession(config, SSHHost(config))
+    app = ConsoleApp([session], export_dir=tmp_path / "exports")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: "server 1 of 3" in screen_text(app), 60, "the header")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Host screen: Servers" in titles
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"Host screen: Servers")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ServerSwitcher), 10,
+                         "the switcher")
+
+
+@pytest.mark.usefixtures("state_home")
+async def test_the_switcher_moves_every_pane_and_r_restarts_that_server_alone(
+        three: Three, tmp_path: Path) -> None:
+    """Last in the module: it restarts the second server, then stops it."""
+    first, second, third = three.trees
+    config = host_config(three)
+    session = HostSession(config, SSHHost(config))
+    app = ConsoleApp([session], export_dir=tmp_path / "exports")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: f"server 1 of 3 · :{first.port}" in screen_text(app),
+                         60, "the header's server 1 of 3")
+        assert session.snapshot.serve.pid == three.pid(first)
+        await wait_until(pilot, lambda: screen(app).checklist.state.report is not None
+                         and not screen(app).checklist.state.running, 60, "the first checks")
+        verdicts = {link.id: link.status.value
+                    for link in screen(app).checklist.state.report.links}  # type: ignore[union-attr]
+        assert verdicts["config-correct"] == "pass"  # healthy
+
+        await pilot.press("p")
+        await wait_until(pilot, lambda: isinstance(app.screen, ServerSwitcher), 10,
+                         "the switcher")
+        listed = screen_text(app)
+        for tree in three.trees:
+            assert f":{tree.port}" in listed
+            assert tree.target.name in listed
+        assert "ready" in listed
+        assert "bare process" in listed
+        options = app.screen.query_one(OptionList)
+        assert options.option_count == 3
+        await pilot.press("down", "enter")
+
+        await wait_until(pilot, lambda: f"server 2 of 3 · :{second.port}" in screen_text(app),
+                         60, "the header's server 2 of 3")
+        await wait_until(pilot, lambda: session.snapshot.serve.pid == three.pid(second), 30,
+                         "the second server")
+        assert session.snapshot.serve.log == str(second.log)
+        await wait_until(pilot, lambda: screen(app).engine.view.current is not None, 30,
+                         "the engine config of the second server")
+        model = screen(app).engine.view.current.model or ""  # type: ignore[union-attr]
+        assert str(second.root) in model
+        lines = "\n".join(screen(app).log_pane.visible_lines())
+        assert str(second.root) in lines
+        assert str(first.root) not in lines  # nothing of the first server's log is left
+        await wait_until(pilot, lambda: screen(app).checklist.state.report is not None
+                         and not screen(app).checklist.state.running, 60, "its checks")
+        verdicts = {link.id: link.status.value
+                    for link in screen(app).checklist.state.report.links}  # type: ignore[union-attr]
+        assert verdicts["config-correct"] == "fail"  # the incident's draft config
+
+        before = {tree.port: three.identity(tree) for tree in three.trees}
+        for _ in range(4):  # the plan is a discovery on the host: slow on a loaded machine
+            await pilot.press("r")
+            with contextlib.suppress(AssertionError):
+                await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
+                                 and app.screen.focused is not None, 30)
+            if isinstance(app.screen, RestartScreen):
+                break
+        assert isinstance(app.screen, RestartScreen)
+        assert app.screen.plan.pid == before[second.port][0]
+        await pilot.click("#confirm")
+        await wait_until(pilot, lambda: three.identity(second)[0] not in
+                         (0, before[second.port][0]) and not screen(app).restarting, 90,
+                         "the restart")
+        assert three.identity(first) == before[first.port]
+        assert three.identity(third) == before[third.port]
+
+        stop(second, timeout=5)
+        await wait_until(pilot, lambda: f"server :{second.port} exited" in screen_text(app)
+                         or f"server :{second.port} is not running" in screen_text(app),
+                         60, "the screen saying the server exited")
+        assert session.snapshot.serve.pid != three.pid(first)
+        assert session.snapshot.serve.pid != three.pid(third)
