@@ -165,20 +165,12 @@ def carried_args(info: dict[str, Any], image: dict[str, Any], *, hook_dir: str =
     for bind in binds:
         a.add("--volume", bind)
     bound = {b.split(":")[1] for b in binds if ":" in b}
+    names = {str(p.get("Destination") or ""): str(p.get("Name") or "")
+             for p in info.get("Mounts") or [] if p.get("Type") == "volume"}
     for m in host.get("Mounts") or []:
-        source = str(m.get("Source") or "")
-        if is_hook_dir(source):
+        if is_hook_dir(str(m.get("Source") or "")):
             continue
-        parts = [f"type={m.get('Type') or 'volume'}"]
-        if source:
-            parts.append(f"source={source}")
-        parts.append(f"target={m.get('Target')}")
-        if m.get("ReadOnly"):
-            parts.append("readonly")
-        propagation = (m.get("BindOptions") or {}).get("Propagation")
-        if propagation:
-            parts.append(f"bind-propagation={propagation}")
-        a.add("--mount", ",".join(parts))
+        a.add("--mount", mount_spec(m, names))
         bound.add(str(m.get("Target")))
     for point in info.get("Mounts") or []:
         # An anonymous volume (the image's VOLUME, a bare `-v /path`): the new container
@@ -236,6 +228,40 @@ def carried_args(info: dict[str, Any], image: dict[str, Any], *, hook_dir: str =
         tries = int(policy.get("MaximumRetryCount") or 0)
         a.add("--restart", policy["Name"] + (f":{tries}" if tries else ""))
     return a.words
+
+
+def mount_spec(m: dict[str, Any], names: dict[str, str]) -> str:
+    """A `--mount` value for one of HostConfig.Mounts, every option it was made with kept. An
+    anonymous volume (`type=volume,target=/x`, no source) names the volume the old container
+    has there: the new container takes it over, data and all, instead of a new empty one."""
+    kind = str(m.get("Type") or "volume")
+    target = str(m.get("Target") or "")
+    source = str(m.get("Source") or "")
+    if kind == "volume" and not source:
+        source = names.get(target, "")
+    parts = [f"type={kind}"] + ([f"source={source}"] if source else []) + [f"target={target}"]
+    if m.get("ReadOnly"):
+        parts.append("readonly")
+    bind = m.get("BindOptions") or {}
+    if bind.get("Propagation"):
+        parts.append(f"bind-propagation={bind['Propagation']}")
+    if bind.get("NonRecursive"):
+        parts.append("bind-nonrecursive=true")
+    volume = m.get("VolumeOptions") or {}
+    if volume.get("NoCopy"):
+        parts.append("volume-nocopy=true")
+    tmpfs = m.get("TmpfsOptions") or {}
+    if tmpfs.get("SizeBytes"):
+        parts.append(f"tmpfs-size={int(tmpfs['SizeBytes'])}")
+    if tmpfs.get("Mode"):
+        parts.append(f"tmpfs-mode={int(tmpfs['Mode']):o}")
+    return ",".join(_csv_field(p) for p in parts)
+
+
+def _csv_field(part: str) -> str:
+    """One `--mount` field, quoted as the CLI's CSV reader wants when it holds a comma or a
+    quote (a path may)."""
+    return '"' + part.replace('"', '""') + '"' if ("," in part or '"' in part) else part
 
 
 def _gpus(req: dict[str, Any]) -> str:
