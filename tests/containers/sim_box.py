@@ -35,10 +35,11 @@ def system_mounts() -> list[str]:
     return out
 
 
-def sim_tree(base: Path, port: int) -> SimTree:
+def sim_tree(base: Path, port: int, startup_s: float = 0.5) -> SimTree:
     """A healthy simulated host in `base` (readable by the container's root)."""
     base.mkdir(parents=True, exist_ok=True)
-    return materialise("healthy", base / "host", base_python=BASE_PYTHON, port=port, **FAST)
+    return materialise("healthy", base / "host", base_python=BASE_PYTHON, port=port,
+                       **{**FAST, "startup_s": startup_s})
 
 
 def run(daemon: Dockerd, tree: SimTree, name: str, *options: str,

@@ -71,7 +71,9 @@ def _progress(step: RestartStep, seen: _Seen | None = None) -> None:
     if step.stage is Stage.PLANNED:
         return
     label = step.stage.value
-    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
+    # A note may carry a command to run (the way back to a container set aside): whole.
+    limit = 1000 if step.stage is Stage.NOTE else 300
+    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, limit)}")
 
 
 def confirm(answer: str | None) -> bool:

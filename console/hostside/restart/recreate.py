@@ -28,16 +28,29 @@ The order keeps the old server whenever the new one cannot start:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import tarfile
 import time
 from typing import Any, Callable
 
 from ..containers import _COMPOSE_PROJECT
 from ..vocabulary import is_hook_dir
-from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight
+from .container import (
+    ContainerFailed,
+    _main_pid,
+    _state,
+    cli,
+    follow_start,
+    preflight,
+    run_tool,
+)
 from .hook_files import hook_files
 from .status import StatusFile
+
+HOOK_INSIDE = "/vllm-console/"
+"""Where a recreated container has its own copy of the trace hook (`copy_hook`)."""
 
 _DEFAULTS: dict[str, Any] = {
     # HostConfig settings not carried over, with the values that mean "not set".
@@ -123,8 +136,7 @@ def command_args(info: dict[str, Any], image: dict[str, Any], full: list[str]
     return ["--entrypoint", full[0]], full[1:]
 
 
-def carried_args(info: dict[str, Any], image: dict[str, Any], *, hook_dir: str = ""
-                 ) -> list[str]:
+def carried_args(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
     """The `create` options (before the image) that make a container like `info`; with
     `hook_dir`, the trace hook mounted read-only at its own path (an earlier hook dropped)."""
     config = info.get("Config") or {}
@@ -181,8 +193,6 @@ def carried_args(info: dict[str, Any], image: dict[str, Any], *, hook_dir: str =
                                                              else ":ro"))
     for path, opts in sorted((host.get("Tmpfs") or {}).items()):
         a.add("--tmpfs", f"{path}:{opts}" if opts else path)
-    if hook_dir:
-        a.add("--mount", f"type=bind,source={hook_dir},target={hook_dir},readonly")
     if host.get("ShmSize"):
         a.add("--shm-size", f"{int(host['ShmSize'])}b")
     for flag, key in (("--ipc", "IpcMode"), ("--pid", "PidMode"), ("--runtime", "Runtime"),
@@ -303,15 +313,52 @@ def full_command(info: dict[str, Any], old_server: list[str], new_server: list[s
 
 
 def install_hook(plan: dict[str, Any], hook: Callable[[dict[str, Any]], None]) -> str:
-    """The plan's trace hook installed for a container to mount (readable by the container's
-    user, whoever that is: nothing secret in it); its directory, "" when the plan has none."""
+    """The plan's trace hook written on the host, to be copied into the new container
+    (`copy_hook`); its directory, "" when the plan has none."""
     hook_dir = (plan.get("hook") or {}).get("dir") or ""
     if hook_dir:
         hook(plan)
-        os.chmod(hook_dir, 0o755)
-        for name in hook_files():
-            os.chmod(os.path.join(hook_dir, name), 0o644)
     return hook_dir
+
+
+def hook_inside(hook_dir: str) -> str:
+    """Where the new container has its own copy of the trace hook: a path of its own, so that
+    it depends on nothing of the console's cache (cleared, the container still starts)."""
+    return HOOK_INSIDE + os.path.basename(hook_dir.rstrip("/"))
+
+
+def copy_hook(runtime: str, container: str, hook_dir: str) -> str:
+    """The hook copied into the created container (`cp` of a tar stream: the missing parent
+    directories made 0755, readable by the container's user, whoever that is: nothing secret
+    in it); its path inside."""
+    inside = hook_inside(hook_dir)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in hook_files():
+            with open(os.path.join(hook_dir, name), "rb") as fh:
+                data = fh.read()
+            entry = tarfile.TarInfo(f"{inside.lstrip('/')}/{name}")
+            entry.size, entry.mode, entry.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(entry, io.BytesIO(data))
+    run_tool([runtime, "cp", "-", f"{container}:/"], timeout=60, what=f"{runtime} cp",
+             stdin=buf.getvalue())
+    return inside
+
+
+def restart_arg(info: dict[str, Any]) -> str:
+    """The container's restart policy as `--restart` takes it."""
+    policy = (info.get("HostConfig") or {}).get("RestartPolicy") or {}
+    name = str(policy.get("Name") or "no")
+    tries = int(policy.get("MaximumRetryCount") or 0)
+    return name + (f":{tries}" if name == "on-failure" and tries else "")
+
+
+def restore_command(runtime: str, name: str, aside: str, policy: str) -> str:
+    """What a person runs to go back to the container set aside."""
+    back = f"{runtime} rename {aside} {name}"
+    if policy != "no":
+        back += f" && {runtime} update --restart {policy} {name}"
+    return f"{runtime} rm -f {name}; {back} && {runtime} start {name}"
 
 
 def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
@@ -338,59 +385,110 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
                            list(plan.get("argv") or []))
     entry, words = command_args(before, image, command)
     hook_dir = install_hook(plan, hook)
+    env = {str(k): str(v) for k, v in (plan.get("env") or {}).items()}
+    if hook_dir:
+        env = {k: v.replace(hook_dir, hook_inside(hook_dir)) for k, v in env.items()}
     stamp = plan.get("id") or str(int(time.time()))
     fresh, aside = f"{name}-vllm-console-new-{stamp}", f"{name}-vllm-console-old-{stamp}"
+    policy = restart_arg(before)
+    restore = restore_command(runtime, name, aside, policy)
     envs = os.path.join(os.path.dirname(plan["paths"]["status"]), f"env-{stamp}.list")
     status.write("note", f"{runtime} create --name {fresh} ... {image_ref}: the container "
                  f"{name} made again with the change")
+    new_id = ""
     try:
-        env_file(envs, {str(k): str(v) for k, v in (plan.get("env") or {}).items()})
+        env_file(envs, env)
         new_id = cli(runtime, "create", "--name", fresh, "--env-file", envs,
-                     *carried_args(before, image, hook_dir=hook_dir), *entry, image_ref,
+                     *carried_args(before, image), *entry, image_ref,
                      *words, timeout=120, what=f"{runtime} create").strip().splitlines()[-1]
+        if hook_dir:
+            copy_hook(runtime, new_id, hook_dir)
+        if policy != "no":  # never started by the daemon while it is set aside
+            cli(runtime, "update", "--restart", "no", old_id, timeout=30,
+                what=f"{runtime} update --restart no {name}")
     except ContainerFailed as exc:
+        if new_id:
+            _quietly(runtime, "rm", "-f", new_id)
         text = str(exc)
         raise ContainerFailed(text if text.startswith("nothing was stopped") else
                               f"nothing was stopped: {text}") from None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(envs)
+    status.write("note", f"the old container waits, stopped, as {aside} (restart policy no: "
+                 "the daemon never starts it meanwhile) until the new server is ready, then "
+                 f"it is removed; to go back to it: `{restore}`")
     status.write("stopping", f"{runtime} stop {name} (its processes get SIGTERM, SIGKILL "
                  f"after {float(t['term']):g} s)", processes=[{"pid": old_pid, "comm": name}])
     status.write("term-sent", f"{runtime} stop {name}")
     try:
         cli(runtime, "stop", "-t", str(int(t["term"])), old_id,
             timeout=float(t["term"]) + float(t["kill"]) + 60, what=f"{runtime} stop {name}")
-    except ContainerFailed:
-        cli(runtime, "rm", "-f", new_id, timeout=60)
-        raise
+    except ContainerFailed as exc:
+        _quietly(runtime, "rm", "-f", new_id)
+        if policy != "no":
+            _quietly(runtime, "update", "--restart", policy, old_id)
+        raise ContainerFailed(f"{exc}; the new container was removed") from None
     status.write("stopped", f"the container's old server (pid {old_pid}) is gone",
                  pids=[old_pid], killed=[])
-    cli(runtime, "rename", old_id, aside, timeout=30)
-    cli(runtime, "rename", new_id, name, timeout=30)
     try:
+        cli(runtime, "rename", old_id, aside, timeout=30)
+        cli(runtime, "rename", new_id, name, timeout=30)
         cli(runtime, "start", new_id, timeout=120, what=f"{runtime} start {name}")
     except ContainerFailed as exc:
-        cli(runtime, "rm", "-f", new_id, timeout=60)
-        cli(runtime, "rename", old_id, name, timeout=30)
-        cli(runtime, "start", old_id, timeout=120)
-        raise ContainerFailed(f"the new container did not start ({exc}); it was removed, and "
-                              f"the old container {name} was started again as it was") \
-            from None
+        raise ContainerFailed(_rollback(runtime, name, old_id, new_id, aside, policy,
+                                        str(exc))) from None
     plan["container"] = {**box, "id": new_id}
     now = _state(plan)
     pid = _main_pid(now)
+    kept = (f"; the container it replaced is kept, stopped, as {aside} (restart policy no); "
+            f"to go back to it: `{restore}`; `{runtime} rm {aside}` removes it")
     if not pid:
         raise ContainerFailed(f"the new container {name} is not running after start (exit "
-                              f"code {(now.get('State') or {}).get('ExitCode')}); the old "
-                              f"one is kept, stopped, as {aside}")
-    follow_start(plan, status, pid, left, api_key,
-                         f"new server pid {pid} (the container {name} made again: "
-                         f"{new_id[:12]}, was {old_id[:12]})",
-                         failed_note=f"; the container it replaced is kept, stopped, as "
-                                     f"{aside} (`{runtime} rm {aside}` removes it)",
-                         on_ready=lambda: _drop(runtime, old_id, aside, status))
+                              f"code {(now.get('State') or {}).get('ExitCode')})" + kept)
+    # The console may leave (Ctrl+C): the step still waits for the outcome, so that the
+    # container set aside is removed or named with its way back, never forgotten.
+    follow_start(plan, status, pid, lambda: False, api_key,
+                 f"new server pid {pid} (the container {name} made again: "
+                 f"{new_id[:12]}, was {old_id[:12]})", failed_note=kept,
+                 on_ready=lambda: _drop(runtime, old_id, aside, status))
 
+
+def _quietly(runtime: str, *args: str) -> str:
+    """One clean-up command; its error ("" when it worked)."""
+    try:
+        cli(runtime, *args, timeout=60)
+    except ContainerFailed as exc:
+        return str(exc)
+    return ""
+
+
+def _rollback(runtime: str, name: str, old_id: str, new_id: str, aside: str, policy: str,
+              cause: str) -> str:
+    """The old container put back (the new one removed, the name and restart policy given
+    back, started); the message that says so, or, when a step of it fails, that the server
+    is down, which container is where, and what to run."""
+    steps = [(f"{runtime} rm -f {new_id[:12]}", ("rm", "-f", new_id)),
+             (f"{runtime} rename {aside} {name}", ("rename", old_id, name))]
+    if policy != "no":
+        steps.append((f"{runtime} update --restart {policy} {name}",
+                      ("update", "--restart", policy, old_id)))
+    steps.append((f"{runtime} start {name}", ("start", old_id)))
+    for at, (shown, args) in enumerate(steps):
+        failed = _quietly(runtime, *args)
+        if not failed:
+            continue
+        where = {0: f"the new container {new_id[:12]} is still there (maybe under the name "
+                    f"{name}) and the old one is {aside}, stopped",
+                 1: f"the new container is removed; the old one ({old_id[:12]}) is {aside}, "
+                    "stopped"}.get(at, f"the new container is removed; the old one "
+                                       f"({old_id[:12]}) is {name} again, stopped")
+        todo = " && ".join(s for s, _ in steps[at:])
+        return (f"the server is down: the new container did not start ({cause}); putting the "
+                f"old one back failed at `{shown}` ({failed}). Now {where}. To bring the old "
+                f"server back, fix that, then run: `{todo}`")
+    return (f"the new container did not start ({cause}); it was removed, and the old "
+            f"container {name} was started again as it was")
 
 def _drop(runtime: str, old_id: str, aside: str, status: StatusFile) -> None:
     """The replaced container removed once the new server is ready (its anonymous volumes
