@@ -5,12 +5,16 @@ hook of an earlier traced run) cannot be made to a container in place: the conta
 again from its inspected configuration with the change, the way compose recreates a service.
 What is carried over (`carried_args`): the image the container ran (by id when its tag now
 names another), entry point and command, environment, user, working directory, labels, TTY and
-stdin, stop signal and timeout, binds, `--mount`s, tmpfs, named and anonymous volumes (the new
-container takes the old one's anonymous volumes, so their data stays), network mode, published
-ports, shm size, IPC and PID modes, devices and the GPU request, runtime, init, privileges and
-capabilities, security options, ulimits, sysctls, resource limits, extra hosts, groups, DNS,
-log driver, restart policy. A setting outside that list that is not its default makes the
-console refuse (`not_carried`): it would be lost silently.
+stdin, stop signal and timeout, binds, `--mount`s with their options (tmpfs size and mode,
+non-recursive binds, no-copy volumes), tmpfs, named and anonymous volumes (the new container
+takes the old one's anonymous volumes, however they were made, so their data stays), network
+mode and aliases, exposed and published ports, shm size, IPC and PID modes, devices and the
+GPU request, runtime, init, privileges and capabilities, security options, ulimits, sysctls,
+resource limits, extra hosts, groups, DNS, log driver, restart policy. A setting outside that
+list that is not its default makes the console refuse (`not_carried`): it would be lost
+silently; so does `run -d -i`'s StdinOnce false, which `create -i` cannot make. The test
+tests/containers/test_container_settings.py diffs every field of `docker inspect` before and
+after.
 
 The order keeps the old server whenever the new one cannot start:
 1. checked as an in-place restart is (this container, its main process, mount sources, port),
@@ -18,11 +22,18 @@ The order keeps the old server whenever the new one cannot start:
 2. `create` under a temporary name (image, mounts and options are checked by the runtime
    here, before anything is stopped; the environment goes through a private env file, never
    the command line, where `ps` would show its secrets);
-3. the old container stopped, renamed aside, the new one given the name and started; when it
-   does not start, it is removed and the old one gets its name back and is started again;
+3. the old container's restart policy set to "no" (the daemon never starts it while it is
+   aside), the way back to it said, the old container stopped, renamed aside, the new one
+   given the name and started; when it does not start, it is removed and the old one gets
+   its name and policy back and is started again (when that fails too: the server is down,
+   and the message says where each container is and what to run);
 4. ready as any container restart (its new main process tree owns the port, /health and
    /v1/models answer); then the old container is removed. When the new server does not come
-   up, the old container is kept, stopped, under its aside name, and the status says so.
+   up, the old container is kept, stopped, under its aside name, and the status says so,
+   with the command back to it. The step waits for the outcome even when the console left
+   (Ctrl+C), so the aside container is never forgotten.
+The trace hook is copied into the new container (`copy_hook`), never mounted from the
+console's cache: the container starts again with that cache cleared.
 """
 
 from __future__ import annotations
@@ -115,6 +126,10 @@ def not_carried(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
         if (conf or {}).get("IPAMConfig"):
             out.append(f"a fixed address on the network {net}")
     config = info.get("Config") or {}
+    if config.get("OpenStdin") and not config.get("StdinOnce"):
+        # `create -i` always sets StdinOnce: the CLI cannot make it again as it was.
+        out.append("Config.StdinOnce=False with OpenStdin (`docker run -d -i`): `create -i` "
+                   "would set it")
     if config.get("Healthcheck") and \
             config.get("Healthcheck") != (image.get("Config") or {}).get("Healthcheck"):
         out.append("a health check of its own")
@@ -167,6 +182,12 @@ def carried_args(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
         a.add("--hostname", config["Hostname"])
     if config.get("Domainname"):
         a.add("--domainname", config["Domainname"])
+    for alias in network_aliases(info):
+        a.add("--network-alias", alias)
+    published_ports = set(host.get("PortBindings") or {})
+    image_ports = set(image_config.get("ExposedPorts") or {})
+    for port in sorted(set(config.get("ExposedPorts") or {}) - published_ports - image_ports):
+        a.add("--expose", port)
     for port, bindings in sorted((host.get("PortBindings") or {}).items()):
         for b in bindings or []:
             ip, hport = (b or {}).get("HostIp") or "", (b or {}).get("HostPort") or ""
@@ -272,6 +293,20 @@ def _csv_field(part: str) -> str:
     """One `--mount` field, quoted as the CLI's CSV reader wants when it holds a comma or a
     quote (a path may)."""
     return '"' + part.replace('"', '""') + '"' if ("," in part or '"' in part) else part
+
+
+def network_aliases(info: dict[str, Any]) -> list[str]:
+    """The aliases the container was given on its (one) network: those the daemon adds by
+    itself (its short id, its host name) left out."""
+    config = info.get("Config") or {}
+    own = {str(info.get("Id") or "")[:12], str(config.get("Hostname") or "")}
+    networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+    out: list[str] = []
+    for conf in networks.values():
+        for alias in (conf or {}).get("Aliases") or []:
+            if alias and alias not in own and alias not in out:
+                out.append(str(alias))
+    return out
 
 
 def _gpus(req: dict[str, Any]) -> str:
