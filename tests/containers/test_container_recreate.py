@@ -140,7 +140,7 @@ def test_a_new_container_that_cannot_start_gives_the_name_back_to_the_old_one(
     assert after["State"]["Running"] is True
     left = dockerd.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert not [n for n in left if n.startswith(f"{name}-vllm-console-")], left
-    assert not list(private.glob("env-*")), "the env file is gone"
+    assert not list(private.glob("create-*")), "the env file is gone"
     steps = [json.loads(line)["step"] for line in
              (private / "restart-t1.status").read_text().splitlines()]
     assert "stopped" in steps

@@ -8,9 +8,13 @@ refused by name before anything is stopped, never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ import pytest
 
 from tests.containers import sim_box
 from tests.docker import IMAGE, Dockerd
+from tests.sim.test_sim_serve import free_port
 from vllm_console.console.hostside.containers import main_argv
 from vllm_console.console.hostside.restart import recreate
 from vllm_console.console.hostside.restart.container import ContainerFailed
@@ -88,8 +93,10 @@ def recreated(dockerd: Dockerd, old: str, new: str, env: dict[str, str]) -> dict
     with tempfile.TemporaryDirectory() as tmp:
         envs = os.path.join(tmp, "env.list")
         recreate.env_file(envs, env)
-        dockerd.docker("create", "--name", new, "--env-file", envs,
-                       *recreate.carried_args(before, image), *entry, image_ref, *words)
+        carried, _files = recreate.off_argv(recreate.carried_args(before, image),
+                                            os.path.join(tmp, "create-"))
+        dockerd.docker("create", "--name", new, "--env-file", envs, *carried, *entry,
+                       image_ref, *words)
     dockerd.docker("stop", "-t", "1", old)
     dockerd.docker("start", new)
     return sim_box.inspect(dockerd, new)
@@ -98,13 +105,16 @@ def recreated(dockerd: Dockerd, old: str, new: str, env: dict[str, str]) -> dict
 def test_every_field_of_docker_inspect_is_carried_across_a_recreation(
         dockerd: Dockerd, made: list[str], tmp_path: Path) -> None:
     """The settings of the adversarial pass (network alias, tmpfs size and mode, a
-    non-recursive bind, a no-copy volume, --expose) and the ones it found carried, on one
+    non-recursive bind, a no-copy volume, --expose, a seccomp profile of its own, whose JSON
+    inspect gives where `create` wants a file) and the ones it found carried, on one
     container: after the recreation, no field differs but those the new container owns and
     the anonymous volumes, now named (the same volumes)."""
     old, new = "vllm-console-adv-old", "vllm-console-adv-new"
     made += [old, new]
     bind = tmp_path / "weights"
     bind.mkdir()
+    profile = tmp_path / "seccomp.json"
+    profile.write_text('{"defaultAction": "SCMP_ACT_ALLOW"}')
     dockerd.docker("volume", "create", "vllm-console-adv-named")
     dockerd.docker(
         "run", "-d", "-t", "--name", old, "--network", NETWORK, "--network-alias", "adv-llm",
@@ -114,7 +124,8 @@ def test_every_field_of_docker_inspect_is_carried_across_a_recreation(
         "--mount", "type=volume,source=vllm-console-adv-named,target=/named,volume-nocopy",
         "--mount", "type=volume,target=/anonmount", "-v", "/anon",
         "--expose", "9999", "--restart", "on-failure:3", "--cap-add", "SYS_PTRACE",
-        "--security-opt", "no-new-privileges", "--ulimit", "nofile=1024:2048",
+        "--security-opt", "no-new-privileges", "--security-opt", f"seccomp={profile}",
+        "--ulimit", "nofile=1024:2048",
         "--shm-size", "64m", "--tmpfs", "/t:size=1m", "--label", "team=inference",
         "--label", "multi=line one\nline two", "--user", "0:0", "--workdir", "/tmp",
         "--add-host", "models.internal:10.0.0.7", "--stop-signal", "SIGINT",
@@ -152,15 +163,24 @@ def test_every_field_of_docker_inspect_is_carried_across_a_recreation(
 
 
 @pytest.mark.parametrize(("option", "named"), [("--network", f"{NETWORK}-2"),
-                                                ("-i", "StdinOnce")])
+                                                ("-i", "StdinOnce"),
+                                                ("--log-opt", "splunk-token"),
+                                                ("-e", "BIG is 122880 bytes long")])
 def test_a_setting_that_cannot_be_carried_is_refused_by_name_before_anything_stops(
         dockerd: Dockerd, made: list[str], tmp_path: Path, option: str, named: str) -> None:
-    """A second network (one `create` cannot attach two), and `run -d -i` (whose StdinOnce
-    false `create -i` cannot make) are refused, naming it; the container runs on
+    """A second network (one `create` cannot attach two), `run -d -i` (whose StdinOnce
+    false `create -i` cannot make) and a secret log option (`create` takes it on its command
+    line only, which `ps` shows) and a 120 KB environment value (longer than an env file's
+    line) are refused, naming it (not "Run 'docker create --help'"); the container runs on
     untouched."""
     name = "vllm-console-adv-refused"
     made.append(name)
-    dockerd.docker("run", "-d", *(["-i"] if option == "-i" else []), "--name", name,
+    splunk = ["--log-driver", "splunk", "--log-opt", "splunk-token=SeCrEt",
+              "--log-opt", "splunk-url=http://127.0.0.1:9", "--log-opt",
+              "splunk-verify-connection=false"] if option == "--log-opt" else []
+    big = ["-e", "BIG=" + "x" * 120 * 1024] if option == "-e" else []
+    dockerd.docker("run", "-d", *(["-i"] if option == "-i" else []), *splunk, *big,
+                   "--name", name,
                    "--network", NETWORK, *sim_box.system_mounts(),
                    "--entrypoint", "/usr/bin/sleep", IMAGE, "600")
     dockerd.docker("network", "create", f"{NETWORK}-2")
@@ -171,7 +191,8 @@ def test_a_setting_that_cannot_be_carried_is_refused_by_name_before_anything_sto
         plan = {"id": "t9", "container": {"runtime": "docker", "ref": name,
                                           "id": before["Id"], "recreate": True,
                                           "argv": ["/usr/bin/sleep", "600"]},
-                "argv": ["/usr/bin/sleep", "600"], "env": {}, "pid": before["State"]["Pid"],
+                "argv": ["/usr/bin/sleep", "600"], "pid": before["State"]["Pid"],
+                "env": dict(e.split("=", 1) for e in before["Config"]["Env"] or []),
                 "port": None, "timeouts": {"term": 1, "kill": 5, "free": 5, "startup": 30},
                 "paths": {"status": str(tmp_path / "s")}}
         status = StatusFile(str(tmp_path / "s"))
@@ -185,3 +206,51 @@ def test_a_setting_that_cannot_be_carried_is_refused_by_name_before_anything_sto
     finally:
         dockerd.docker("rm", "-f", name, check=False)
         dockerd.docker("network", "rm", f"{NETWORK}-2", check=False)
+
+
+def test_no_secret_of_the_containers_config_reaches_ps_during_a_recreation(
+        dockerd: Dockerd, made: list[str], tmp_path: Path) -> None:
+    """Every local user's `ps` shows command lines: sampled every few milliseconds through a
+    traced restart (the container made again), no command line holds the container's secrets
+    (a label with credentials, an environment variable), and the new container has them."""
+    base = Path(tempfile.mkdtemp(prefix="sim-box-", dir="/tmp"))
+    base.chmod(0o755)
+    tree = sim_box.sim_tree(base, free_port())
+    name = "vllm-console-secrets"
+    made.append(name)
+    label = "basicauth.users=admin:$apr1$Hq9SeCrEt"
+    try:
+        sim_box.run(dockerd, tree, name, "--label", label, "-e", "HF_TOKEN=hf_SeCrEt42")
+        seen: set[str] = set()
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                for pid in os.listdir("/proc"):
+                    if pid.isdigit():
+                        with contextlib.suppress(OSError):
+                            seen.add(Path(f"/proc/{pid}/cmdline").read_bytes()
+                                     .replace(b"\0", b" ").decode(errors="replace"))
+                time.sleep(0.002)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            hosts = tmp_path / "h"
+            hosts.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\nurl = "{tree.url}"\n')
+            done = sim_box.run_cli(dockerd, "restart", "box", "--config", str(hosts), "--yes",
+                                   "--trace")
+        finally:
+            stop.set()
+            sampler.join(10)
+        assert done.returncode == 0, done.stdout + done.stderr
+        creates = [c for c in seen if " create " in c and "--name" in c]
+        assert creates, "the sampler saw the `docker create`"
+        leaked = [c for c in seen if "SeCrEt" in c]
+        assert leaked == [], leaked
+        after = sim_box.inspect(dockerd, name)
+        assert after["Config"]["Labels"]["basicauth.users"] == "admin:$apr1$Hq9SeCrEt"
+        assert "HF_TOKEN=hf_SeCrEt42" in after["Config"]["Env"]
+    finally:
+        sim_box.kill_host_servers(tree)
+        shutil.rmtree(base, ignore_errors=True)

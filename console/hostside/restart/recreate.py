@@ -125,6 +125,10 @@ def not_carried(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
     for net, conf in networks.items():
         if (conf or {}).get("IPAMConfig"):
             out.append(f"a fixed address on the network {net}")
+    for key in sorted((host.get("LogConfig") or {}).get("Config") or {}):
+        if any(word in key.lower() for word in _SECRET_WORDS):
+            out.append(f"the log option {key} (a secret: `create` takes it on its command "
+                       "line only, where every local user's `ps` shows it)")
     config = info.get("Config") or {}
     if config.get("OpenStdin") and not config.get("StdinOnce"):
         # `create -i` always sets StdinOnce: the CLI cannot make it again as it was.
@@ -295,6 +299,49 @@ def _csv_field(part: str) -> str:
     return '"' + part.replace('"', '""') + '"' if ("," in part or '"' in part) else part
 
 
+_SECRET_WORDS = ("token", "password", "passwd", "secret", "key", "auth", "credential")
+_BARE_FLAGS = ("--tty", "--interactive", "--init", "--privileged")
+
+
+def off_argv(words: list[str], prefix: str) -> tuple[list[str], list[str]]:
+    """`carried_args` with what may be secret taken off the command line, which every local
+    user's `ps` shows: labels (`basicauth.users=admin:...`) into a private `--label-file`, a
+    seccomp profile (inspect gives its JSON, `create` wants a file) into a private file, both
+    named from `prefix`. Returns the words and the files made, for the caller to remove. A
+    label with a newline (a label file is one line a label) stays a `--label`."""
+    out: list[str] = []
+    labels: list[str] = []
+    files: list[str] = []
+    at = 0
+    while at < len(words):
+        flag = words[at]
+        if flag in _BARE_FLAGS or at + 1 >= len(words):
+            out.append(flag)
+            at += 1
+            continue
+        value = words[at + 1]
+        at += 2
+        if flag == "--label" and "\n" not in value:
+            labels.append(value)
+            continue
+        if flag == "--security-opt" and value.startswith("seccomp=") and \
+                value[len("seccomp="):].lstrip().startswith("{"):
+            files.append(_private(f"{prefix}seccomp.json", value[len("seccomp="):] + "\n"))
+            value = f"seccomp={files[-1]}"
+        out += [flag, value]
+    if labels:
+        files.append(_private(f"{prefix}labels.list", "".join(f"{v}\n" for v in labels)))
+        out += ["--label-file", files[-1]]
+    return out, files
+
+
+def _private(path: str, text: str) -> str:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(text)
+    return path
+
+
 def network_aliases(info: dict[str, Any]) -> list[str]:
     """The aliases the container was given on its (one) network: those the daemon adds by
     itself (its short id, its host name) left out."""
@@ -318,6 +365,10 @@ def _gpus(req: dict[str, Any]) -> str:
     return ",".join([which, *(f"capabilities={c}" for c in caps)]) if caps else which
 
 
+_ENV_LINE_LIMIT = 64 * 1024
+"""The longest line the CLI reads from an `--env-file` (bufio.Scanner's token limit)."""
+
+
 def env_file(path: str, env: dict[str, str]) -> None:
     """The environment as a private `--env-file` (0600): never on a command line."""
     lines = []
@@ -326,6 +377,11 @@ def env_file(path: str, env: dict[str, str]) -> None:
             raise ContainerFailed(f"nothing was stopped: the environment variable {key!r} "
                                   "cannot be passed to the new container (a newline or "
                                   "space in it)")
+        if len(key) + len(value) + 1 >= _ENV_LINE_LIMIT:
+            raise ContainerFailed(f"nothing was stopped: the environment variable {key} is "
+                                  f"{len(value)} bytes long, more than an env file's line "
+                                  f"holds ({_ENV_LINE_LIMIT // 1024} KiB), and on the command "
+                                  "line every local user's `ps` would show it")
         lines.append(f"{key}={value}\n")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8", errors="strict") as fh:
@@ -427,15 +483,19 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     fresh, aside = f"{name}-vllm-console-new-{stamp}", f"{name}-vllm-console-old-{stamp}"
     policy = restart_arg(before)
     restore = restore_command(runtime, name, aside, policy)
-    envs = os.path.join(os.path.dirname(plan["paths"]["status"]), f"env-{stamp}.list")
+    private = os.path.join(os.path.dirname(plan["paths"]["status"]), f"create-{stamp}-")
+    envs = f"{private}env.list"
+    files = [envs]
     status.write("note", f"{runtime} create --name {fresh} ... {image_ref}: the container "
                  f"{name} made again with the change")
     new_id = ""
     try:
         env_file(envs, env)
-        new_id = cli(runtime, "create", "--name", fresh, "--env-file", envs,
-                     *carried_args(before, image), *entry, image_ref,
-                     *words, timeout=120, what=f"{runtime} create").strip().splitlines()[-1]
+        carried, more = off_argv(carried_args(before, image), private)
+        files += more
+        new_id = cli(runtime, "create", "--name", fresh, "--env-file", envs, *carried,
+                     *entry, image_ref, *words, timeout=120,
+                     what=f"{runtime} create").strip().splitlines()[-1]
         if hook_dir:
             copy_hook(runtime, new_id, hook_dir)
         if policy != "no":  # never started by the daemon while it is set aside
@@ -448,8 +508,9 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
         raise ContainerFailed(text if text.startswith("nothing was stopped") else
                               f"nothing was stopped: {text}") from None
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(envs)
+        for path in files:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     status.write("note", f"the old container waits, stopped, as {aside} (restart policy no: "
                  "the daemon never starts it meanwhile) until the new server is ready, then "
                  f"it is removed; to go back to it: `{restore}`")
