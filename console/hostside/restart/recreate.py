@@ -564,8 +564,9 @@ def _rollback(runtime: str, name: str, old_id: str, new_id: str, aside: str, pol
     """The old container put back (the new one removed, the name and restart policy given
     back, started); the message that says so, or, when a step of it fails, that the server
     is down, which container is where, and what to run."""
-    steps = [(f"{runtime} rm -f {new_id[:12]}", ("rm", "-f", new_id)),
-             (f"{runtime} rename {aside} {name}", ("rename", old_id, name))]
+    steps: list[tuple[str, tuple[str, ...]]] = [
+        (f"{runtime} rm -f {new_id[:12]}", ("rm", "-f", new_id)),
+        (f"{runtime} rename {aside} {name}", ("rename", old_id, name))]
     if policy != "no":
         steps.append((f"{runtime} update --restart {policy} {name}",
                       ("update", "--restart", policy, old_id)))
