@@ -88,3 +88,20 @@ def test_an_edited_value_with_dollars_reaches_the_service_as_typed(
     after = sim_box.inspect(dockerd, name)
     assert after["Id"] != before["Id"]
     assert "MY_PW=p4$$w0rd$HOME" in after["Config"]["Env"], after["Config"]["Env"]
+
+
+def test_a_traced_restart_of_the_service_through_compose(
+        dockerd: Dockerd, service: tuple[SimTree, Path], tmp_path: Path) -> None:
+    """`restart --trace` of the compose service (the CLI, as a user runs it): compose
+    recreates it with the hook, and the new server is ready."""
+    tree, _base = service
+    name = f"{PROJECT}_vllm_1"
+    before = sim_box.inspect(dockerd, name)
+    hosts = tmp_path / "h"
+    hosts.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\nurl = "{tree.url}"\n')
+    done = sim_box.run_cli(dockerd, "restart", "box", "--config", str(hosts), "--yes",
+                           "--trace")
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = sim_box.inspect(dockerd, name)
+    assert after["Id"] != before["Id"]
+    assert any(e.startswith("VLLM_CONSOLE_TRACE_HOOK=") for e in after["Config"]["Env"])
