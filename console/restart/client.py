@@ -335,12 +335,7 @@ class _Run:
         """This client is going (Ctrl+C, the console closed): tell the step, which finishes
         what it began (a stopped server is always relaunched) but stops waiting for ready,
         so the host's restart lock does not outlive us both. A file, not a signal: nothing
-        is sent to a pid that may have been recycled. What the person leaves behind is said
-        before they go: a container set aside, and the way back to it."""
-        aside = next((n for n in reversed(self.notes) if "to go back to it" in n), "")
-        await self.progress.add(Stage.NOTE, "interrupted: the restart goes on on the host "
-                                f"(its progress: {self.paths['status']})"
-                                + (f"; {aside}" if aside else ""))
+        is sent to a pid that may have been recycled."""
         with contextlib.suppress(HostError, OSError, asyncio.CancelledError):
             await within(self.host.run(
                 ["sh", "-c", 'umask 077; : > "$1"', "sh", self.paths["status"] + ".left"],
