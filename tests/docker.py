@@ -230,12 +230,13 @@ def _serve(fixture: RealVllm, port: int, speculative_config: str | None
 
 
 def run_server(daemon: Dockerd, fixture: RealVllm, *, name: str, port: int, volume: str,
-               speculative_config: str | None = None) -> ContainerServer:
-    """Start the container (not waited for: `wait_ready`)."""
+               speculative_config: str | None = None, options: tuple[str, ...] = ()
+               ) -> ContainerServer:
+    """Start the container (not waited for: `wait_ready`); `options` go to `docker run`."""
     target, argv, env = _serve(fixture, port, speculative_config)
     env_args = [w for key, value in env.items() for w in ("-e", f"{key}={value}")]
     daemon.docker("run", "-d", "--name", name, "--network", "host", "--shm-size", "1g",
-                  "--tmpfs", "/tmp", *env_args, *host_mounts(fixture),
+                  "--tmpfs", "/tmp", *options, *env_args, *host_mounts(fixture),
                   "-v", f"{volume}:{MODELS}", "--entrypoint", argv[0], IMAGE, *argv[1:])
     return ContainerServer(daemon, name, port, target, tuple(argv))
 

@@ -64,6 +64,9 @@ def seen_launch(process: ServeProcess, entry: str) -> dict[str, Any]:
         "url": process.url, "port": process.args.port, "pid": process.pid,
         "start": process.start_ticks, "at": process.start_time or 0.0,
         "by": f"{process.user or 'its user'}, seen running by this console",
+        # Where it ran: a container's server is never started again as a host process.
+        "container": {"runtime": process.container.runtime, "name": process.container.ref,
+                      "id": process.container.id} if process.container else None,
     }
 
 

@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from .argv import matches
+from .containers import in_container
 from .discover import choose_servers, holds, port_names, serve_log, server_entry
 from .gpu import open_gpu_source
 from .gpu.common import MIB
@@ -41,7 +42,6 @@ from .procfs import (
     boot_time,
     cmdline,
     container_from_cgroup,
-    in_other_pid_namespace,
     pid_namespace,
     read_bytes,
     read_stat,
@@ -175,10 +175,10 @@ class ServeTracker:
             info = self.known.get(pid)
             if info is None:
                 try:
-                    # A container's process (another pid namespace) is never a bare one of
+                    # A container's process (`containers.in_container`) is never a bare one of
                     # this user: discovery's container kind finds it (`containers`).
                     own = os.stat(f"/proc/{pid}").st_uid == self.uid and \
-                        not in_other_pid_namespace(pid, self.own_namespace)
+                        not in_container(pid, self.own_namespace)
                 except OSError:
                     continue
                 info = _Proc(own)

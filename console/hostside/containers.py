@@ -29,6 +29,7 @@ import tempfile
 from typing import Any, Callable
 
 from .argv import matches
+from .procfs import cmdline, container_from_cgroup, in_other_pid_namespace, read_stat
 from .wire import answer, read_params
 
 RUNTIME = "docker"
@@ -43,7 +44,16 @@ _COMPOSE_SERVICE = "com.docker.compose.service"
 
 class ContainersUnavailable(Exception):
     """The runtime's CLI answered, but not with containers: the message is the one line to show
-    (no access to the socket, and how to grant it)."""
+    (no access to the socket, and how to grant it). `unreachable`: the daemon could not be
+    asked at all (it did not answer in time, or answered with an error): whether a server runs
+    in a container is then unknown, never "no container"."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+_TIMED_OUT = 124
 
 
 def _cli(runtime: str, *args: str) -> tuple[int, str, str]:
@@ -52,7 +62,9 @@ def _cli(runtime: str, *args: str) -> tuple[int, str, str]:
                               timeout=TIMEOUT_S, check=False)
     except FileNotFoundError:
         return 127, "", ""
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired:
+        return _TIMED_OUT, "", f"`{runtime} {args[0]}` did not answer in {TIMEOUT_S} s"
+    except OSError as exc:
         return 1, "", str(exc)
     return (done.returncode, done.stdout.decode("utf-8", "replace"),
             done.stderr.decode("utf-8", "replace"))
@@ -88,10 +100,15 @@ def running_ids(runtime: str = RUNTIME) -> list[str]:
     code, out, err = _cli(runtime, "ps", "--no-trunc", "--format", "{{json .}}")
     if code == 127 and not err:
         return []
+    if code == _TIMED_OUT:
+        raise ContainersUnavailable(f"cannot list containers: the {runtime} daemon is not "
+                                    f"answering ({err}): whether a server runs in a "
+                                    "container is unknown", unreachable=True)
     if code != 0:
         line = _refusal(runtime, err)
         if line:
-            raise ContainersUnavailable(line)
+            raise ContainersUnavailable(line, unreachable="permission denied" not in
+                                        line and "has no access" not in line)
         return []
     ids = []
     for row in out.splitlines():
@@ -108,7 +125,10 @@ def inspect(ids: list[str], runtime: str = RUNTIME) -> list[dict[str, Any]]:
     """`docker inspect` of `ids` ([] when none, or when they went away meanwhile)."""
     if not ids:
         return []
-    code, out, _err = _cli(runtime, "inspect", *ids)
+    code, out, err = _cli(runtime, "inspect", *ids)
+    if code == _TIMED_OUT:
+        raise ContainersUnavailable(f"cannot inspect containers: the {runtime} daemon is not "
+                                    f"answering ({err})", unreachable=True)
     try:
         found = json.loads(out) if out.strip() else []
     except ValueError:
@@ -136,6 +156,66 @@ def server_argv(argv: list[str], server_entry: Callable[[list[str]], bool]
         if server_entry(rest):
             return rest
     return None
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (one pass over /proc)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None and st.ppid == pid:
+                out.append(int(name))
+    return sorted(out)
+
+
+def server_process(info: dict[str, Any], server_entry: Callable[[list[str]], bool]
+                   ) -> tuple[list[str], int] | None:
+    """The container's vLLM server, (its command line, its host pid), by the container's own
+    process list, or None when it runs none: its main command is a server entry point (itself
+    or behind a container init, then the init's child is the server), or its main process
+    (`State.Pid`) is one now (an image whose CMD is a shell script that execs `vllm serve`),
+    or that process's child is (a shell wrapper that did not exec)."""
+    pid = int((info.get("State") or {}).get("Pid") or 0)
+    main = main_argv(info)
+    argv = server_argv(main, server_entry)
+    if argv is not None:
+        if argv == main or not pid:
+            return argv, pid
+        child = next((c for c in _children(pid) if server_entry(cmdline(c) or [])), pid)
+        return argv, child
+    if not pid:
+        return None
+    live = server_argv(cmdline(pid) or [], server_entry)
+    if live is not None:
+        return live, pid
+    for child in _children(pid):
+        words = cmdline(child) or []
+        if server_entry(words):
+            return words, child
+    return None
+
+
+_OWN: list[str] = []
+
+
+def _own_container() -> str:
+    """The container this helper itself runs in ("" on the host): its fellows are no other
+    container's."""
+    if not _OWN:
+        _OWN.append(container_from_cgroup(os.getpid()))
+    return _OWN[0]
+
+
+def in_container(pid: int, own_namespace: str | None) -> bool:
+    """The one rule for "this process is a container's" (discovery, the agent and the restart
+    use it): its cgroup names a container other than the one this helper runs in, or it runs
+    in another pid namespace. The pid namespace alone is not enough: a `--pid host` container
+    shares the host's, and stopping its main process would end the container."""
+    box = container_from_cgroup(pid)
+    if box and box != _own_container():
+        return True
+    return in_other_pid_namespace(pid, own_namespace)
 
 
 def host_port(info: dict[str, Any], port: int) -> int:
@@ -210,12 +290,12 @@ def pinned_one(ref: str, server_entry: Callable[[list[str]], bool], runtime: str
         state = "is not running" if info is not None or not running else "does not exist"
         raise ContainersUnavailable(f"the container {ref} (serve.container) {state} "
                                     f"({runtime} ps)")
-    argv = server_argv(main_argv(info), server_entry)
-    if argv is None:
+    found_server = server_process(info, server_entry)
+    if found_server is None:
         raise ContainersUnavailable(f"the container {ref} (serve.container) does not run a "
                                     "vLLM server as its main process: "
                                     f"{' '.join(main_argv(info))[:200]}")
-    return [(info, argv, True)]
+    return [(info, found_server[0], True)]
 
 
 def candidates(words: list[str], port: int | None,
@@ -229,9 +309,10 @@ def candidates(words: list[str], port: int | None,
     for info in inspect(running_ids(runtime), runtime):
         if not (info.get("State") or {}).get("Running"):
             continue
-        argv = server_argv(main_argv(info), server_entry)
-        if argv is None:
+        found_server = server_process(info, server_entry)
+        if found_server is None:
             continue
+        argv = found_server[0]
         matched = matches(argv, words)
         if port:
             if host_port(info, argv_port(argv)) != port:
@@ -245,15 +326,10 @@ def candidates(words: list[str], port: int | None,
 
 def _server_pid(table: Any, info: dict[str, Any], argv: list[str],
                 server_entry: Callable[[list[str]], bool]) -> int:
-    """The host pid of the server: the container's main process, or, behind a container
-    init, its child that is the server entry point."""
-    pid = int((info.get("State") or {}).get("Pid") or 0)
-    if main_argv(info) == argv:
-        return pid
-    for child in table.children.get(pid, []):
-        if server_entry(table.cmdline(child)):
-            return int(child)
-    return pid
+    """The host pid of the server (`server_process`): the container's main process, or its
+    child that is the server entry point (behind an init or a shell wrapper)."""
+    found = server_process(info, server_entry)
+    return found[1] if found else int((info.get("State") or {}).get("Pid") or 0)
 
 
 def serve_facts(table: Any, info: dict[str, Any], argv: list[str], matched: bool,
@@ -289,7 +365,8 @@ def find(facts: dict[str, Any], table: Any, words: list[str], port: int | None,
         found = pinned_one(pinned, server_entry, runtime) if pinned else \
             candidates(words, port, server_entry, argv_port, runtime)
     except ContainersUnavailable as exc:
-        return {**facts, "containers_problem": str(exc)}
+        return {**facts, "containers_problem": str(exc),
+                "containers_unreachable": exc.unreachable}
     if not found:
         return facts
     info, argv, matched = found[0]

@@ -42,7 +42,6 @@ from .procfs import (
     boot_time,
     cmdline,
     environ,
-    in_other_pid_namespace,
     listen_inodes,
     pid_namespace,
     read_bytes,
@@ -225,8 +224,8 @@ def serve_log(pid: int) -> dict[str, Any] | None:
 
 class _Table:
     """The one pass over /proc: this user's processes, their command lines and parentage.
-    A process in another pid namespace is a container's (its paths are the container's): it
-    is never one of this user's bare processes; the container kind finds it."""
+    A container's process (`containers.in_container`: its paths are the container's) is
+    never one of this user's bare processes; the container kind finds it."""
 
     def __init__(self) -> None:
         self.uid = os.getuid()
@@ -245,7 +244,7 @@ class _Table:
             self.procs[pid] = (st.comm, st.ppid, st.start)
             try:
                 if os.stat(f"/proc/{pid}").st_uid == self.uid and \
-                        not in_other_pid_namespace(pid, own_namespace):
+                        not containers.in_container(pid, own_namespace):
                     self.owned.add(pid)
             except OSError:
                 pass

@@ -103,6 +103,16 @@ async def _resolve(host: Host, config: HostConfig, python: str) -> tuple[Resolut
         raise RestartError(str(exc)) from None
     serve = found.process
     match = config.serve.match
+    pinned = config.serve.container
+    if pinned and (serve is None or serve.container is None):
+        # A pinned container is the only target: nothing else stands in for it.
+        why = str(found.facts.get("containers_problem") or
+                  f"the container {pinned} (serve.container) runs no vLLM server")
+        raise RestartError(f"{host.name}: {why}: nothing was stopped or started")
+    if serve is None and found.facts.get("containers_unreachable"):
+        raise RestartError(f"{host.name}: {found.facts.get('containers_problem')}; no server "
+                           "is started on the host while it cannot be told whether this "
+                           "one runs in a container: nothing was stopped or started")
     if serve is None:
         # A look-alike (a `vllm bench serve` client of the dead server) is never stopped; it
         # is named in the notes, and the last launch may start again beside it.
@@ -181,6 +191,15 @@ def _last_launch(host: Host, config: HostConfig, described: dict[str, Any],
     if last and port and last.get("port") not in (None, port):
         raise RestartError(f"{host.name}: the last launch on record served port "
                            f"{last.get('port')}, not the configured {port}: not starting it")
+    box = last.get("container") if last else None
+    if isinstance(box, dict) and box.get("name"):
+        # The server ran in a container: its command line is the container's, never one to
+        # start on the host.
+        runtime = box.get("runtime") or "docker"
+        raise RestartError(f"{host.name}: the server last ran in the {runtime} container "
+                           f"{box['name']}, which runs no server now: its command line is "
+                           "the container's, not started on the host (start the container: "
+                           f"`{runtime} start {box['name']}`): nothing was stopped or started")
     if last and not matches([str(a) for a in last.get("argv") or []], words):
         last = {}
     if not last.get("argv"):

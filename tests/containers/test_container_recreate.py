@@ -53,14 +53,12 @@ def test_a_recreated_container_keeps_what_the_old_one_was_made_with(
         dockerd: Dockerd, real_vllm: RealVllm, docker_host: str, tmp_path: Path,
         names: list[str]) -> None:
     """A container made with many `docker run` options and recreated from its inspection
-    alone: the new one's configuration equals the old one's (the trace hook mount added), and
-    it has the old one's anonymous volume, data and all."""
+    alone: the new one's configuration equals the old one's, and it has the old one's
+    anonymous volume, data and all."""
     old, new, volume = "vllm-console-carry-old", "vllm-console-carry-new", "vllm-console-carry"
     names += [old, new, volume]
     weights = tmp_path / "weights"
     weights.mkdir()
-    hook = tmp_path / "vllm-console" / "trace-hook-0123456789ab"
-    hook.mkdir(parents=True)
     dockerd.docker("volume", "create", volume)
     dockerd.docker(
         "run", "-d", "--name", old, "--network", "host", *host_mounts(real_vllm),
@@ -82,7 +80,7 @@ def test_a_recreated_container_keeps_what_the_old_one_was_made_with(
     env = tmp_path / "env.list"
     recreate.env_file(str(env), {"HF_TOKEN": "hf_secret", "VLLM_LOGGING_LEVEL": "DEBUG"})
     assert oct(os.stat(env).st_mode & 0o777) == "0o600"
-    args = recreate.carried_args(before, image, hook_dir=str(hook))
+    args = recreate.carried_args(before, image)
     assert "hf_secret" not in " ".join(args)  # the environment goes by the private file
     dockerd.docker("create", "--name", new, "--env-file", str(env), *args, *entry, image_ref,
                    *words)
@@ -92,10 +90,6 @@ def test_a_recreated_container_keeps_what_the_old_one_was_made_with(
         if key == "Binds":  # the anonymous volume now named: the old one's, taken over
             assert set(after["HostConfig"][key]) == \
                 set(before["HostConfig"][key]) | {f"{scratch[0]}:/scratch"}
-        elif key == "Mounts":
-            hook_mount = {"Type": "bind", "Source": str(hook), "Target": str(hook),
-                          "ReadOnly": True}
-            assert after["HostConfig"][key] == before["HostConfig"][key] + [hook_mount]
         else:
             assert after["HostConfig"][key] == before["HostConfig"][key], key
     others = {k: (v, after["HostConfig"].get(k)) for k, v in before["HostConfig"].items()
@@ -146,7 +140,7 @@ def test_a_new_container_that_cannot_start_gives_the_name_back_to_the_old_one(
     assert after["State"]["Running"] is True
     left = dockerd.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert not [n for n in left if n.startswith(f"{name}-vllm-console-")], left
-    assert not list(private.glob("env-*")), "the env file is gone"
+    assert not list(private.glob("create-*")), "the env file is gone"
     steps = [json.loads(line)["step"] for line in
              (private / "restart-t1.status").read_text().splitlines()]
     assert "stopped" in steps

@@ -213,3 +213,28 @@ async def test_a_compose_services_edited_launch_goes_through_compose() -> None:
         await pilot.click("#confirm")
         await pilot.pause(0.1)
         assert app.screen is not dialog
+
+
+async def test_a_containers_command_line_field_holds_its_servers_command_line() -> None:
+    """The dialog describes a container's restart as `docker restart NAME`; its edit field
+    holds the server's command line to edit (not that description), and an edit of it makes
+    the recreation with the edited command line."""
+    from textual.app import App
+    from textual.widgets import Input
+
+    dialog = RestartScreen("Restart vllm serve on box", _container_plan(), _editor)
+    app: App[None] = App()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(dialog)
+        await pilot.pause(0.2)
+        field = dialog.query_one("#restart-argv", Input)
+        assert field.value == "/venv/bin/vllm serve /models/target --port 8000"
+        await pilot.press("e")
+        await pilot.pause(0.1)
+        field.focus()
+        await pilot.pause(0.1)
+        await pilot.press("end", *" --max-model-len 512")
+        await pilot.pause(0.2)
+        assert dialog.error == ""
+        assert dialog.plan.recreate
+        assert list(dialog.plan.argv)[-2:] == ["--max-model-len", "512"]

@@ -44,6 +44,9 @@ class _Seen:
 
     stage: Stage | None = None
     new_pid: int | None = None
+    mode: str = ""
+    aside: str = ""
+    """A container recreation's note on the old container set aside and the way back."""
 
 
 def left_behind(host: str, seen: _Seen) -> str:
@@ -52,6 +55,12 @@ def left_behind(host: str, seen: _Seen) -> str:
     if seen.stage is None or seen.stage in _BEFORE_STOP:
         return f"interrupted before the server was stopped: nothing was changed on {host}"
     status = f"`vllm-console status {host}`"
+    if seen.aside:  # a container recreation: the step removes the old one once ready
+        return f"interrupted: the restart goes on on {host} by itself; {seen.aside}; see it " \
+               f"with {status}"
+    if seen.mode == "container" and seen.new_pid is not None:
+        return (f"interrupted: the container's new vllm serve (pid {seen.new_pid}) keeps "
+                f"starting on {host}; see it with {status}")
     if seen.new_pid is None:
         return (f"interrupted while the restart stopped the server: the restart goes on on "
                 f"{host} by itself and launches the new vllm serve; see it with {status}, "
@@ -64,14 +73,19 @@ def left_behind(host: str, seen: _Seen) -> str:
 
 
 def _progress(step: RestartStep, seen: _Seen | None = None) -> None:
-    if seen is not None and step.stage not in (Stage.OTHER, Stage.LINK_LOST, Stage.LINK_BACK):
+    if seen is not None and step.stage is Stage.NOTE and "to go back to it" in step.message:
+        seen.aside = step.message
+    if seen is not None and step.stage not in (Stage.OTHER, Stage.LINK_LOST, Stage.LINK_BACK,
+                                               Stage.NOTE):
         seen.stage = step.stage
         if step.stage is Stage.LAUNCHED and step.pid:
             seen.new_pid = step.pid
     if step.stage is Stage.PLANNED:
         return
     label = step.stage.value
-    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, 300)}")
+    # A note may carry a command to run (the way back to a container set aside): whole.
+    limit = 1000 if step.stage is Stage.NOTE else 300
+    emit(f"  {step.elapsed_s:8.2f}s  {label:<16} {safe_text(step.message, limit)}")
 
 
 def confirm(answer: str | None) -> bool:
@@ -146,6 +160,7 @@ async def _restart(config: HostConfig, args: argparse.Namespace, seen: _Seen) ->
             return INTERRUPTED
         if not go:
             raise CommandError(CANCELLED)
+        seen.mode = plan.mode
         if args.yes:
             emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
         result = await restart(host, config, trace=bool(args.trace), plan=plan,

@@ -104,7 +104,7 @@ def override(info: dict[str, Any], image: dict[str, Any], plan: dict[str, Any],
                               f"{', '.join(sorted(kept))}: remove it from the project's "
                               "compose file")
     spec: dict[str, Any] = {"labels": {BASE: base_hash}}
-    changed = {k: v for k, v in new.items() if now.get(k) != v}
+    changed = {k: literal(v) for k, v in new.items() if now.get(k) != v}
     if changed:
         spec["environment"] = changed
     old_argv = list(box.get("argv") or plan.get("argv") or [])
@@ -112,16 +112,22 @@ def override(info: dict[str, Any], image: dict[str, Any], plan: dict[str, Any],
         entry, words = command_args(info, image, full_command(info, old_argv,
                                                                list(plan["argv"])))
         if entry:
-            spec["entrypoint"] = [entry[1]]
-        spec["command"] = words
+            spec["entrypoint"] = [literal(entry[1])]
+        spec["command"] = [literal(w) for w in words]
     hook_dir = (plan.get("hook") or {}).get("dir") or ""
     if hook_dir:
-        spec["volumes"] = [f"{hook_dir}:{hook_dir}:ro"]
+        spec["volumes"] = [literal(f"{hook_dir}:{hook_dir}:ro")]
     out: dict[str, Any] = {"services": {service: spec}}
     version = _version(info)
     if version:
         out = {"version": version, **out}
     return out
+
+
+def literal(value: str) -> str:
+    """A value as compose must read it: itself. Compose interpolates `$NAME`, `${NAME}` and
+    `$$` in every file it reads, overrides too; `$$` is its literal dollar."""
+    return value.replace("$", "$$")
 
 
 def _version(info: dict[str, Any]) -> str:

@@ -80,7 +80,9 @@ def preflight(plan: dict[str, Any]) -> dict[str, Any]:
     box = plan["container"]
     info = _state(plan)
     pid = _main_pid(info)
-    if pid != plan.get("pid"):
+    # The planned pid is the server: the main process, or its child behind an init or a
+    # shell wrapper (`containers.server_process`).
+    if pid != plan.get("pid") and (not pid or plan.get("pid") not in tree_pids(pid)):
         raise ContainerFailed(f"nothing was stopped: the container {box['ref']}'s main process "
                               f"is {pid or 'not running'} now, not the planned pid "
                               f"{plan.get('pid')} (it restarted meanwhile?)")
@@ -111,21 +113,36 @@ def cli(runtime: str, *args: str, timeout: float, what: str = "") -> str:
     return run_tool([runtime, *args], timeout=timeout, what=what or f"{runtime} {args[0]}")
 
 
-def run_tool(argv: list[str], *, timeout: float, what: str) -> str:
+def run_tool(argv: list[str], *, timeout: float, what: str, stdin: bytes | None = None
+             ) -> str:
     """Run a container tool (`docker`, `docker-compose`); its stdout, or ContainerFailed
-    with its last error line."""
+    with what it said (`why_failed`)."""
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=timeout, check=False)
+        done = subprocess.run(argv, input=stdin if stdin is not None else b"",
+                              capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise ContainerFailed(f"{what} did not finish in {timeout:g} s") from None
     except OSError as exc:
         raise ContainerFailed(f"cannot run {argv[0]}: {exc}") from None
     if done.returncode != 0:
-        why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or \
-            [f"exit {done.returncode}"]
-        raise ContainerFailed(f"{what} failed: {why[0][:300]}")
+        raise ContainerFailed(f"{what} failed: "
+                              f"{why_failed(done.stderr.decode('utf-8', 'replace'))}"
+                              if done.stderr.strip() else f"{what} failed: exit "
+                              f"{done.returncode}")
     return done.stdout.decode("utf-8", "replace")
+
+
+_NO_CAUSE = ("Run '", "See '", "Error: failed to start containers:")
+
+
+def why_failed(stderr: str, limit: int = 600) -> str:
+    """The cause in a tool's error output: its lines without the CLI's closing boilerplate
+    ("Run 'docker create --help'", "Error: failed to start containers: ID"), which is no
+    cause; the whole output when that is all there is."""
+    lines = [" ".join(line.split()) for line in stderr.splitlines() if line.strip()]
+    causes = [line for line in lines if not line.startswith(_NO_CAUSE)] or lines
+    text = "; ".join(causes)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _restart(plan: dict[str, Any], timeout: float) -> None:

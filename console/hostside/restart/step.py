@@ -21,11 +21,14 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+from ..containers import in_container
 from ..gpu import gpu_holders
 from ..procfs import (
     ProcInfo,
+    container_from_cgroup,
     listen_inodes,
     listening,
+    pid_namespace,
     port_holders,
     read_proc,
     same_process,
@@ -189,6 +192,14 @@ def _preflight(plan: dict[str, Any]) -> None:
             raise StepFailed(f"nothing was stopped: cannot append to the log {log}: "
                              f"{exc.strerror}") from None
     _port_preflight(plan)
+    own = pid_namespace()
+    for member in plan.get("members") or []:
+        pid = int(member.get("pid") or 0)
+        if pid and in_container(pid, own):
+            raise StepFailed(f"nothing was stopped: pid {pid} is a container's process "
+                             f"({container_from_cgroup(pid)[:12] or 'another pid namespace'}"
+                             "): stopping it would end its container; the container is "
+                             "restarted through its runtime, never by signal")
     if plan.get("mode") == "unit":
         return
     for path in plan.get("inputs") or []:

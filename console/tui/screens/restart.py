@@ -20,6 +20,7 @@ from textual.widgets import Button, Input, Static
 
 from vllm_console.console.restart import RestartPlan
 from vllm_console.console.restart.edit import edit_refused
+from vllm_console.console.restart.model import shown_argv
 from vllm_console.console.session.host_session import ActionError
 from vllm_console.console.tui.screens.confirm import ConfirmScreen
 
@@ -49,6 +50,9 @@ class RestartScreen(ConfirmScreen):
         """The plan to carry out: `planned` with the edits that parse."""
         self.error = ""
         self._editor = editor
+        # The field holds the server's command line to edit, whatever restarts it (a
+        # container's plan is described as `docker restart NAME`, never a command to edit).
+        self._argv_shown = shown_argv(plan.argv) if plan.argv else plan.command
 
     def compose_more(self) -> ComposeResult:
         with Vertical(id="restart-edit"):
@@ -56,7 +60,7 @@ class RestartScreen(ConfirmScreen):
             yield Input(placeholder="e.g. VLLM_USE_V2_MODEL_RUNNER=1", id="restart-env",
                         disabled=True)
             yield Static("command line:")
-            yield Input(self.planned.command, id="restart-argv", disabled=True)
+            yield Input(self._argv_shown, id="restart-argv", disabled=True)
             yield Static("", id="restart-error", markup=False)
 
     def more_buttons(self) -> ComposeResult:
@@ -77,7 +81,7 @@ class RestartScreen(ConfirmScreen):
     def _edited(self) -> None:
         env = self.query_one("#restart-env", Input).value
         argv = self.query_one("#restart-argv", Input).value
-        if argv.strip() == self.planned.command:
+        if argv.strip() == self._argv_shown:
             argv = ""
         try:
             self.plan = self._editor(self.planned, env=env, argv=argv)

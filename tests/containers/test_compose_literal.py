@@ -1,0 +1,107 @@
+"""An edited value reaches a compose service as the person typed it (issue 44, item 9), on the
+tests' own real Docker daemon with Debian's `docker-compose` and the simulated server as the
+service: compose interpolates `$` in every file it reads, the console's override too.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.containers import sim_box
+from tests.docker import IMAGE, Dockerd
+from tests.sim.test_sim_serve import free_port
+from vllm_console.console.hostside.restart import compose
+from vllm_console.console.hostside.restart.status import StatusFile
+from vllm_console.console.sim import SimTree
+from vllm_console.console.sim.container import container_argv, container_env
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+PROJECT = "vclit"
+
+
+@pytest.fixture
+def service(dockerd: Dockerd, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[SimTree, Path]]:
+    if shutil.which("docker-compose") is None:
+        pytest.fail("docker-compose is not installed (scripts/ensure-test-tools.sh installs it)")
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    base = Path(tempfile.mkdtemp(prefix="sim-compose-", dir="/tmp"))
+    base.chmod(0o755)
+    tree = sim_box.sim_tree(base, free_port())
+    argv = container_argv(tree)
+    q = json.dumps
+    mounts = [w for w in sim_box.system_mounts() if w != "-v"] + [f"{tree.root}:{tree.root}"]
+    lines = ['version: "2.4"', "services:", "  vllm:", f"    image: {q(IMAGE)}",
+             "    network_mode: host", f"    entrypoint: [{q(argv[0])}]",
+             f"    command: [{', '.join(q(w.replace('$', '$$')) for w in argv[1:])}]",
+             "    environment:",
+             *(f"      {k}: {q(v)}" for k, v in container_env(tree).items()),
+             "    volumes:", *(f"      - {q(m)}" for m in mounts)]
+    (base / "docker-compose.yml").write_text("\n".join(lines) + "\n")
+    up = subprocess.run(["docker-compose", "--project-name", PROJECT, "up", "-d"], cwd=base,
+                        env=sim_box.cli_env(dockerd), capture_output=True, text=True,
+                        timeout=120, check=False)
+    assert up.returncode == 0, up.stderr
+    try:
+        sim_box.wait_health(dockerd, tree, f"{PROJECT}_vllm_1")
+        yield tree, base
+    finally:
+        subprocess.run(["docker-compose", "--project-name", PROJECT, "down", "-t", "2"],
+                       cwd=base, env=sim_box.cli_env(dockerd), capture_output=True,
+                       timeout=120, check=False)
+        sim_box.kill_host_servers(tree)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_an_edited_value_with_dollars_reaches_the_service_as_typed(
+        dockerd: Dockerd, service: tuple[SimTree, Path], tmp_path: Path) -> None:
+    """`MY_PW=p4$$w0rd$HOME` (as the restart dialog shows it) is that value in the recreated
+    container, not `p4$w0rd` and the host's $HOME."""
+    tree, _base = service
+    name = f"{PROJECT}_vllm_1"
+    before = sim_box.inspect(dockerd, name)
+    env = {**dict(e.split("=", 1) for e in before["Config"]["Env"]),
+           "MY_PW": "p4$$w0rd$HOME"}
+    argv = container_argv(tree)
+    plan = {"id": "lit1", "container": {"runtime": "docker", "ref": name, "id": before["Id"],
+                                        "restart_policy": "no", "recreate": True,
+                                        "compose": True, "argv": argv},
+            "argv": argv, "env": env, "pid": before["State"]["Pid"], "port": tree.port,
+            "url": tree.url, "timeouts": {"term": 2, "kill": 5, "free": 5, "startup": 30},
+            "paths": {"status": str(tmp_path / "restart-lit1.status")}}
+    status = StatusFile(plan["paths"]["status"])  # type: ignore[index]
+    try:
+        compose.run(plan, status, lambda: False, "", lambda _plan: None)
+    finally:
+        status.close()
+    final = [json.loads(line) for line in Path(plan["paths"]["status"])  # type: ignore[index]
+             .read_text().splitlines()][-1]
+    assert final["step"] == "ready", final
+    after = sim_box.inspect(dockerd, name)
+    assert after["Id"] != before["Id"]
+    assert "MY_PW=p4$$w0rd$HOME" in after["Config"]["Env"], after["Config"]["Env"]
+
+
+def test_a_traced_restart_of_the_service_through_compose(
+        dockerd: Dockerd, service: tuple[SimTree, Path], tmp_path: Path) -> None:
+    """`restart --trace` of the compose service (the CLI, as a user runs it): compose
+    recreates it with the hook, and the new server is ready."""
+    tree, _base = service
+    name = f"{PROJECT}_vllm_1"
+    before = sim_box.inspect(dockerd, name)
+    hosts = tmp_path / "h"
+    hosts.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\nurl = "{tree.url}"\n')
+    done = sim_box.run_cli(dockerd, "restart", "box", "--config", str(hosts), "--yes",
+                           "--trace")
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = sim_box.inspect(dockerd, name)
+    assert after["Id"] != before["Id"]
+    assert any(e.startswith("VLLM_CONSOLE_TRACE_HOOK=") for e in after["Config"]["Env"])
