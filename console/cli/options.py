@@ -17,15 +17,21 @@ from pathlib import Path
 from vllm_console.console.cli.commands.common import CommandError
 
 
+def _loads(load: Callable[[str], object], value: str, error: type[Exception],
+           where: str) -> None:
+    """`load(value)`, its `error` said as the command's one line."""
+    try:
+        load(value)
+    except error as exc:
+        raise CommandError(f"{where}{exc}") from None
+
+
 def _profile(value: str, where: str) -> None:
     if value in ("", "auto"):
         return
     from vllm_console.checks.profile import ProfileError, load_profile
 
-    try:
-        load_profile(value)
-    except ProfileError as exc:
-        raise CommandError(f"{where}{exc}") from None
+    _loads(load_profile, value, ProfileError, where)
 
 
 def _reference(value: str, where: str) -> None:
@@ -33,10 +39,7 @@ def _reference(value: str, where: str) -> None:
         return
     from vllm_console.checks.references import ReferenceError, load_reference_file
 
-    try:
-        load_reference_file(value)
-    except ReferenceError as exc:
-        raise CommandError(f"{where}{exc}") from None
+    _loads(load_reference_file, value, ReferenceError, where)
 
 
 def _url(value: str, where: str) -> None:
