@@ -402,8 +402,11 @@ def probe(params: dict[str, Any]) -> dict[str, Any]:
     boxes, found, problem = servers.container_servers(table, words, server_entry, runtime)
     servers.health_states(bare + boxes)
     if problem:
-        facts["containers_problem"] = problem
-    if pinned:  # serve.container: that container's server, whatever runs bare
+        facts["containers_problem"] = str(problem)
+    if pinned and problem is not None and problem.unreachable:
+        # The daemon did not answer the listing: asking again would wait as long again.
+        facts = {**facts, "serves": [], "others": [], "containers_unreachable": True}
+    elif pinned:  # serve.container: that container's server, whatever runs bare
         facts = containers.find({**facts, "serves": [], "others": []}, table, words, port,
                                 server_entry, argv_port, runtime=runtime, pinned=pinned)
     elif port and facts["serves"]:

@@ -51,25 +51,25 @@ def bare_servers(table: Any, words: list[str]) -> list[dict[str, Any]]:
 def container_servers(table: Any, words: list[str],
                       server_entry: Callable[[list[str]], bool], runtime: str
                       ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], list[str]]],
-                                 str]:
+                                 containers.ContainersUnavailable | None]:
     """The running containers whose main process is a vLLM server: (rows, their (inspect,
-    server argv) in the same order, the one line when the CLI cannot look or "")."""
+    server argv) in the same order, why the CLI cannot look or None)."""
     try:
         infos = containers.inspect(containers.running_ids(runtime), runtime)
     except containers.ContainersUnavailable as exc:
-        return [], [], str(exc)
+        return [], [], exc
     rows, found = [], []
     for info in infos:
         if not (info.get("State") or {}).get("Running"):
             continue
-        argv = containers.server_argv(containers.main_argv(info), server_entry)
-        if argv is None:
+        # The one rule for a container's server (behind an init, or a shell that exec'd it
+        # or runs it as its child), as the restart and a pinned container read it.
+        server = containers.server_process(info, server_entry)
+        if server is None:
             continue
+        argv, pid = server
         described = containers.describe(info, runtime)
-        pid = int((info.get("State") or {}).get("Pid") or 0)
-        if containers.main_argv(info) != argv:  # behind a container init: its child serves
-            pid = next((c for c in table.children.get(pid, [])
-                        if server_entry(table.cmdline(c))), pid)
+        pid = pid or int((info.get("State") or {}).get("Pid") or 0)
         port = containers.host_port(info, argv_port(argv)) or None
         start = table.start_time(pid) if pid in table.procs else described["started_at"]
         rows.append({"pid": pid, "port": port, "host": "127.0.0.1", "start_time": start,
@@ -77,7 +77,7 @@ def container_servers(table: Any, words: list[str],
                      "container": described, "unit": None,
                      "tree": [pid, *table.descendants(pid)] if pid in table.procs else [pid]})
         found.append((info, argv))
-    return rows, found, ""
+    return rows, found, None
 
 
 def health_states(rows: list[dict[str, Any]]) -> None:

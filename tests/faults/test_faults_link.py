@@ -292,6 +292,7 @@ async def test_streams_restart_at_once_when_the_link_comes_back() -> None:
     class Host:
         name = "fake"
         link = LinkStatus(ConnectionState.RECONNECTING)
+        scripts = None  # the host's bundle: never reached while the link is down
 
         async def wait_connected(self, timeout: float | None = None) -> None:
             await asyncio.sleep(0.05)

@@ -107,7 +107,10 @@ async def read_line(prompt: str) -> str:
     sys.stdout.write(prompt)
     sys.stdout.flush()
     loop = asyncio.get_running_loop()
-    fd = sys.stdin.fileno()
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor (an embedding's stdin)
+        return await asyncio.to_thread(input)
     typed: asyncio.Future[bytes] = loop.create_future()
 
     def readable() -> None:
