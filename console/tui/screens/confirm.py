@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -24,7 +24,10 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
             yield Static(self._title, id="confirm-title")
-            yield Static(self._body, id="confirm-body", markup=False)
+            # The body scrolls within the dialog: on a small terminal (80x24) a long plan (a
+            # traced restart's environment) pushed the question and the buttons off screen.
+            with VerticalScroll(id="confirm-scroll"):
+                yield Static(self._body, id="confirm-body", markup=False)
             yield from self.compose_more()
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
