@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -39,6 +40,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 # $XDG_STATE_HOME once turned a later test's console light (its colour check failed). Tests
 # that look at the state use the `state_home` fixture.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="vc-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], ignore_errors=True)
 
 # The tests must not pick up the developer's agent or keys by accident.
 os.environ.pop("SSH_AUTH_SOCK", None)

@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +121,17 @@ def run_cli(daemon: Dockerd, *args: str, timeout: float = 180
 
     return subprocess.run([sys.executable, "-m", "vllm_console", *args], capture_output=True,
                           text=True, timeout=timeout, env=cli_env(daemon), check=False)
+
+
+@contextlib.contextmanager
+def scratch_tree(port: int, startup_s: float = 0.5) -> Iterator[SimTree]:
+    """A simulated host in a fresh directory under /tmp (readable by the daemon); afterwards
+    its servers on the host (if a wrong restart started one) ended and the directory gone."""
+    base = Path(tempfile.mkdtemp(prefix="sim-box-", dir="/tmp"))
+    base.chmod(0o755)
+    made = sim_tree(base, port, startup_s)
+    try:
+        yield made
+    finally:
+        kill_host_servers(made)
+        shutil.rmtree(base, ignore_errors=True)

@@ -30,14 +30,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 @pytest.fixture
 def tree() -> Iterator[SimTree]:
-    base = Path(tempfile.mkdtemp(prefix="sim-box-", dir="/tmp"))
-    base.chmod(0o755)
-    made = sim_box.sim_tree(base, free_port())
-    try:
+    with sim_box.scratch_tree(free_port()) as made:
         yield made
-    finally:
-        sim_box.kill_host_servers(made)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
@@ -148,10 +142,7 @@ def test_ctrl_c_names_the_aside_container_which_the_daemon_never_starts_and_is_r
     says where the old container waits and the command back to it; meanwhile its restart
     policy is "no" (a daemon restart would not start it beside the new one); the step goes on
     on the host, and once the new server is ready the old container is gone."""
-    base = Path(tempfile.mkdtemp(prefix="sim-box-", dir="/tmp"))
-    base.chmod(0o755)
-    slow = sim_box.sim_tree(base, free_port(), startup_s=4.0)
-    try:
+    with sim_box.scratch_tree(free_port(), startup_s=4.0) as slow:
         sim_box.run(dockerd, slow, box, "--restart", "always")
         proc = subprocess.Popen(
             [sys.executable, "-m", "vllm_console", "restart", "box", "--config",
@@ -183,6 +174,3 @@ def test_ctrl_c_names_the_aside_container_which_the_daemon_never_starts_and_is_r
         now = sim_box.inspect(dockerd, box)
         assert now["State"]["Running"] is True
         assert now["HostConfig"]["RestartPolicy"]["Name"] == "always"
-    finally:
-        sim_box.kill_host_servers(slow)
-        shutil.rmtree(base, ignore_errors=True)

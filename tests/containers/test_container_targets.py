@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,14 +38,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 @pytest.fixture
 def tree() -> Iterator[SimTree]:
     """A simulated host, its servers (on the host, if a wrong restart started one) ended."""
-    base = Path(tempfile.mkdtemp(prefix="sim-box-", dir="/tmp"))
-    base.chmod(0o755)
-    made = sim_box.sim_tree(base, free_port())
-    try:
+    with sim_box.scratch_tree(free_port()) as made:
         yield made
-    finally:
-        sim_box.kill_host_servers(made)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
