@@ -21,7 +21,7 @@ from vllm_console.widgets.gpu_pane import sparkline
 from vllm_console.widgets.status import STATUS_CLASSES, status_style
 
 ENGINE_STATUS = {"ok": "ok", "idle": "unknown", "stalled": "fail", "dead": "fail",
-                 "unknown": "unknown", "restarting": "unknown"}
+                 "unknown": "unknown", "restarting": "unknown", "stopping": "unknown"}
 """`serve.engine` -> the status colour it is shown in."""
 LATENCY_NAMES = (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("e2e_s", "e2e"), ("queue_s", "queue"))
 

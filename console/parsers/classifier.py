@@ -24,6 +24,8 @@ from vllm_console.console.parsers.engine import (
 )
 from vllm_console.console.parsers.errors import _CHAIN, ErrorEvent, parse_error
 from vllm_console.console.parsers.prefix import LogLine, parse_line
+from vllm_console.console.parsers.shutdown import GATES as SHUTDOWN_GATES
+from vllm_console.console.parsers.shutdown import parse_shutdown
 from vllm_console.console.parsers.sieve import Sieve
 from vllm_console.console.parsers.spec_decode import SpecDecodeSample, parse_spec_decode
 from vllm_console.console.parsers.startup import StartupEvent, parse_startup
@@ -40,6 +42,7 @@ class LineKind(StrEnum):
     SPEC_DECODE = "spec-decode"
     THROUGHPUT = "throughput"
     STARTUP = "startup"
+    SHUTDOWN = "shutdown"
     ERROR = "error"
     WARNING = "warning"
     OTHER = "other"
@@ -54,6 +57,7 @@ Payload = (
     | ThroughputSample
     | StartupEvent
     | ErrorEvent
+    | str
     | None
 )
 
@@ -63,7 +67,8 @@ class LineEvent(NamedTuple):
 
     Payload by kind: ENGINE_START `EngineConfig`, NON_DEFAULT_ARGS `NonDefaultArgs`, VERSION
     `VersionBanner`, AUX_LAYERS `tuple[int, ...]`, SPEC_DECODE `SpecDecodeSample`, THROUGHPUT
-    `ThroughputSample`, STARTUP `StartupEvent`, ERROR `ErrorEvent`; WARNING and OTHER None.
+    `ThroughputSample`, STARTUP `StartupEvent`, SHUTDOWN the message (`parse_shutdown`), ERROR
+    `ErrorEvent`; WARNING and OTHER None.
     """
 
     # A NamedTuple, like LogLine, because one is built per line: immutable and cheap.
@@ -102,6 +107,7 @@ MESSAGE_ANCHORS = (
     "Graph capturing finished",
     ") took",  # `init engine (...) took N s`
     READY_LINE,
+    *SHUTDOWN_GATES,  # a server asked to stop
     "DFlash",  # DFlash's refusals
     "EngineCore failed to start",
     "Engine core initialization failed",
@@ -142,6 +148,7 @@ _PARSERS: tuple[tuple[tuple[str, ...], Callable[[str], Payload], LineKind], ...]
     (("throughput:",), parse_throughput, LineKind.THROUGHPUT),
     (("auxiliary layers",), parse_aux_layers, LineKind.AUX_LAYERS),
     (("version", "model "), parse_version_banner, LineKind.VERSION),
+    (SHUTDOWN_GATES, parse_shutdown, LineKind.SHUTDOWN),
     (("",), parse_startup, LineKind.STARTUP),
 )
 

@@ -106,6 +106,9 @@ class RunInfo:
     aux_layers: tuple[int, ...] | None = None
     throughput: ThroughputSample | None = None
     errors: tuple[ErrorEvent, ...] = ()
+    stopping: str | None = None
+    """The line the server wrote when it was asked to stop (`parsers.shutdown`): its engine
+    goes away on purpose from here on."""
 
     @property
     def speculative(self) -> SpeculativeSettings | None:
@@ -209,6 +212,11 @@ class RunLog:
             return changed | Changed.LOAD
         if kind is LineKind.STARTUP and isinstance(payload, StartupEvent):
             return changed | self._startup(payload, at)
+        if kind is LineKind.SHUTDOWN and isinstance(payload, str):
+            if self.info.stopping is None:
+                self.info = replace(self.info, stopping=payload)
+                changed |= Changed.RUN
+            return changed
         if kind is LineKind.ERROR and isinstance(payload, ErrorEvent):
             if payload.kind not in _NOT_KEPT:
                 self.info = replace(self.info, errors=(*self.info.errors, payload)[-MAX_ERRORS:])

@@ -374,15 +374,19 @@ def _requests(merged: EngineSeries) -> dict[str, Any]:
 
 def engine_verdict(status: ServingStatus, *, api_alive: bool | None, engine_dead_line: str | None,
                    engine_procs: int | None, started: bool,
-                   stopped_engine_pid: int | None = None) -> tuple[EngineState, str]:
+                   stopped_engine_pid: int | None = None,
+                   stopping_line: str | None = None) -> tuple[EngineState, str]:
     """`serve.engine` and its reason: what the scrapes say, overruled by a dead engine.
 
     `engine_dead_line`: the current run's EngineDeadError line, if any; `engine_procs`: how many
     EngineCore processes the serve tree holds (None: the tree is not known); `started`: the run
     got past start-up (before that, no engine process yet is normal); `stopped_engine_pid`: an
-    engine process in the stopped state (`T`), named in a stall's reason."""
+    engine process in the stopped state (`T`), named in a stall's reason; `stopping_line`: the
+    current run's "asked to stop" line (its engine then goes first, on purpose: not dead)."""
     if engine_dead_line is not None:
         return EngineState.DEAD, f"EngineDeadError in the log: {engine_dead_line[:200]}"
+    if stopping_line is not None:
+        return EngineState.UNKNOWN, f"the server is shutting down (its log: {stopping_line[:120]})"
     if api_alive and started and engine_procs == 0:
         return EngineState.DEAD, "the API server lives but no EngineCore process is left"
     if api_alive is False:

@@ -204,7 +204,8 @@ class HostSnapshot:
         verdict, reason = engine_verdict(
             self.serving, api_alive=self.serve.running, engine_dead_line=dead,
             engine_procs=len(engines) if same_tree else None,
-            started=state is ServeState.READY, stopped_engine_pid=stopped)
+            started=state is ServeState.READY, stopped_engine_pid=stopped,
+            stopping_line=self.run.stopping)
         load = self.load
         busy = load is not None and (load.running or 0) + (load.waiting or 0) > 0
         if verdict is EngineState.IDLE and busy and load is not None and \

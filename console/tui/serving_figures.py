@@ -49,7 +49,10 @@ class ServingFigures:
         self._add_points(snap)
         self._load_history.add(snap.load)
         state, reason = snap.engine_state()
-        self._engine = (state.value, reason)
+        # A server asked to stop (a restart started elsewhere, `systemctl stop`): its engine
+        # goes first, on purpose; the header says so in a word rather than `unknown`.
+        stopping = state.value == "unknown" and snap.run.stopping is not None
+        self._engine = ("stopping" if stopping else state.value, reason)
         if state.value != "dead":
             self._dead_since = None
         elif self._dead_since is None:

@@ -71,6 +71,11 @@ K = LineKind
             K.OTHER,
             type(None),
         ),
+        ("(APIServer pid=1) INFO 05-28 20:28:01 [launcher.py:254] [shutdown] API server: "
+         "shutdown triggered", K.SHUTDOWN, str),
+        ("(APIServer pid=1) INFO:     Shutting down", K.SHUTDOWN, str),
+        ("(APIServer pid=1) ERROR 05-14 10:05:11 [x.py:1] Engine core proc died unexpectedly, "
+         "shutting down client.", K.ERROR, ErrorEvent),
         ("DiffusionDecoding metrics: Mean acceptance length: 3.0", K.OTHER, type(None)),
         ("", K.OTHER, type(None)),
     ],
@@ -91,6 +96,7 @@ def test_kind_values_are_the_routing_names() -> None:
         "spec-decode",
         "throughput",
         "startup",
+        "shutdown",
         "error",
         "warning",
         "other",

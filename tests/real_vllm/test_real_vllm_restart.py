@@ -37,6 +37,9 @@ from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec, fixture_p
 from tests.real_vllm.support import cli, cli_json, hosts_file, server
 from tests.sshd import Sshd, chown_to
 from vllm_console import checks
+from vllm_console.console.hostside.vocabulary import RESTART_MARKER
+from vllm_console.console.parsers.errors import ErrorKind
+from vllm_console.console.telemetry.run_log import RunLog
 
 pytestmark = [pytest.mark.ssh, pytest.mark.real_vllm, pytest.mark.timeout(900)]
 
@@ -176,6 +179,13 @@ def test_a_plain_restart_stops_the_whole_real_tree_and_relaunches(lab: Lab) -> N
     # The trace was for one run only: a plain restart drops the hook.
     env = psutil.Process(new).environ()
     assert "VLLM_CONSOLE_TRACE_HOOK" not in env
+    # The old run said it was asked to stop before its engine went: a console watching it
+    # reads a shutdown there, never a dead engine (issue 40).
+    old_run = lab.server.log.read_text(errors="replace").rpartition(RESTART_MARKER)[0]
+    log = RunLog()
+    log.feed_texts(old_run.splitlines())
+    assert log.info.stopping is not None, old_run[-3000:]
+    assert not any(e.kind is ErrorKind.ENGINE_DEAD for e in log.info.errors), log.info.errors
     print(f"real restart, SIGTERM path: {took:.1f} s to ready\n{done.stdout}")
 
 

@@ -362,3 +362,48 @@ def test_the_span_shown_is_the_window_while_requests_finish_else_since_start_up(
     assert later.lifetime.figures["e2e_s"] is not None
     # The contract's `latency` keeps its four keys (the rest are the screen's).
     assert set(later.latency or {}) == {"ttft_s", "itl_s", "e2e_s", "queue_s"}
+
+
+# -- a server asked to stop (issue 40: "engine dead" during a restart started elsewhere) ----
+SERVE_LOG = (DATA / "serve.log").read_text().splitlines()
+# What real vLLM 0.32 writes on SIGTERM (vllm/entrypoints/launchers/launcher.py), before it
+# stops its engine client: the EngineCore is gone about 2 s before the API server exits.
+SHUTDOWN = ["(APIServer pid=4242) INFO 05-28 20:28:01 [launcher.py:254] [shutdown] API "
+            "server: shutdown triggered",
+            "(APIServer pid=4242) INFO 05-28 20:28:01 [launcher.py:270] [shutdown] API "
+            "server: stopping engine client mode=abort timeout=0s"]
+
+
+def test_an_engine_stopped_on_purpose_is_shutting_down_never_dead() -> None:
+    """A restart started from the CLI while the TUI watched showed `engine dead` for a moment:
+    "the API server lives, no EngineCore left" was taken for a dead engine, while the server
+    had said it was asked to stop. Until its run ends, that is a shutdown."""
+    from vllm_console.console.telemetry.run_log import RunLog
+
+    log = RunLog()
+    log.feed_texts(SERVE_LOG)
+    assert log.info.stopping is None
+    log.feed_texts(SHUTDOWN)
+    assert log.info.stopping is not None
+    ok = ServingWatch().feed(scrape(4, 100), 0.0)
+    state, reason = engine_verdict(ok, api_alive=True, engine_dead_line=None, engine_procs=0,
+                                   started=True, stopping_line=log.info.stopping)
+    assert state is EngineState.UNKNOWN
+    assert "shutting down" in reason
+    assert "shutdown triggered" in reason
+    # A dead engine is still dead, asked to stop or not.
+    assert engine_verdict(ok, api_alive=True, engine_dead_line="EngineDeadError: boom",
+                          engine_procs=0, started=True,
+                          stopping_line=log.info.stopping)[0] is EngineState.DEAD
+    # The header says it in a word.
+    from vllm_console.console.telemetry.server import Health, Readiness
+    from vllm_console.console.telemetry.snapshot import HostSnapshot
+    from vllm_console.console.tui.serving_figures import ServingFigures
+
+    figures = ServingFigures()
+    figures.take(HostSnapshot("h", readiness=Readiness(Health.HEALTHY), serving=ok,
+                              run=log.info))
+    assert figures.view().engine == "stopping"
+    # The next run starts afresh.
+    log.feed_texts(SERVE_LOG[:5])
+    assert log.info.stopping is None

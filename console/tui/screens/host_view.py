@@ -467,7 +467,7 @@ class HostView(Screen[None]):
         has not come back yet is `restarting`, never `dead` (the old one is stopped on
         purpose, the new one starts)."""
         view = self._serving_figures.view()
-        if self._restart_text and view.engine in ("dead", "stalled", "unknown"):
+        if self._restart_text and view.engine in ("dead", "stalled", "unknown", "stopping"):
             return replace(view, engine="restarting", engine_reason=self._restart_text,
                            engine_for_s=None)
         return view
