@@ -1,11 +1,13 @@
-"""An edited value reaches a compose service as the person typed it (issue 44, item 9), on the
-tests' own real Docker daemon with Debian's `docker-compose` and the simulated server as the
-service: compose interpolates `$` in every file it reads, the console's override too.
+"""A compose service's restart on the tests' own real Docker daemon with Debian's
+`docker-compose` and the simulated server as the service (issue 44): an edited value reaches
+it as the person typed it (item 9: compose interpolates `$` in every file it reads, the
+console's override too), and a traced service needs nothing of the console's cache (item 8).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +20,9 @@ from tests.containers import sim_box
 from tests.docker import IMAGE, Dockerd
 from tests.sim.test_sim_serve import free_port
 from vllm_console.console.hostside.restart import compose
+from vllm_console.console.hostside.restart.hook_files import hook_files
 from vllm_console.console.hostside.restart.status import StatusFile
+from vllm_console.console.hostside.vocabulary import is_hook_dir
 from vllm_console.console.sim import SimTree
 from vllm_console.console.sim.container import container_argv, container_env
 
@@ -105,3 +109,47 @@ def test_a_traced_restart_of_the_service_through_compose(
     after = sim_box.inspect(dockerd, name)
     assert after["Id"] != before["Id"]
     assert any(e.startswith("VLLM_CONSOLE_TRACE_HOOK=") for e in after["Config"]["Env"])
+
+
+def _traces(logs: str) -> list[dict[str, object]]:
+    return [json.loads(line.split("[vllm-console-trace] ", 1)[1]) for line in logs.splitlines()
+            if "[vllm-console-trace] {" in line]
+
+
+def test_a_traced_service_survives_the_consoles_cache_cleared(
+        dockerd: Dockerd, service: tuple[SimTree, Path], tmp_path: Path) -> None:
+    """After `restart --trace` of a compose service, the container has its own copy of the
+    trace hook: with the console's cache directory cleared, `docker restart` (or the daemon
+    after a reboot) still starts it, traced. The old code bind-mounted the hook from the
+    cache through the override ("error mounting": the server stayed down)."""
+    tree, _base = service
+    name = f"{PROJECT}_vllm_1"
+    hosts = tmp_path / "h"
+    hosts.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\nurl = "{tree.url}"\n')
+    done = sim_box.run_cli(dockerd, "restart", "box", "--config", str(hosts), "--yes",
+                           "--trace")
+    assert done.returncode == 0, done.stdout + done.stderr
+    traced = sim_box.inspect(dockerd, name)
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "vllm-console"
+    hooks = list(cache.rglob("trace-hook-*"))
+    assert hooks, f"no trace hook under {cache}"
+    for hook in hooks:
+        shutil.rmtree(hook)
+    restarted = dockerd.docker("restart", "-t", "5", name, check=False)
+    assert restarted.returncode == 0, restarted.stderr
+    sim_box.wait_health(dockerd, tree, name)
+    after = sim_box.inspect(dockerd, name)
+    assert after["Id"] == traced["Id"]
+    assert after["State"]["StartedAt"] != traced["State"]["StartedAt"], "started again"
+    env = dict(e.split("=", 1) for e in after["Config"]["Env"])
+    hook = env["VLLM_CONSOLE_TRACE_HOOK"]
+    assert env["PYTHONPATH"].split(":")[0] == hook
+    for file in hook_files():  # the hook and the vocabulary it imports, inside
+        assert dockerd.docker("exec", name, "/bin/ls", f"{hook}/{file}",
+                              check=False).returncode == 0, file
+    since = dockerd.docker("logs", "--since", after["State"]["StartedAt"], name)
+    events = _traces(since.stdout + since.stderr)
+    assert [e for e in events if e.get("event") == "installed"], \
+        "the hook is active in the server started again"
+    assert not [m for m in after["Mounts"] if is_hook_dir(str(m["Source"]))], \
+        "the hook is the container's own copy, no mount of the console's cache"

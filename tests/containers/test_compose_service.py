@@ -97,10 +97,10 @@ def test_a_changed_compose_file_is_refused_and_nothing_stops(
 
 def test_a_traced_restart_recreates_the_service_through_compose(
         service: ContainerServer, dockerd: Dockerd, hosts: Path, project_dir: Path) -> None:
-    """`restart --trace`: compose recreates the service with an override (the hook mounted
-    read-only, its env); the user's file is byte for byte the same, no override is left
-    behind, compose lists the new container as its service's, and the hook's events come
-    from the engine inside it."""
+    """`restart --trace`: compose recreates the service with an override (the hook's env,
+    naming the hook's copy inside the container, no mount of the console's cache); the
+    user's file is byte for byte the same, no override is left behind, compose lists the new
+    container as its service's, and the hook's events come from the engine inside it."""
     compose_file = project_dir / "docker-compose.yml"
     original = compose_file.read_bytes()
     listing = sorted(p.name for p in project_dir.iterdir())
@@ -117,11 +117,11 @@ def test_a_traced_restart_recreates_the_service_through_compose(
     assert labels["com.docker.compose.project"] == PROJECT
     assert labels["com.docker.compose.service"] == "vllm"
     assert labels[BASE] == before["Config"]["Labels"]["com.docker.compose.config-hash"]  # type: ignore[index]
-    hook = [m for m in after["Mounts"] if "/vllm-console/trace-hook-" in m["Source"]]  # type: ignore[attr-defined]
-    assert len(hook) == 1, after["Mounts"]
-    assert hook[0]["RW"] is False
+    assert not [m for m in after["Mounts"] if "trace-hook" in m["Source"]], \
+        "the hook is the container's own copy, no mount of the console's cache"  # type: ignore[attr-defined]
     env = _env(after)
-    assert env["VLLM_CONSOLE_TRACE_HOOK"] == hook[0]["Destination"]
+    assert env["VLLM_CONSOLE_TRACE_HOOK"].startswith("/vllm-console/trace-hook-")
+    assert env["PYTHONPATH"].split(":")[0] == env["VLLM_CONSOLE_TRACE_HOOK"]
     assert env["HF_HUB_OFFLINE"] == "1"  # the file's own environment kept
     assert after["Config"]["Cmd"] == before["Config"]["Cmd"]  # type: ignore[index]
     assert compose_file.read_bytes() == original

@@ -105,8 +105,9 @@ def _compose_info(env: list[str], files: str = "compose.yml,/state/"
 
 
 def test_a_compose_override_carries_only_the_change() -> None:
-    """The override holds what differs from the container (a trace's env and the hook
-    mount; an edited command), never the unchanged rest, and cannot unset a variable."""
+    """The override holds what differs from the container (a trace's env, naming the hook's
+    copy inside the container, never a mount of the console's cache; an edited command),
+    never the unchanged rest, and cannot unset a variable."""
     info = _compose_info(["PATH=/bin", "HF_TOKEN=x"])
     project = compose.project_of(info)
     assert project is not None
@@ -119,8 +120,8 @@ def test_a_compose_override_carries_only_the_change() -> None:
     doc = compose.override(info, {}, plan, "vllm", "h1")
     assert doc == {"services": {"vllm": {
         "labels": {compose.BASE: "h1"},
-        "environment": {"PYTHONPATH": "/h", "VLLM_CONSOLE_TRACE_HOOK": "/h"},
-        "volumes": ["/h:/h:ro"]}}}
+        "environment": {"PYTHONPATH": "/vllm-console/h",
+                        "VLLM_CONSOLE_TRACE_HOOK": "/vllm-console/h"}}}}
     edited = {**plan, "argv": [*argv, "--max-model-len", "512"], "hook": None,
               "env": {"PATH": "/bin", "HF_TOKEN": "x"}}
     doc = compose.override(info, {}, edited, "vllm", "h1")

@@ -3,13 +3,20 @@ own files plus an override file that carries the change, never an edit of the us
 
 A container that compose made (its `com.docker.compose.*` labels) belongs to its project: made
 again by hand, compose would no longer know it, and the next `compose up` would fight it. So the
-change (an edited command line, the environment's differences, the trace hook mounted
-read-only) goes into a private override file (0600: the environment may hold secrets), given to
-compose after the project's own files with `--project-name`, `--project-directory` and `-f`
-as the labels recorded them, and removed when compose is done:
+change (an edited command line, the environment's differences, the trace hook's variables)
+goes into a private override file (0600: the environment may hold secrets), given to compose
+after the project's own files with `--project-name`, `--project-directory` and `-f` as the
+labels recorded them, and removed when compose is done:
 
     COMPOSE -p PROJECT --project-directory DIR -f FILE... -f OVERRIDE \\
-        up -d --no-deps --force-recreate --no-build SERVICE
+        up --no-start --no-deps --force-recreate --no-build SERVICE
+    RUNTIME cp - CONTAINER:/             (the trace hook, when the restart is traced)
+    COMPOSE ... -f OVERRIDE start SERVICE
+
+The trace hook is copied into the created container (`recreate.copy_hook`) and the override's
+environment names that copy, never a mount of the console's cache: the container starts
+again (`docker restart`, the daemon after a reboot) with that cache cleared. `compose start`,
+not the runtime's, starts it: compose connects a service's further networks at start.
 
 Refused, with nothing stopped: the project's files gone or unreadable; a service with several
 containers (compose would recreate them all); files changed since the container was made
@@ -18,7 +25,7 @@ container the console made compares as the files alone made it); an environment 
 removed that the console did not add (an override cannot unset one). A plain restart after a
 traced one brings the service up from its own files alone, which takes the hook out.
 
-When `up` fails, the service is brought up again from its own files (as before the change);
+When a step fails, the service is brought up again from its own files (as before the change);
 when the new server does not get ready, the status says how to do that.
 """
 
@@ -33,7 +40,14 @@ from typing import Any, Callable
 from ..containers import _COMPOSE_PROJECT, _COMPOSE_SERVICE
 from ..vocabulary import OWN_ENV_PREFIX
 from .container import ContainerFailed, _main_pid, _state, cli, follow_start, preflight, run_tool
-from .recreate import command_args, full_command, image_of, install_hook
+from .recreate import (
+    command_args,
+    copy_hook,
+    env_inside,
+    full_command,
+    image_of,
+    install_hook,
+)
 from .status import StatusFile, write_private
 
 PROJECT, SERVICE = _COMPOSE_PROJECT, _COMPOSE_SERVICE  # the labels discovery reads
@@ -93,9 +107,12 @@ def env_of(info: dict[str, Any]) -> dict[str, str]:
 
 def override(info: dict[str, Any], image: dict[str, Any], plan: dict[str, Any],
              service: str, base_hash: str) -> dict[str, Any]:
-    """The override that turns the service as its files make it into the planned launch."""
+    """The override that turns the service as its files make it into the planned launch (the
+    trace hook's variables naming its copy inside the container, `copy_hook`)."""
     box = plan["container"]
-    now, new = env_of(info), {str(k): str(v) for k, v in (plan.get("env") or {}).items()}
+    hook_dir = (plan.get("hook") or {}).get("dir") or ""
+    now = env_of(info)
+    new = env_inside({str(k): str(v) for k, v in (plan.get("env") or {}).items()}, hook_dir)
     traced = any(k.startswith(OWN_ENV_PREFIX) for k in now)
     kept = [k for k in now if k not in new and not k.startswith(OWN_ENV_PREFIX)
             and not (k == "PYTHONPATH" and traced)]
@@ -114,9 +131,6 @@ def override(info: dict[str, Any], image: dict[str, Any], plan: dict[str, Any],
         if entry:
             spec["entrypoint"] = [literal(entry[1])]
         spec["command"] = [literal(w) for w in words]
-    hook_dir = (plan.get("hook") or {}).get("dir") or ""
-    if hook_dir:
-        spec["volumes"] = [literal(f"{hook_dir}:{hook_dir}:ro")]
     out: dict[str, Any] = {"services": {service: spec}}
     version = _version(info)
     if version:
@@ -182,13 +196,15 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
             "restart")
     _, image = image_of(before, runtime)
     document = override(before, image, plan, service, hashed[-1] if hashed else "")
-    install_hook(plan, hook)
+    hook_dir = install_hook(plan, hook)
     stamp = plan.get("id") or "0"
     path = os.path.join(os.path.dirname(plan["paths"]["status"]), f"{OVERRIDE}{stamp}.json")
-    up = ["up", "-d", "--no-deps", "--force-recreate", "--no-build", "-t", str(int(t["term"])),
-          service]
+    changed = [*base, "-f", path]
+    create = ["up", "--no-start", "--no-deps", "--force-recreate", "--no-build",
+              "-t", str(int(t["term"])), service]
     status.write("note", f"{' '.join(compose)} up --force-recreate {service} (project "
-                 f"{project['project']}, its own files and an override with the change)")
+                 f"{project['project']}, its own files and an override with the change)"
+                 + (", the trace hook copied into the new container" if hook_dir else ""))
     status.write("stopping", f"{' '.join(compose)} stops {name} (its processes get SIGTERM, "
                  f"SIGKILL after {float(t['term']):g} s)",
                  processes=[{"pid": old_pid, "comm": name}])
@@ -196,8 +212,16 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
     wait = float(t["term"]) + float(t["kill"]) + 180
     try:
         write_private(path, document)
-        run_tool([*base, "-f", path, *up], timeout=wait, what="compose up")
+        run_tool([*changed, *create], timeout=wait, what="compose up --no-start")
+        if hook_dir:
+            made = json.loads(cli(runtime, "inspect", name, timeout=30) or "[{}]")[0]
+            if str(made.get("Id") or old_id) == old_id:
+                raise ContainerFailed(f"compose made no new container {name}")
+            copy_hook(runtime, str(made["Id"]), hook_dir)
+        run_tool([*changed, "start", service], timeout=120, what="compose start")
     except ContainerFailed as exc:
+        up = ["up", "-d", "--no-deps", "--force-recreate", "--no-build",
+              "-t", str(int(t["term"])), service]
         try:
             run_tool([*base, *up], timeout=wait, what="compose up")
             back = "the service was brought up again from its own compose files"

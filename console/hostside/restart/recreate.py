@@ -156,8 +156,8 @@ def command_args(info: dict[str, Any], image: dict[str, Any], full: list[str]
 
 
 def carried_args(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
-    """The `create` options (before the image) that make a container like `info`; with
-    `hook_dir`, the trace hook mounted read-only at its own path (an earlier hook dropped)."""
+    """The `create` options (before the image) that make a container like `info`, less a
+    mount of the trace hook from the console's cache (an older console's way)."""
     config = info.get("Config") or {}
     host = info.get("HostConfig") or {}
     image_config = image.get("Config") or {}
@@ -418,6 +418,14 @@ def hook_inside(hook_dir: str) -> str:
     return HOOK_INSIDE + os.path.basename(hook_dir.rstrip("/"))
 
 
+def env_inside(env: dict[str, str], hook_dir: str) -> dict[str, str]:
+    """The environment as the new container must have it: the hook's directory on the host
+    (`PYTHONPATH`, the hook's own variables) replaced by its copy inside (`copy_hook`)."""
+    if not hook_dir:
+        return dict(env)
+    return {k: v.replace(hook_dir, hook_inside(hook_dir)) for k, v in env.items()}
+
+
 def copy_hook(runtime: str, container: str, hook_dir: str) -> str:
     """The hook copied into the created container (`cp` of a tar stream: the missing parent
     directories made 0755, readable by the container's user, whoever that is: nothing secret
@@ -476,9 +484,7 @@ def run(plan: dict[str, Any], status: StatusFile, left: Callable[[], bool],
                            list(plan.get("argv") or []))
     entry, words = command_args(before, image, command)
     hook_dir = install_hook(plan, hook)
-    env = {str(k): str(v) for k, v in (plan.get("env") or {}).items()}
-    if hook_dir:
-        env = {k: v.replace(hook_dir, hook_inside(hook_dir)) for k, v in env.items()}
+    env = env_inside({str(k): str(v) for k, v in (plan.get("env") or {}).items()}, hook_dir)
     stamp = plan.get("id") or str(int(time.time()))
     fresh, aside = f"{name}-vllm-console-new-{stamp}", f"{name}-vllm-console-old-{stamp}"
     policy = restart_arg(before)
