@@ -132,8 +132,10 @@ def not_carried(info: dict[str, Any], image: dict[str, Any]) -> list[str]:
     config = info.get("Config") or {}
     if config.get("OpenStdin") and not config.get("StdinOnce"):
         # `create -i` always sets StdinOnce: the CLI cannot make it again as it was.
-        out.append("Config.StdinOnce=False with OpenStdin (`docker run -d -i`): `create -i` "
-                   "would set it")
+        out.append("its stdin kept open for every attach (`docker run -d -i`: OpenStdin with "
+                   "StdinOnce false), which `docker create -i` cannot make (its stdin would "
+                   "close after the first attach); vllm serve reads no stdin: run without -i, "
+                   "the container can be made again")
     if config.get("Healthcheck") and \
             config.get("Healthcheck") != (image.get("Config") or {}).get("Healthcheck"):
         out.append("a health check of its own")
