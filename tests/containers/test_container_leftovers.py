@@ -7,6 +7,7 @@ container that needs nothing of the console's cache.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -134,6 +135,53 @@ def test_a_failed_rollback_says_the_server_is_down_which_container_is_where_and_
         sim_box.wait_health(dockerd, tree, box)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_new_server_that_fails_leaves_the_old_container_named_with_its_way_back(
+        dockerd: Dockerd, tree: SimTree, box: str, tmp_path: Path) -> None:
+    """The recreated container's server exits before it is ready (a flag on a bind mount
+    makes it): the restart fails (exit 1) and says where the old container waits, stopped
+    under its aside name with restart policy "no" (the daemon never starts it beside the new
+    one), and the command back to it, which, run as printed, brings the old server back with
+    its name and its policy."""
+    state = Path(tempfile.mkdtemp(prefix="fails-", dir="/tmp"))
+    state.chmod(0o755)
+    server = " ".join(shlex.quote(w) for w in container_argv(tree))
+    script = f"[ -e /state/fail ] && {{ sleep 1; exit 3; }}; exec {server}"
+    try:
+        before = sim_box.run(dockerd, tree, box, "-v", f"{state}:/state",
+                             "--restart", "on-failure:2", argv=["-c", script],
+                             entrypoint="/bin/sh")
+        (state / "fail").touch()
+        done = sim_box.run_cli(dockerd, "restart", "box", "--config",
+                               hosts(tmp_path / "h", tree), "--yes", "--trace")
+        out = done.stdout + done.stderr
+        assert done.returncode == 1, out
+        names = dockerd.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+        aside = [n for n in names if n.startswith(f"{box}-vllm-console-old-")]
+        assert len(aside) == 1, (names, out)
+        kept = sim_box.inspect(dockerd, aside[0])
+        assert kept["Id"] == before["Id"]
+        assert kept["State"]["Running"] is False
+        assert kept["HostConfig"]["RestartPolicy"]["Name"] == "no"
+        failed = next((line for line in out.splitlines() if line.startswith("failed: ")), "")
+        assert f"kept, stopped, as {aside[0]}" in failed, out
+        said = re.search(r"to go back to it: `([^`\n]+)`", failed)
+        assert said, out
+        assert f"docker rename {aside[0]} {box}" in said.group(1)
+        assert f"docker update --restart on-failure:2 {box}" in said.group(1)
+        (state / "fail").unlink()
+        back = subprocess.run(["/bin/sh", "-c", said.group(1)], capture_output=True, text=True,
+                              timeout=120, env=sim_box.cli_env(dockerd), check=False)
+        assert back.returncode == 0, back.stderr
+        sim_box.wait_health(dockerd, tree, box)
+        now = sim_box.inspect(dockerd, box)
+        assert now["Id"] == before["Id"], "the old container, under its name again"
+        assert now["HostConfig"]["RestartPolicy"] == before["HostConfig"]["RestartPolicy"]
+        names = dockerd.docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+        assert not [n for n in names if n.startswith(f"{box}-vllm-console-")], names
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def test_ctrl_c_names_the_aside_container_which_the_daemon_never_starts_and_is_removed(
