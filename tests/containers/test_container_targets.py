@@ -3,7 +3,8 @@ tests' own real Docker daemon with the simulated server inside containers (a sec
 a pinned container that is missing, stopped, not a server or behind a frozen daemon is refused
 with nothing started; a last-launch record never stands in for a container (the CLI's record
 on the host, the TUI's memory of a server it saw); a `--pid host` container and an image whose
-CMD is a shell that execs `vllm serve` are seen as the containers they are.
+CMD is a shell that execs `vllm serve` are seen as the containers they are; the restart
+dialog's command line is the container's server's (item 11).
 """
 
 from __future__ import annotations
@@ -224,3 +225,54 @@ def test_an_image_whose_cmd_is_a_shell_that_execs_the_server(
     assert after["State"]["StartedAt"] != before["State"]["StartedAt"]
     assert sim_box.host_servers(tree) == []
     assert sim_box.health(tree) == 200
+
+
+def test_the_restart_dialogs_command_line_is_the_containers_server(
+        dockerd: Dockerd, tree: SimTree, boxes: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`r` on a server in a real container: the plan is described as `docker restart NAME`,
+    and the dialog's command-line field holds the server's command line as the container runs
+    it (not that description); an edit of it makes the recreation with that command line."""
+    from textual.app import App
+    from textual.widgets import Input
+
+    from vllm_console.console.restart.edit import edit_plan, parse_argv
+    from vllm_console.console.restart.model import RestartPlan, shown_argv
+    from vllm_console.console.sim.container import container_argv
+    from vllm_console.console.tui.screens.restart import RestartScreen
+
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    name = "vllm-console-edit-field"
+    boxes.append(name)
+    sim_box.run(dockerd, tree, name)
+    config = HostConfig(name="box", local=True, serve=ServeSettings(url=tree.url))
+
+    def editor(plan: RestartPlan, *, env: str = "", argv: str = "") -> RestartPlan:
+        return edit_plan(plan, argv=parse_argv(argv) if argv else ())
+
+    async def go() -> tuple[RestartPlan, str, RestartPlan]:
+        host = LocalHost("box")
+        try:
+            plan = await plan_restart(host, config)
+        finally:
+            await host.close()
+        dialog = RestartScreen("Restart vllm serve on box", plan, editor)
+        app: App[None] = App()
+        async with app.run_test(size=(120, 40)) as pilot:
+            app.push_screen(dialog)
+            await pilot.pause(0.2)
+            field = dialog.query_one("#restart-argv", Input)
+            shown = field.value
+            await pilot.press("e")
+            await pilot.pause(0.1)
+            field.focus()
+            await pilot.press("end", *" --max-num-seqs 8")
+            await pilot.pause(0.2)
+            assert dialog.error == ""
+            return plan, shown, dialog.plan
+
+    plan, shown, edited = asyncio.run(go())
+    assert plan.command == f"docker restart {name}", plan.command
+    assert shown == shown_argv(container_argv(tree))
+    assert edited.recreate
+    assert list(edited.argv) == [*container_argv(tree), "--max-num-seqs", "8"]
