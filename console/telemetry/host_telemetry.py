@@ -175,9 +175,9 @@ class HostTelemetry:
         self._ask_now = asyncio.Event()  # set: ask the server now (its log just said ready)
         self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
         self.kept_port: int | None = None
-        """Nothing pinned and the host runs several servers: the port of the one the rule
-        chose first, kept (the agent and discovery asked for it) so that the view never
-        silently follows another when it exits."""
+        """Nothing pinned: the port of the server the rule chose first, kept (the agent and
+        discovery ask for it from then on) so that the view never silently follows another:
+        not one that appears later on a lower port, not one that outlives it."""
         self._servers_look = time.monotonic()
         self._list_task: asyncio.Task[None] | None = None
         self._agent_again = False
@@ -199,14 +199,15 @@ class HostTelemetry:
 
     async def _resolution(self, settings: ServeSettings) -> ServeProcess | None:
         """The resolver's server for `settings`, the host's servers taken into the snapshot
-        on the way; on a host with several and nothing pinned, the first choice is kept."""
+        on the way; with nothing pinned, the first choice is kept (even while it is the only
+        server: one started later on a lower port must not take the view over)."""
         found = await resolve_serve(self.host, settings,
                                     python=settings.python or "python3")
         rows = entry_servers(found.servers)
         self._take_servers(rows)
         chosen = next((row for row in rows if row.chosen), None)
-        if chosen is not None and chosen.port and len(rows) > 1 and \
-                self.kept_port is None and not self._pinned():
+        if chosen is not None and chosen.port and self.kept_port is None and \
+                not self._pinned():
             self.kept_port = chosen.port
             self.agent.port = chosen.port
             self._update(watched_port=chosen.port)
