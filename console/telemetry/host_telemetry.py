@@ -32,7 +32,6 @@ from vllm_console.console.hostclient.discovery import (
     ServeProcess,
     ServerRow,
     effective_serve,
-    entry_servers,
     parse_serve_argv,
     resolve_serve,
     serve_port,
@@ -203,7 +202,7 @@ class HostTelemetry:
         server: one started later on a lower port must not take the view over)."""
         found = await resolve_serve(self.host, settings,
                                     python=settings.python or "python3")
-        rows = entry_servers(found.servers)
+        rows = found.servers
         self._take_servers(rows)
         chosen = next((row for row in rows if row.chosen), None)
         if chosen is not None and chosen.port and self.kept_port is None and \

@@ -6,6 +6,7 @@ screen says so rather than follow another. The host: `tests/several_support.py`.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from textual.widgets import OptionList
 
 from tests.app_support import screen_text, wait_until
+from tests.real_vllm.support import cli
 from tests.several_support import Three, host_config, launch, pid_on, three_servers
 from tests.sshd import Sshd, chown_to, free_port
 from vllm_console.console.session.host_session import HostSession
@@ -58,6 +60,43 @@ async def test_the_palette_offers_the_switcher(three: Three, tmp_path: Path) -> 
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ServerSwitcher), 10,
                          "the switcher")
+
+
+@pytest.mark.usefixtures("state_home")
+async def test_status_and_the_tui_count_the_servers_match_admits(
+        three: Three, tmp_path: Path) -> None:
+    """A fourth server outside the entry's `match`: `status` (its JSON list and its line)
+    and the TUI (header and switcher) count the same three, and `status` says what it left
+    out."""
+    outside = materialise("healthy", three.sshd.user_dir("outside") / "healthy",
+                          port=free_port(), startup_s=0.3, metrics_interval_s=0.3)
+    chown_to(outside.root.parent, three.sshd.user)
+    launch(outside, three.sshd.user)
+    try:
+        assert wait_ready(outside, None, timeout=30), outside.log.read_text()
+        ports = [tree.port for tree in three.trees]
+        done = cli("status", "multi", "--config", str(three.hosts), "--json")
+        assert done.returncode == 0, done.stderr
+        data = json.loads(done.stdout)
+        assert [s["port"] for s in data["servers"]] == ports
+        text = cli("status", "multi", "--config", str(three.hosts))
+        assert f"servers 3 vLLM servers on this host: this is :{ports[0]}" in text.stdout
+        assert any(line.startswith("note") and f":{outside.port}" in line and "match" in line
+                   for line in text.stdout.splitlines()), text.stdout
+
+        config = host_config(three)
+        session = HostSession(config, SSHHost(config))
+        app = ConsoleApp([session], export_dir=tmp_path / "exports")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: f"server 1 of 3 · :{ports[0]}" in screen_text(app),
+                             60, "the header's server 1 of 3")
+            await pilot.press("p")
+            await wait_until(pilot, lambda: isinstance(app.screen, ServerSwitcher), 10,
+                             "the switcher")
+            assert app.screen.query_one(OptionList).option_count == len(data["servers"])
+            assert f":{outside.port}" not in screen_text(app)
+    finally:
+        stop(outside, timeout=3)
 
 
 @pytest.mark.usefixtures("state_home")
