@@ -130,7 +130,8 @@ class ServerRow:
     unit: str | None
     """The systemd service whose cgroup holds it."""
     state: str
-    """`ready`, `starting`, `not-answering` or `unknown`: its `/health`, asked at discovery."""
+    """`ready`, `starting`, `failed`, `down` or `unknown`: its `/health`, asked at discovery
+    (`console.hostside.servers.health_state`)."""
     chosen: bool
     start_time: float | None = None
     tree: tuple[int, ...] = ()
