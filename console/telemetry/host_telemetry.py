@@ -192,6 +192,15 @@ class HostTelemetry:
             return self.config.serve
         return self.config.serve.model_copy(update={"port": self.kept_port})
 
+    def moved_to(self, port: int | None) -> None:
+        """The kept server was started again on `port` (a restart whose command line was
+        edited): keep to it there, not to the port it left."""
+        if port and self.kept_port is not None and port != self.kept_port:
+            self.kept_port = port
+            self.agent.port = port
+            self._update(watched_port=port)
+            self._restart_agent()
+
     def _pinned(self) -> bool:
         serve = self.config.serve
         return bool(serve_port(serve) or serve.container or serve.unit)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from textual.widgets import OptionList
+from textual.widgets import Input, OptionList
 
 from tests.app_support import screen_text, wait_until
 from tests.real_vllm.support import cli
@@ -247,3 +247,48 @@ async def test_servers_that_appear_and_exit_while_the_console_watches(
         await pilot.pause(3)
         assert f"server :{middle.port} exited" in screen_text(app)
         assert session.snapshot.serve.pid != pid_on(base, high.port)
+
+
+@pytest.mark.usefixtures("state_home")
+async def test_a_restart_that_moves_the_port_keeps_the_view_on_that_server(
+        sshd: Sshd, appearing: tuple[Path, list[SimTree]], tmp_path: Path) -> None:
+    """The view keeps to its server's port (above); a restart whose edited command line asks
+    for another port moves the view with it, never "exited"."""
+    base, (_low, tree, _high) = appearing
+    launch(tree, sshd.user)
+    assert wait_ready(tree, None, timeout=30), tree.log.read_text()
+    serve = ServeSettings(match=f"{base}/ serve")
+    config = sshd.host_config(serve=serve.model_dump(), gpu={"nvidia_smi": str(tree.nvidia_smi)})
+    session = HostSession(config, SSHHost(config))
+    app = ConsoleApp([session], export_dir=tmp_path / "exports")
+    moved = free_port()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: session.snapshot.serve.pid == pid_on(base, tree.port)
+                         and session.snapshot.watched_port == tree.port, 60, "the server")
+        for _ in range(4):  # the plan is a discovery on the host: slow on a loaded machine
+            await pilot.press("r")
+            with contextlib.suppress(AssertionError):
+                await wait_until(pilot, lambda: isinstance(app.screen, RestartScreen)
+                                 and app.screen.focused is not None, 30)
+            if isinstance(app.screen, RestartScreen):
+                break
+        dialog = app.screen
+        assert isinstance(dialog, RestartScreen)
+        await pilot.press("e")
+        field = dialog.query_one("#restart-argv", Input)
+        field.focus()
+        await pilot.press("end", *f" --port {moved}")
+        await wait_until(pilot, lambda: str(moved) in dialog.plan.argv, 10, "the edit")
+        await pilot.click("#confirm")
+        await wait_until(pilot, lambda: session.snapshot.serve.running
+                         and session.snapshot.serve.pid == _pid_or_0(base, moved), 90,
+                         "the view on the server's new port")
+        assert session.snapshot.watched_port == moved
+        assert "exited" not in screen_text(app)
+
+
+def _pid_or_0(base: Path, port: int) -> int:
+    try:
+        return pid_on(base, port)
+    except AssertionError:
+        return 0
