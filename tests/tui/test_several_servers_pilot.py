@@ -284,7 +284,9 @@ async def test_a_restart_that_moves_the_port_keeps_the_view_on_that_server(
                          and session.snapshot.serve.pid == _pid_or_0(base, moved), 90,
                          "the view on the server's new port")
         assert session.snapshot.watched_port == moved
-        assert "exited" not in screen_text(app)
+        # (while the old one was gone and the new not yet up, the header may have said so)
+        await wait_until(pilot, lambda: "exited" not in screen_text(app), 15,
+                         "the header no longer saying the server exited")
 
 
 def _pid_or_0(base: Path, port: int) -> int:
