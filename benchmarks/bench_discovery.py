@@ -30,7 +30,6 @@ from benchmarks.output import report_each  # noqa: E402
 from benchmarks.simhosts import sim_hosts  # noqa: E402
 from vllm_console.console.hostclient.discovery import resolve_serve  # noqa: E402
 from vllm_console.console.settings import ServeSettings  # noqa: E402
-from vllm_console.console.transport.remote_scripts import RemoteScripts  # noqa: E402
 from vllm_console.console.transport.ssh_host import SSHHost  # noqa: E402
 
 
@@ -48,14 +47,13 @@ async def measure(n: int, runs: int) -> dict[str, Any]:
             return await real_run(command, *args, **kwargs)
 
         host.run = counted  # type: ignore[method-assign]
-        scripts = RemoteScripts(host)  # one per host, as the telemetry keeps it
         try:
-            await resolve_serve(host, serve, scripts=scripts)  # installs the bundle: unmeasured
+            await resolve_serve(host, serve)  # installs the bundle (`host.scripts`): unmeasured
             walls, listed, per_run = [], 0, []
             for _ in range(runs):
                 commands.clear()
                 t0 = time.monotonic()
-                found = await resolve_serve(host, serve, scripts=scripts)
+                found = await resolve_serve(host, serve)
                 walls.append(time.monotonic() - t0)
                 per_run.append(len(commands))
                 listed = len(found.servers)

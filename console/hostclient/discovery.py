@@ -130,7 +130,8 @@ class ServerRow:
     unit: str | None
     """The systemd service whose cgroup holds it."""
     state: str
-    """`ready`, `starting`, `not-answering` or `unknown`: its `/health`, asked at discovery."""
+    """`ready`, `starting`, `failed`, `down` or `unknown`: its `/health`, asked at discovery
+    (`console.hostside.servers.health_state`)."""
     chosen: bool
     start_time: float | None = None
     tree: tuple[int, ...] = ()
@@ -176,9 +177,20 @@ def server_rows(facts: Mapping[str, Any]) -> tuple[ServerRow, ...]:
 
 def entry_servers(rows: Sequence[ServerRow]) -> tuple[ServerRow, ...]:
     """The servers this host entry can work on: those its `match` admits, and the chosen one
-    (a pinned port's server whatever its command line): what the TUI's header counts and its
-    switcher offers. `status --json`'s `servers` lists every one."""
+    (a pinned port's server whatever its command line). The one list every surface shows:
+    `status --json`'s `servers` and its line, the TUI's header count and its switcher, the
+    SSH fleet's rows (a server outside `match` is another entry's: `left_out_line`)."""
     return tuple(r for r in rows if r.matched or r.chosen)
+
+
+def left_out_line(rows: Sequence[ServerRow], match: str) -> str:
+    """What `entry_servers` leaves out of `rows`, in one line ("" when nothing)."""
+    out = [r for r in rows if not (r.matched or r.chosen)]
+    if not out:
+        return ""
+    return (f"{len(out)} other vLLM server{'s' if len(out) > 1 else ''} on this host "
+            f"({', '.join(r.label for r in out)}) outside match {match!r}: not listed "
+            "(another hosts-file entry, or --port N, works on it)")
 
 
 def several_line(rows: Sequence[ServerRow]) -> str:
@@ -370,11 +382,14 @@ def resolution_notes(facts: Mapping[str, Any], match: str) -> tuple[str, ...]:
     serves = [s for s in facts.get("serves") or [] if isinstance(s, dict)]
     first = serves[0] if serves else None
     port = facts.get("port") if isinstance(facts.get("port"), dict) else None
-    rows = server_rows(facts)
+    every = server_rows(facts)
+    rows = entry_servers(every)
     pinned = bool(facts.get("port")) or bool(facts.get("pinned"))
     if first is not None and len(serves) > 1 and len(rows) > 1 and not pinned:
         notes.append(f"{several_line(rows)}; chosen by the lowest port, then the oldest "
                      "start: pin one with --port N (or serve.port in the hosts file)")
+    if left_out_line(every, match):
+        notes.append(left_out_line(every, match))
     if first is not None and not first.get("matched", True):
         notes.append(f"pid {first['pid']} listens on the configured port but does not match "
                      f"{match!r}: it is the server all the same")
@@ -471,8 +486,9 @@ class Resolution:
 
     @property
     def servers(self) -> tuple[ServerRow, ...]:
-        """Every server of the host, the chosen first (`server_rows`)."""
-        return server_rows(self.facts)
+        """The host's servers this entry works on, the chosen first (`entry_servers`): what
+        `status` lists and the TUI counts."""
+        return entry_servers(server_rows(self.facts))
 
     @property
     def orphans(self) -> list[dict[str, Any]]:

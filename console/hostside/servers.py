@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from typing import Any, Callable
 
 from . import containers
@@ -80,32 +81,58 @@ def container_servers(table: Any, words: list[str],
     return rows, found, None
 
 
-def health_states(rows: list[dict[str, Any]]) -> None:
-    """Each row's `state`, from one `/health` request per server, all at once: `ready` (200),
-    `starting` (nothing answers on the port yet), `not-answering` (no answer in time, or
-    another status); `unknown` without a port on the host."""
-    def ask(row: dict[str, Any]) -> None:
-        if not row.get("port"):
-            row["state"] = "unknown"
-            return
-        conn = http.client.HTTPConnection(row["host"], row["port"], timeout=HEALTH_TIMEOUT_S)
-        try:
-            conn.request("GET", "/health")
-            row["state"] = "ready" if conn.getresponse().status == 200 else "not-answering"
-        except ConnectionRefusedError:
-            row["state"] = "starting"
-        except (OSError, http.client.HTTPException):
-            row["state"] = "not-answering"
-        finally:
-            conn.close()
+STARTING_GRACE_S = 300.0
+"""A server younger than this whose port refuses is taken as starting: vLLM takes its port
+only once its imports are done (about 20 s on a CPU build, longer on a loaded host)."""
 
-    threads = [threading.Thread(target=ask, args=(row,), daemon=True) for row in rows]
+
+def health_state(host: str, port: int | None, start_time: float | None,
+                 now: float | None = None) -> str:
+    """A server's `state` from one `/health` request (vLLM keeps `/health` open whatever
+    `--api-key` says; a container's is asked at its published port):
+
+    - `ready`: 200;
+    - `failed`: 500 or 503 (vLLM's answer once its engine died);
+    - `starting`: the port refuses and the process is young (`STARTING_GRACE_S`);
+    - `down`: the port refuses and the process is older: nothing serves where it says;
+    - `unknown`: no port on the host, no answer in time (a server still loading behind the
+      port it took, or a hung one: one short request cannot tell), another answer.
+    """
+    if not port:
+        return "unknown"
+    conn = http.client.HTTPConnection(host, port, timeout=HEALTH_TIMEOUT_S)
+    try:
+        conn.request("GET", "/health")
+        status = conn.getresponse().status
+        return "ready" if status == 200 else "failed" if status in (500, 503) else "unknown"
+    except ConnectionRefusedError:
+        age = (now if now is not None else time.time()) - start_time \
+            if start_time is not None else None
+        return "starting" if age is not None and age < STARTING_GRACE_S else "down"
+    except (OSError, http.client.HTTPException):
+        return "unknown"
+    finally:
+        conn.close()
+
+
+def health_states(rows: list[dict[str, Any]]) -> None:
+    """Each row's `state` (`health_state`), every server asked at once: the whole pass takes
+    one request's timeout at most, however many servers hang."""
+    found: dict[int, str] = {}
+
+    def ask(n: int, row: dict[str, Any]) -> None:
+        found[n] = health_state(row["host"], row.get("port"), row.get("start_time"))
+
+    threads = [threading.Thread(target=ask, args=(n, row), daemon=True)
+               for n, row in enumerate(rows)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + HEALTH_TIMEOUT_S + 0.5
     for thread in threads:
-        thread.join(HEALTH_TIMEOUT_S * 2)
-    for row in rows:
-        row.setdefault("state", "not-answering")
+        thread.join(max(0.0, deadline - time.monotonic()))
+    answered = dict(found)  # a thread that is still asking answers too late: unknown
+    for n, row in enumerate(rows):
+        row["state"] = answered.get(n, "unknown")
 
 
 def choose(rows: list[dict[str, Any]], *, port: int | None, unit: str,

@@ -26,6 +26,7 @@ from vllm_console.checks.profile import (
 )
 from vllm_console.checks.references import ReferenceError, load_reference_file
 from vllm_console.checks.restart_hint import HowToRestart
+from vllm_console.console.hostclient.discovery import parse_serve_argv
 from vllm_console.console.hostclient.launch_record import seen_launch
 from vllm_console.console.output.display import safe_text
 from vllm_console.console.parsers.redact import redact, redact_text
@@ -274,8 +275,12 @@ class HostSession:
                       on_progress: Callable[[RestartStep], Awaitable[None] | None] | None = None
                       ) -> RestartResult:
         self.require(Capability.RESTART)
-        return await restart(self.host, self.serve_config, trace=plan.trace, plan=plan,
-                             on_progress=on_progress)
+        result = await restart(self.host, self.serve_config, trace=plan.trace, plan=plan,
+                               on_progress=on_progress)
+        if result.ok and plan.mode == "process" and plan.argv:
+            # `R` may have moved it to another port: the view keeps to it there.
+            self.telemetry.moved_to(parse_serve_argv(plan.argv).port)
+        return result
 
     async def stacks(self, *, native: bool = False) -> StacksReport:
         """The stacks of the server's tree now (`console.hostclient.stacks`)."""

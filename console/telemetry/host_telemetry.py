@@ -32,7 +32,6 @@ from vllm_console.console.hostclient.discovery import (
     ServeProcess,
     ServerRow,
     effective_serve,
-    entry_servers,
     parse_serve_argv,
     resolve_serve,
     serve_port,
@@ -175,9 +174,9 @@ class HostTelemetry:
         self._ask_now = asyncio.Event()  # set: ask the server now (its log just said ready)
         self._root: int | None = -1  # the serve pid last resolved (-1: none resolved yet)
         self.kept_port: int | None = None
-        """Nothing pinned and the host runs several servers: the port of the one the rule
-        chose first, kept (the agent and discovery asked for it) so that the view never
-        silently follows another when it exits."""
+        """Nothing pinned: the port of the server the rule chose first, kept (the agent and
+        discovery ask for it from then on) so that the view never silently follows another:
+        not one that appears later on a lower port, not one that outlives it."""
         self._servers_look = time.monotonic()
         self._list_task: asyncio.Task[None] | None = None
         self._agent_again = False
@@ -193,20 +192,30 @@ class HostTelemetry:
             return self.config.serve
         return self.config.serve.model_copy(update={"port": self.kept_port})
 
+    def moved_to(self, port: int | None) -> None:
+        """The kept server was started again on `port` (a restart whose command line was
+        edited): keep to it there, not to the port it left."""
+        if port and self.kept_port is not None and port != self.kept_port:
+            self.kept_port = port
+            self.agent.port = port
+            self._update(watched_port=port)
+            self._restart_agent()
+
     def _pinned(self) -> bool:
         serve = self.config.serve
         return bool(serve_port(serve) or serve.container or serve.unit)
 
     async def _resolution(self, settings: ServeSettings) -> ServeProcess | None:
         """The resolver's server for `settings`, the host's servers taken into the snapshot
-        on the way; on a host with several and nothing pinned, the first choice is kept."""
+        on the way; with nothing pinned, the first choice is kept (even while it is the only
+        server: one started later on a lower port must not take the view over)."""
         found = await resolve_serve(self.host, settings,
                                     python=settings.python or "python3")
-        rows = entry_servers(found.servers)
+        rows = found.servers
         self._take_servers(rows)
         chosen = next((row for row in rows if row.chosen), None)
-        if chosen is not None and chosen.port and len(rows) > 1 and \
-                self.kept_port is None and not self._pinned():
+        if chosen is not None and chosen.port and self.kept_port is None and \
+                not self._pinned():
             self.kept_port = chosen.port
             self.agent.port = chosen.port
             self._update(watched_port=chosen.port)

@@ -141,8 +141,8 @@ class HostSnapshot:
     notes: tuple[str, ...] = field(default=())
     serving: ServingStatus = ServingStatus()
     servers: tuple[ServerRow, ...] = ()
-    """The host's vLLM servers as discovery last listed them, the chosen first (`status`:
-    every one; the live telemetry: those this entry can work on, `entry_servers`)."""
+    """The host's vLLM servers this entry works on (`entry_servers`: those `match` admits,
+    and the chosen), as discovery last listed them, the chosen first."""
     watched_port: int | None = None
     """The port of the server this view keeps to (pinned, or the rule's first choice on a
     host with several): when it exits, the view says so rather than follow another."""

@@ -13,6 +13,7 @@ socket's group, through a docker context (`login_with_docker_access`).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,14 +24,18 @@ import pytest
 
 from tests.containers.test_container_discovery import login_with_docker_access  # noqa: F401
 from tests.docker import ContainerServer, Dockerd, models_volume, run_server
+from tests.fault_support import helpers_on_host
 from tests.real_vllm.fixture import RealServer, RealVllm, dflash_spec
 from tests.real_vllm.support import cli, server
 from tests.several_support import launch, pid_on
 from tests.sshd import Sshd, chown_to, free_port
+from tests.tmux import Terminal, app_env
 from vllm_console.console.sim.runner import stop, wait_ready
 from vllm_console.console.sim.tree import SimTree, materialise
 
-pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.ssh,
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.ssh, pytest.mark.tmux,
               pytest.mark.timeout(1800)]
 
 
@@ -172,3 +177,69 @@ def test_restart_by_port_restarts_the_bare_server_alone(mixed: Mixed) -> None:
     assert after[mixed.bare.port][0] != before[mixed.bare.port][0]
     assert after[mixed.box.port] == before[mixed.box.port]
     assert after[mixed.sim.port] == before[mixed.sim.port]
+
+
+def test_the_tui_in_a_terminal_counts_and_switches_the_real_pair(
+        real_pair: tuple[RealServer, ContainerServer], sshd: Sshd, dockerd: Dockerd,
+        login_with_docker_access: str, tmp_path: Path) -> None:  # noqa: F811
+    """The real TUI in tmux over the sshd, on the bare real server and the container's (its
+    `match` admits those two alone): "server 1 of 2", `p` lists both ports, choosing the
+    other moves the panes to its model and log; `q` leaves only what the test started."""
+    bare, box = real_pair
+    low, high = sorted((bare, box), key=lambda s: s.port)
+    model = {bare.port: str(bare.fixture.target), box.port: box.target}
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text(f'[hosts.gpu]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
+                     f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
+                     f'[hosts.gpu.serve]\nmatch = "{bare.fixture.vllm} serve"\n')
+    servers_before = {bare.port: _identity(_bare_pid(bare)),
+                      box.port: str(box.inspect()["State"]["StartedAt"])}  # type: ignore[index]
+    boxes_before = dockerd.docker("ps", "-aq", "--no-trunc").stdout.split()
+    env = app_env()
+    env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
+    term = Terminal([sys.executable, "-m", "vllm_console", "--config", str(hosts), "gpu"],
+                    width=200, height=50, env=env).start()
+    try:
+        term.wait_for(f"server 1 of 2 · :{low.port}", timeout=180)
+        engine_model(term, model[low.port], model[high.port])
+        term.keys("p")
+        listed = term.wait_for(lambda s: f":{low.port}" in s and f":{high.port}" in s
+                               and f"container {box.name}" in s, timeout=30)
+        assert "bare process" in listed
+        term.keys("Down", "Enter")
+        term.wait_for(f"server 2 of 2 · :{high.port}", timeout=120)
+        engine_model(term, model[high.port], model[low.port])
+        # The log pane follows the other server's log now: the bare one's API server names
+        # its host pid on its lines, the container's its own (PID 1 inside).
+        term.keys("/", *"APIServer pid=", "Enter")
+        screen = term.wait_for(lambda s: "search /APIServer pid=/" in s and
+                               "(APIServer pid=" in s.split("Serve log", 1)[-1], timeout=60)
+        log = screen.split("Serve log", 1)[-1]
+        bare_line = f"(APIServer pid={_bare_pid(bare)})"
+        assert (bare_line in log) is (high is bare), log
+        assert term.quit(timeout=20)
+    finally:
+        term.stop()
+    # No helper of this console is left on the host (they carry the entry's match, the
+    # fixture's `vllm`, in their arguments; another test's console of the same user may run).
+    deadline = time.monotonic() + 10
+    while helpers_on_host(bare.fixture.vllm, sshd.user) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert helpers_on_host(bare.fixture.vllm, sshd.user) == []
+    assert dockerd.docker("ps", "-aq", "--no-trunc").stdout.split() == boxes_before
+    assert {bare.port: _identity(_bare_pid(bare)),
+            box.port: str(box.inspect()["State"]["StartedAt"])} == servers_before  # type: ignore[index]
+
+
+def engine_model(term: Terminal, want: str, other: str) -> None:
+    """The Engine config tab (`v` switches the right pane to it) shows the server's model:
+    `want`, never `other`."""
+    for _ in range(3):
+        try:
+            screen = term.wait_for(f"model = '{want}'", timeout=20)
+            break
+        except AssertionError:
+            term.keys("v")
+    else:
+        screen = term.wait_for(f"model = '{want}'", timeout=20)
+    assert f"model = '{other}'" not in screen, screen

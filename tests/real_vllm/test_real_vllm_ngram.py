@@ -341,6 +341,16 @@ def test_ngram_numbers_out_of_range_are_the_root_cause(ngram_wrong: Ngram) -> No
     assert KEY not in json.dumps(report)
 
 
+def test_a_keyed_server_is_listed_ready(ngram_wrong: Ngram) -> None:
+    """`status --json`'s `servers` asks each server's `/health`, which a real vLLM keeps
+    open whatever `--api-key` says: the keyed server reads `ready`, not `unknown`."""
+    code, data = cli_json("status", "wrong", "--config", str(ngram_wrong.hosts))
+    assert code == 0
+    listed = {s["port"]: s for s in data["servers"]}
+    assert listed[ngram_wrong.server.port]["state"] == "ready", data["servers"]
+    assert KEY not in json.dumps(data)
+
+
 # A real `vllm serve --api-key KEY` (the server above), restarted through the real sshd as a
 # user would. Measured on 0.32: with a key, `/v1/models` answers 401 without
 # `Authorization: Bearer KEY` while `/health` and `/metrics` stay open. The restart's ready
