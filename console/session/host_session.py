@@ -230,7 +230,17 @@ class HostSession:
     async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
         """The plan for `r`/`R`. When no server runs, the last launch started again is this
         entry's record on the host or the server this session last saw running, whichever
-        started later (a server started by hand that exited leaves no record)."""
+        started later (a server started by hand that exited leaves no record). A plain
+        restart takes out the switches a debug restart put in (`console.restart.debug`)."""
+        from vllm_console.console.restart.debug import plain_plan
+
+        plan = await self._planned(trace=trace)
+        try:
+            return plain_plan(plan, url=self.config.serve.url, match=self.config.serve.match)
+        except RestartError as exc:
+            raise ActionError(str(exc)) from None
+
+    async def _planned(self, *, trace: bool = False) -> RestartPlan:
         self.require(Capability.RESTART)
         process = self.telemetry.last_process
         seen = seen_launch(process, self.name) if process is not None else None
@@ -242,21 +252,19 @@ class HostSession:
     async def plan_debug_restart(self) -> tuple[RestartPlan, bool]:
         """The plan for `D`: a debug relaunch (`console.restart.debug`), or, when the server
         already runs with the debug switches, the plain one that takes them out; and which
-        (True: debug)."""
-        from vllm_console.console.restart.debug import debug_changes, is_debug, plain_changes
+        (True: debug). A unit's is refused by name before anything is asked."""
+        from vllm_console.console.restart.debug import debug_plan, is_debug, plain_plan
 
-        plan = await self.plan_restart()
+        plan = await self._planned()
         debug = not is_debug(plan)
         snap = self.snapshot
-        if debug:
-            gpus = bool(snap.sample is not None and snap.sample.gpus)
-            env, argv = debug_changes(plan, gpu=gpus,
-                                      version=snap.status_json()["engine"]["version"])
-        else:
-            env, argv = plain_changes(plan)
+        url, match = self.config.serve.url, self.config.serve.match
         try:
-            return edit_plan(plan, env=env, argv=argv, url=self.config.serve.url,
-                             match=self.config.serve.match), debug
+            if not debug:
+                return plain_plan(plan, url=url, match=match), False
+            gpus = bool(snap.sample is not None and snap.sample.gpus)
+            return debug_plan(plan, gpu=gpus, version=snap.status_json()["engine"]["version"],
+                              url=url, match=match), True
         except RestartError as exc:
             raise ActionError(str(exc)) from None
 
