@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from vllm_console.console.hostclient.container_dumps import container_watchdog_dumps
 from vllm_console.console.hostclient.discovery import ServeProcess, resolve_serve
 from vllm_console.console.parsers.pyspy import (
     ThreadStack,
@@ -212,7 +213,10 @@ async def collect_stacks(host: Host, serve: ServeSettings, *, native: bool = Fal
             raise HostError(f"{host.name}: no vLLM server runs for the login user"
                             + (f" ({'; '.join(resolution.notes)})" if resolution.notes else ""))
     python = serve.python or (process.python if process is not None else "") or ""
-    log = log or serve.log or (process.log if process is not None and process.log else "")
+    container = process.container if process is not None else None
+    # A container's log and dump paths are the container's: read there, never on the host.
+    log = "" if container is not None else \
+        log or serve.log or (process.log if process is not None and process.log else "")
     payload = {"root": process.pid if process is not None else 0,
                "start": process.start_ticks if process is not None else 0,
                "pids": list(pids), "native": native, "python": python, "timeout": timeout,
@@ -221,9 +225,13 @@ async def collect_stacks(host: Host, serve: ServeSettings, *, native: bool = Fal
     run = await run_json(host, "stacks", "python3", payload, timeout=timeout + 30)
     if run.data is None:
         raise HostError(f"{host.name}: cannot dump the stacks: {run.error}")
-    container = process.container.ref if process is not None and process.container else None
-    if container is not None:
-        notes.append(f"the processes of the {process.container.runtime} container "  # type: ignore[union-attr]
-                     f"{container} were dumped from the host by their host pids")
-    return report_from_facts(host.name, run.data, python=python, container=container,
+    facts = dict(run.data)
+    if container is not None and process is not None:
+        notes.append(f"the processes of the {container.runtime} container {container.ref} "
+                     "were dumped from the host by their host pids")
+        dumps, note = await container_watchdog_dumps(host, process)
+        facts["watchdog"] = dumps
+        notes.extend([note] if note else [])
+    return report_from_facts(host.name, facts, python=python,
+                             container=container.ref if container is not None else None,
                              notes=notes)
