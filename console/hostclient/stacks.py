@@ -84,6 +84,11 @@ class StacksReport:
     notes: tuple[str, ...] = ()
     problem: str = ""
     """Why it could not run at all (one line), or ""."""
+    install: tuple[str, ...] = ()
+    """With no py-spy: the command that installs it into the serving interpreter's environment
+    (where the console looks for it), which the TUI offers to run; () where there is none to
+    offer (no serving interpreter known, or the server runs in a container: the host's
+    py-spy dumps it, and the container's environment is not the host's)."""
     taken_at: float = field(default=0.0, compare=False)
 
     def as_json(self) -> dict[str, Any]:
@@ -104,6 +109,11 @@ def dump_pid(path: str) -> int | None:
     """The pid in a watchdog dump's file name (`VLLM_STACK_DUMP_for_engine_0_1234.log`)."""
     m = _DUMP_NAME.search(path.rsplit("/", 1)[-1])
     return int(m["pid"]) if m else None
+
+
+def install_argv(python: str) -> tuple[str, ...]:
+    """`PYTHON -m pip install py-spy` for the serving interpreter (an absolute path), else ()."""
+    return (python, "-m", "pip", "install", "py-spy") if python.startswith("/") else ()
 
 
 def install_line(host: str, python: str, looked: Sequence[str]) -> str:
@@ -177,8 +187,10 @@ def report_from_facts(host: str, facts: Mapping[str, Any], *, python: str = "",
     if tool is None:
         line = str(facts.get("tool_problem") or "") or install_line(
             host, python, [str(x) for x in facts.get("looked") or [] if x != "PATH"])
+        offer = install_argv(python) if container is None and \
+            not facts.get("tool_problem") else ()
         return StacksReport(host, None, tuple(_process(p, container) for p in raw), dumps,
-                            tuple(all_notes), problem=line)
+                            tuple(all_notes), problem=line, install=offer)
     processes = tuple(_process(p, container) for p in raw)
     if not processes:
         return StacksReport(host, tool, (), dumps, tuple(all_notes),

@@ -43,12 +43,15 @@ from vllm_console.console.settings import HostConfig
 from vllm_console.console.telemetry.events import TelemetryEvent
 from vllm_console.console.telemetry.host_telemetry import HostTelemetry
 from vllm_console.console.telemetry.snapshot import HostSnapshot
-from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.host import Host, HostError, quote_argv
 from vllm_console.console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # loaded with the chain
     from vllm_console.checks.links.runtime_activation import EngineLook
     from vllm_console.console.hostclient.stacks import StacksReport
+
+INSTALL_TIMEOUT_S = 300.0
+"""`pip install py-spy` downloads one ~3 MB wheel; a slow mirror gets minutes."""
 
 
 class ActionError(Exception):
@@ -297,6 +300,24 @@ class HostSession:
             raise ActionError(str(exc)) from None
         self.last_stacks = report
         return report
+
+    async def install_py_spy(self, report: StacksReport) -> str:
+        """Run the report's own install command (`PYTHON -m pip install py-spy`, the serving
+        interpreter's environment, nowhere else) as the login user; its last line. ActionError
+        says why it did not install."""
+        self.require(Capability.INSTALL_PY_SPY)
+        if not report.install:
+            raise ActionError(f"{self.name}: no serving environment to install py-spy into")
+        command = quote_argv(list(report.install))
+        try:
+            result = await self.host.run(list(report.install), timeout=INSTALL_TIMEOUT_S)
+        except HostError as exc:
+            raise ActionError(f"{command}: {exc}") from None
+        said = [ln for ln in (result.text + result.error_text).splitlines() if ln.strip()]
+        if not result.ok:
+            raise ActionError(f"{command} failed (exit {result.exit_status}): "
+                              f"{said[-1] if said else 'no output'}")
+        return said[-1] if said else f"{command}: done"
 
     async def diagnostics(self) -> dict[str, Any]:
         """What the bundle carries for a stalled or dead engine (or on demand): the stacks of
