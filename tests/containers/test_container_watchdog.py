@@ -86,3 +86,38 @@ def test_a_containers_watchdog_dumps_are_read_inside_it(stalled_box: SimTree,
     assert shown.error is None, shown.error
     assert "run_busy_loop" in shown.text  # the hung engine's own faulthandler dump
     assert "vllm/v1/engine/core.py" in shown.text
+
+
+def container_env(dockerd: Dockerd, name: str) -> dict[str, str]:
+    config = sim_box.inspect(dockerd, name)["Config"]
+    return dict(item.split("=", 1) for item in config["Env"])
+
+
+def test_a_containers_debug_restart_recreates_it_with_the_switches_and_back(
+        dockerd: Dockerd) -> None:
+    """`restart --debug` on a server in a container (as `D`): the container is made again
+    with the switches in its environment; a plain restart after it makes it again without."""
+    with sim_box.scratch_tree(free_port()) as tree:
+        name = f"vc-debug-{tree.port}"
+        try:
+            sim_box.run(dockerd, tree, name)
+            hosts = tree.root.parent / "hosts.toml"
+            hosts.write_text(f'[hosts.box]\nlocal = true\n[hosts.box.serve]\n'
+                             f'url = "{tree.url}"\n')
+            done = sim_box.run_cli(dockerd, "restart", "box", "--config", str(hosts),
+                                   "--debug", "--yes")
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "restarting on box with the debug switches:" in done.stdout
+            assert "+ env: VLLM_LOGGING_LEVEL=DEBUG" in done.stdout
+            env = container_env(dockerd, name)
+            assert env["VLLM_LOGGING_LEVEL"] == "DEBUG"
+            assert env["NCCL_DEBUG"] == "INFO"
+            done = sim_box.run_cli(dockerd, "restart", "box", "--config", str(hosts), "--yes")
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "restarting on box without the debug switches:" in done.stdout
+            env = container_env(dockerd, name)
+            assert "VLLM_LOGGING_LEVEL" not in env
+            assert "NCCL_DEBUG" not in env
+            assert "VLLM_CONSOLE_DEBUG" not in env
+        finally:
+            dockerd.docker("rm", "-f", "-v", name, check=False, timeout=60)
