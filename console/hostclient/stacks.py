@@ -116,9 +116,17 @@ def install_argv(python: str) -> tuple[str, ...]:
     return (python, "-m", "pip", "install", "py-spy") if python.startswith("/") else ()
 
 
-def install_line(host: str, python: str, looked: Sequence[str]) -> str:
-    """The one line for a host without py-spy: where it looked, how to install it there."""
+def install_line(host: str, python: str, looked: Sequence[str],
+                 container: str | None = None) -> str:
+    """The one line for a host without py-spy: where it looked, how to install it there. A
+    container's server is dumped from the host by its host pid: py-spy belongs on the host,
+    not in the container's environment."""
     where = ", ".join(looked)
+    if container is not None:
+        return (f"{host}: py-spy is not installed on the host (looked on PATH and in {where}): "
+                f"the server runs in the container {container} and is dumped from the host by "
+                "its host pid, so install it on the host: `python3 -m pip install --user "
+                "py-spy` (~/.local/bin) or onto PATH")
     how = (f"`{shlex.quote(python)} -m pip install py-spy` (the serving environment)"
            if python and "/" in python else "`pip install py-spy` into the serving environment")
     return f"{host}: py-spy is not installed (looked on PATH and in {where}): install it with {how}"
@@ -186,7 +194,8 @@ def report_from_facts(host: str, facts: Mapping[str, Any], *, python: str = "",
     all_notes = list(notes)
     if tool is None:
         line = str(facts.get("tool_problem") or "") or install_line(
-            host, python, [str(x) for x in facts.get("looked") or [] if x != "PATH"])
+            host, python, [str(x) for x in facts.get("looked") or [] if x != "PATH"],
+            container)
         offer = install_argv(python) if container is None and \
             not facts.get("tool_problem") else ()
         return StacksReport(host, None, tuple(_process(p, container) for p in raw), dumps,
