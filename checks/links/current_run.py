@@ -16,12 +16,16 @@ from typing import Any
 from vllm_console.checks.profile import Refusal, RuntimeActivationSpec
 from vllm_console.checks.trace import TRACE_TAG, TraceEvent, parse_trace_line
 from vllm_console.console.hostside.vocabulary import RunMark, current_run_start, run_mark
+from vllm_console.console.hostside.watchdog import WATCHDOG_MARK, paths_in
 from vllm_console.console.parsers.aux import parse_aux_layers
 from vllm_console.console.parsers.classifier import classify
 from vllm_console.console.parsers.engine import EngineConfig, NonDefaultArgs, VersionBanner
 from vllm_console.console.parsers.errors import ErrorKind, parse_error
 from vllm_console.console.parsers.prefix import LogLine, parse_line
 from vllm_console.console.parsers.spec_decode import parse_spec_decode
+
+WATCHDOG_LINE = WATCHDOG_MARK.decode()
+"""What the log probe also brings back: vLLM's watchdog naming a dump it wrote."""
 
 TAIL_BYTES = 1 << 20
 """How much of the log's end is searched past start-up (a crash on the first request, the
@@ -69,6 +73,9 @@ class CurrentRun:
     """The latest `SpecDecoding metrics` mean acceptance length."""
     drafted: int = 0
     """Draft tokens in the `SpecDecoding metrics` lines seen past start-up."""
+    watchdog_dumps: tuple[str, ...] = ()
+    """The dump files this run's `[Watchdog]Dumped stack to PATH` lines name (vLLM 0.33+;
+    PATH is the server's own: its container's, when it runs in one)."""
 
     @property
     def traced(self) -> bool:
@@ -81,9 +88,19 @@ def read_run(lines: Sequence[Sequence[Any]], spec: RuntimeActivationSpec,
     """Sort the current run's lines into what the link needs (without a run mark, the lines
     are a log's tail: read, but `started` is False). `tail`: the lines past start-up."""
     run = _read_run(lines, spec)
-    if not run.started or not tail:
+    if not run.started:
         return run
-    return _read_tail(run, tail, spec)
+    run = replace(run, watchdog_dumps=_watchdog_dumps(run, [*lines, *tail]))
+    return _read_tail(run, tail, spec) if tail else run
+
+
+def _watchdog_dumps(run: CurrentRun, lines: Sequence[Sequence[Any]]) -> tuple[str, ...]:
+    start = run.start_offset or 0
+    found: list[str] = []
+    for offset, raw in lines:
+        if isinstance(offset, int) and offset >= start and WATCHDOG_LINE in str(raw):
+            found += paths_in(str(raw).encode("utf-8", "replace"))
+    return tuple(dict.fromkeys(found))
 
 
 def _read_tail(run: CurrentRun, tail: Sequence[Sequence[Any]],

@@ -32,7 +32,13 @@ from vllm_console.checks import draftconfig as dc
 from vllm_console.checks.configs import ConfigRead
 from vllm_console.checks.links import method_activation
 from vllm_console.checks.links.common import LINK_HINT, result, run_evidence
-from vllm_console.checks.links.current_run import LOOKBACK, TAIL_BYTES, CurrentRun, read_run
+from vllm_console.checks.links.current_run import (
+    LOOKBACK,
+    TAIL_BYTES,
+    WATCHDOG_LINE,
+    CurrentRun,
+    read_run,
+)
 from vllm_console.checks.links.trace_verdict import judge_trace
 from vllm_console.checks.models import Evidence, LinkResult, Status
 from vllm_console.checks.profile import Acceptance, RuntimeActivationSpec
@@ -47,8 +53,10 @@ def payload(spec: RuntimeActivationSpec, path: str, pid: int | None) -> dict[str
     """The log probe's parameters."""
     return {"path": path, "pid": pid, "start_markers": list(spec.start_markers),
             "ready_markers": list(spec.ready_markers),
-            "keywords": [*spec.keywords, *spec.failures, *spec.loaded, TRACE_TAG],
-            "tail_keywords": [*spec.tail_keywords, *spec.failures], "tail_bytes": TAIL_BYTES,
+            "keywords": [*spec.keywords, *spec.failures, *spec.loaded, TRACE_TAG,
+                         WATCHDOG_LINE],
+            "tail_keywords": [*spec.tail_keywords, *spec.failures, WATCHDOG_LINE],
+            "tail_bytes": TAIL_BYTES,
             "max_lines": 400, "max_line": 65536, "lookback": LOOKBACK}
 
 
@@ -78,19 +86,40 @@ ENGINE_HINT = ("vLLM's /health answers 200 while its engine hangs (vllm#39863): 
                "lines, then restart the server ({restart})")
 
 
-def with_engine(link: LinkResult, engine: EngineLook | None, how: HowToRestart) -> LinkResult:
+WATCHDOG_HINT = ("vLLM's watchdog dumped the stacks where the engine stopped: {dumps} (the "
+                 "console's stacks view, `s`, and `vllm-console stacks` show them); then "
+                 "restart the server ({restart})")
+
+
+def with_engine(link: LinkResult, engine: EngineLook | None, how: HowToRestart,
+                dumps: Sequence[str] = ()) -> LinkResult:
     """The link's verdict with the engine's state: a stalled or dead engine fails it, the
-    log's own verdict kept in the details; any other state is only noted."""
+    log's own verdict kept in the details; any other state is only noted. `dumps`: the files
+    the current run's `[Watchdog]` lines name: for a broken engine, the evidence and the
+    hint point at them (they say where it stopped)."""
     if engine is None:
         return link
     details = {**link.details, "engine": engine.state, "engine_reason": engine.reason}
     evidence = [*link.evidence, engine.evidence()]
     if not engine.broken or link.status is Status.ERROR:
         return result(LINK, link.title, link.status, link.summary, link.hint, evidence, details)
+    hint = ENGINE_HINT.format(restart=how.plain())
+    if dumps:
+        evidence.append(Evidence.make(
+            "watchdog", "the current run's `[Watchdog]Dumped stack to` lines", None,
+            "\n".join(f"dumped: {path}" for path in dumps)))
+        details["watchdog_dumps"] = list(dumps)
+        hint = WATCHDOG_HINT.format(dumps=", ".join(dumps), restart=how.plain())
     return result(LINK, link.title, Status.FAIL,
                   f"the engine is {engine.state}: {engine.reason} (the log: {link.summary})",
-                  ENGINE_HINT.format(restart=how.plain()), evidence,
-                  {**details, "log_status": link.status.value})
+                  hint, evidence, {**details, "log_status": link.status.value})
+
+
+def _watchdog_dumps(run: ScriptRun | None, spec: RuntimeActivationSpec) -> tuple[str, ...]:
+    data = run.data if run is not None else None
+    if not data or (data.get("log") or {}).get("state") != "ok":
+        return ()
+    return read_run(data.get("lines") or [], spec, data.get("tail") or []).watchdog_dumps
 
 
 def _log_problem(state: Mapping[str, Any], host: str) -> tuple[str, str]:
@@ -195,7 +224,8 @@ def evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,
                       f"restart vllm serve ({how.plain()}) to load the new config, then "
                       "check again", link.evidence,
                       {**link.details, "config_changed": changed_since})
-    return with_engine(link, engine, how)
+    dumps = _watchdog_dumps(run, spec) if engine is not None and engine.broken else ()
+    return with_engine(link, engine, how, dumps)
 
 
 def _evaluate(spec: RuntimeActivationSpec, log_path: str, run: ScriptRun | None,

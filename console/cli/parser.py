@@ -154,8 +154,12 @@ def build_parser(*, settings: bool = True) -> argparse.ArgumentParser:
                                          "up (reason printed); 2 when it could not run.")
     restart.add_argument("host", metavar="HOST", help=HOST_HELP)
     restart.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    restart.add_argument("--trace", action="store_true",
-                         help="relaunch with the activation trace hook (this run only)")
+    how = restart.add_mutually_exclusive_group()
+    how.add_argument("--trace", action="store_true",
+                     help="relaunch with the activation trace hook (this run only)")
+    how.add_argument("--debug", action="store_true",
+                     help="relaunch with vLLM's debugging switches (the console's `D`); a "
+                          "plain restart takes them out again")
     _common(restart, settings)
 
     stacks = sub.add_parser("stacks", help="the Python stack of every thread of the server's "

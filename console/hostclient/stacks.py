@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from vllm_console.console.hostclient.container_dumps import container_watchdog_dumps
 from vllm_console.console.hostclient.discovery import ServeProcess, resolve_serve
 from vllm_console.console.parsers.pyspy import (
     ThreadStack,
@@ -83,6 +84,11 @@ class StacksReport:
     notes: tuple[str, ...] = ()
     problem: str = ""
     """Why it could not run at all (one line), or ""."""
+    install: tuple[str, ...] = ()
+    """With no py-spy: the command that installs it into the serving interpreter's environment
+    (where the console looks for it), which the TUI offers to run; () where there is none to
+    offer (no serving interpreter known, or the server runs in a container: the host's
+    py-spy dumps it, and the container's environment is not the host's)."""
     taken_at: float = field(default=0.0, compare=False)
 
     def as_json(self) -> dict[str, Any]:
@@ -105,9 +111,22 @@ def dump_pid(path: str) -> int | None:
     return int(m["pid"]) if m else None
 
 
-def install_line(host: str, python: str, looked: Sequence[str]) -> str:
-    """The one line for a host without py-spy: where it looked, how to install it there."""
+def install_argv(python: str) -> tuple[str, ...]:
+    """`PYTHON -m pip install py-spy` for the serving interpreter (an absolute path), else ()."""
+    return (python, "-m", "pip", "install", "py-spy") if python.startswith("/") else ()
+
+
+def install_line(host: str, python: str, looked: Sequence[str],
+                 container: str | None = None) -> str:
+    """The one line for a host without py-spy: where it looked, how to install it there. A
+    container's server is dumped from the host by its host pid: py-spy belongs on the host,
+    not in the container's environment."""
     where = ", ".join(looked)
+    if container is not None:
+        return (f"{host}: py-spy is not installed on the host (looked on PATH and in {where}): "
+                f"the server runs in the container {container} and is dumped from the host by "
+                "its host pid, so install it on the host: `python3 -m pip install --user "
+                "py-spy` (~/.local/bin) or onto PATH")
     how = (f"`{shlex.quote(python)} -m pip install py-spy` (the serving environment)"
            if python and "/" in python else "`pip install py-spy` into the serving environment")
     return f"{host}: py-spy is not installed (looked on PATH and in {where}): install it with {how}"
@@ -175,9 +194,12 @@ def report_from_facts(host: str, facts: Mapping[str, Any], *, python: str = "",
     all_notes = list(notes)
     if tool is None:
         line = str(facts.get("tool_problem") or "") or install_line(
-            host, python, [str(x) for x in facts.get("looked") or [] if x != "PATH"])
+            host, python, [str(x) for x in facts.get("looked") or [] if x != "PATH"],
+            container)
+        offer = install_argv(python) if container is None and \
+            not facts.get("tool_problem") else ()
         return StacksReport(host, None, tuple(_process(p, container) for p in raw), dumps,
-                            tuple(all_notes), problem=line)
+                            tuple(all_notes), problem=line, install=offer)
     processes = tuple(_process(p, container) for p in raw)
     if not processes:
         return StacksReport(host, tool, (), dumps, tuple(all_notes),
@@ -212,7 +234,10 @@ async def collect_stacks(host: Host, serve: ServeSettings, *, native: bool = Fal
             raise HostError(f"{host.name}: no vLLM server runs for the login user"
                             + (f" ({'; '.join(resolution.notes)})" if resolution.notes else ""))
     python = serve.python or (process.python if process is not None else "") or ""
-    log = log or serve.log or (process.log if process is not None and process.log else "")
+    container = process.container if process is not None else None
+    # A container's log and dump paths are the container's: read there, never on the host.
+    log = "" if container is not None else \
+        log or serve.log or (process.log if process is not None and process.log else "")
     payload = {"root": process.pid if process is not None else 0,
                "start": process.start_ticks if process is not None else 0,
                "pids": list(pids), "native": native, "python": python, "timeout": timeout,
@@ -221,9 +246,13 @@ async def collect_stacks(host: Host, serve: ServeSettings, *, native: bool = Fal
     run = await run_json(host, "stacks", "python3", payload, timeout=timeout + 30)
     if run.data is None:
         raise HostError(f"{host.name}: cannot dump the stacks: {run.error}")
-    container = process.container.ref if process is not None and process.container else None
-    if container is not None:
-        notes.append(f"the processes of the {process.container.runtime} container "  # type: ignore[union-attr]
-                     f"{container} were dumped from the host by their host pids")
-    return report_from_facts(host.name, run.data, python=python, container=container,
+    facts = dict(run.data)
+    if container is not None and process is not None:
+        notes.append(f"the processes of the {container.runtime} container {container.ref} "
+                     "were dumped from the host by their host pids")
+        dumps, note = await container_watchdog_dumps(host, process)
+        facts["watchdog"] = dumps
+        notes.extend([note] if note else [])
+    return report_from_facts(host.name, facts, python=python,
+                             container=container.ref if container is not None else None,
                              notes=notes)

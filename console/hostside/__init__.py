@@ -4,7 +4,8 @@ Entry points (run on the host as `PYTHON BUNDLE ENTRY [ARGS]`, see `__main__`): 
 telemetry sampler), `follow` (the log follower), `discover` (which process is the server),
 `probe-code`, `probe-configs`, `probe-fields`, `probe-log` (the check chain's probes),
 `container-log` (a containerised server's current run, `containers`), `restart` (the
-detached restart step and its queries) and `stacks` (py-spy dumps of the server's tree).
+detached restart step and its queries), `stacks` (py-spy dumps of the server's tree) and
+`watchdog-dumps` (vLLM's watchdog dumps, read inside a server's container).
 Shared parts: `procfs` (one reader of
 /proc), `gpu` (one NVML / nvidia-smi reader), `argv` (one rule for matching a command line),
 `lifeline` (the long-lived helpers end when their stdin, the SSH channel, does) and `wire` (the

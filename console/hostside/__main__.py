@@ -24,6 +24,7 @@ ENTRIES = {
     "container-log": "containers",
     "restart": "restart.main",
     "stacks": "stacks",
+    "watchdog-dumps": "watchdog",
 }
 STREAMS = ("agent", "follow", "follow-container")
 

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from . import procfs
+from .watchdog import read_dumps, watchdog_paths
 from .wire import answer, read_params
 
 DEFAULT_TIMEOUT = 10.0
@@ -152,59 +153,6 @@ def access() -> dict[str, Any]:
     return {"uid": os.getuid(), "ptrace_scope": scope, "cap_sys_ptrace": cap,
             "in_container": os.path.exists("/.dockerenv")
             or os.path.exists("/run/.containerenv")}
-
-
-WATCHDOG_MARK = b"[Watchdog]Dumped stack to "
-LOG_TAIL = 8 * 1024 * 1024
-
-
-def watchdog_paths(log: str, since: float | None, tail: int = LOG_TAIL) -> list[str]:
-    """The dump files vLLM's watchdog (0.33+) named in the log's last `tail` bytes
-    (`[Watchdog]Dumped stack to PATH`), in order, once each; with `since` (the server's start,
-    epoch seconds), only those written since: an earlier run's dumps are not this run's."""
-    try:
-        with open(log, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - tail))
-            data = fh.read(tail)
-    except OSError:
-        return []
-    found: list[str] = []
-    at = data.find(WATCHDOG_MARK)
-    while at >= 0:
-        end = data.find(b"\n", at)
-        line = data[at + len(WATCHDOG_MARK):end if end >= 0 else len(data)]
-        path = line.decode("utf-8", "replace").strip().rstrip(".")
-        if path and path not in found:
-            found.append(path)
-        at = data.find(WATCHDOG_MARK, at + 1)
-    if since:
-        found = [p for p in found if _mtime(p) is None or (_mtime(p) or 0) >= since - 1]
-    return found
-
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
-
-
-def read_dumps(paths: list[str], limit: int) -> list[dict[str, Any]]:
-    """Each watchdog dump file: its text (its end, when long) and when it was written."""
-    out = []
-    for path in paths:
-        item: dict[str, Any] = {"path": path}
-        try:
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                item["mtime"] = os.fstat(fh.fileno()).st_mtime
-                fh.seek(max(0, size - limit))
-                item["text"] = fh.read(limit).decode("utf-8", "replace")
-        except OSError as exc:
-            item["error"] = f"{type(exc).__name__}: {exc.strerror or exc}"
-        out.append(item)
-    return out
 
 
 def probe(params: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ class Capability(StrEnum):
     APPLY_REFERENCE = "writing the draft config"
     EXPORT = "the evidence bundle"
     STACKS = "the engine's stacks (py-spy on the host)"
+    INSTALL_PY_SPY = "installing py-spy into the serving environment"
 
 
 EVERYTHING = frozenset(Capability)
@@ -32,5 +33,6 @@ EVERYTHING = frozenset(Capability)
 SERVER_ONLY = frozenset({Capability.SERVER_HTTP, Capability.EXPORT})
 """A session on the server's URL alone: what its HTTP endpoints tell, and an export of it."""
 
-CHANGES_THE_HOST = frozenset({Capability.RESTART, Capability.APPLY_REFERENCE})
+CHANGES_THE_HOST = frozenset({Capability.RESTART, Capability.APPLY_REFERENCE,
+                              Capability.INSTALL_PY_SPY})
 """What `--readonly` takes away."""

@@ -44,12 +44,15 @@ from vllm_console.console.settings import HostConfig
 from vllm_console.console.telemetry.events import TelemetryEvent
 from vllm_console.console.telemetry.host_telemetry import HostTelemetry
 from vllm_console.console.telemetry.snapshot import HostSnapshot
-from vllm_console.console.transport.host import Host, HostError
+from vllm_console.console.transport.host import Host, HostError, quote_argv
 from vllm_console.console.transport.remote_scripts import Inside
 
 if TYPE_CHECKING:  # loaded with the chain
     from vllm_console.checks.links.runtime_activation import EngineLook
     from vllm_console.console.hostclient.stacks import StacksReport
+
+INSTALL_TIMEOUT_S = 300.0
+"""`pip install py-spy` downloads one ~3 MB wheel; a slow mirror gets minutes."""
 
 
 class ActionError(Exception):
@@ -231,7 +234,17 @@ class HostSession:
     async def plan_restart(self, *, trace: bool = False) -> RestartPlan:
         """The plan for `r`/`R`. When no server runs, the last launch started again is this
         entry's record on the host or the server this session last saw running, whichever
-        started later (a server started by hand that exited leaves no record)."""
+        started later (a server started by hand that exited leaves no record). A plain
+        restart takes out the switches a debug restart put in (`console.restart.debug`)."""
+        from vllm_console.console.restart.debug import plain_plan
+
+        plan = await self._planned(trace=trace)
+        try:
+            return plain_plan(plan, url=self.config.serve.url, match=self.config.serve.match)
+        except RestartError as exc:
+            raise ActionError(str(exc)) from None
+
+    async def _planned(self, *, trace: bool = False) -> RestartPlan:
         self.require(Capability.RESTART)
         process = self.telemetry.last_process
         seen = seen_launch(process, self.name) if process is not None else None
@@ -243,21 +256,19 @@ class HostSession:
     async def plan_debug_restart(self) -> tuple[RestartPlan, bool]:
         """The plan for `D`: a debug relaunch (`console.restart.debug`), or, when the server
         already runs with the debug switches, the plain one that takes them out; and which
-        (True: debug)."""
-        from vllm_console.console.restart.debug import debug_changes, is_debug, plain_changes
+        (True: debug). A unit's is refused by name before anything is asked."""
+        from vllm_console.console.restart.debug import debug_plan, is_debug, plain_plan
 
-        plan = await self.plan_restart()
+        plan = await self._planned()
         debug = not is_debug(plan)
         snap = self.snapshot
-        if debug:
-            gpus = bool(snap.sample is not None and snap.sample.gpus)
-            env, argv = debug_changes(plan, gpu=gpus,
-                                      version=snap.status_json()["engine"]["version"])
-        else:
-            env, argv = plain_changes(plan)
+        url, match = self.config.serve.url, self.config.serve.match
         try:
-            return edit_plan(plan, env=env, argv=argv, url=self.config.serve.url,
-                             match=self.config.serve.match), debug
+            if not debug:
+                return plain_plan(plan, url=url, match=match), False
+            gpus = bool(snap.sample is not None and snap.sample.gpus)
+            return debug_plan(plan, gpu=gpus, version=snap.status_json()["engine"]["version"],
+                              url=url, match=match), True
         except RestartError as exc:
             raise ActionError(str(exc)) from None
 
@@ -294,6 +305,24 @@ class HostSession:
             raise ActionError(str(exc)) from None
         self.last_stacks = report
         return report
+
+    async def install_py_spy(self, report: StacksReport) -> str:
+        """Run the report's own install command (`PYTHON -m pip install py-spy`, the serving
+        interpreter's environment, nowhere else) as the login user; its last line. ActionError
+        says why it did not install."""
+        self.require(Capability.INSTALL_PY_SPY)
+        if not report.install:
+            raise ActionError(f"{self.name}: no serving environment to install py-spy into")
+        command = quote_argv(list(report.install))
+        try:
+            result = await self.host.run(list(report.install), timeout=INSTALL_TIMEOUT_S)
+        except HostError as exc:
+            raise ActionError(f"{command}: {exc}") from None
+        said = [ln for ln in (result.text + result.error_text).splitlines() if ln.strip()]
+        if not result.ok:
+            raise ActionError(f"{command} failed (exit {result.exit_status}): "
+                              f"{said[-1] if said else 'no output'}")
+        return said[-1] if said else f"{command}: done"
 
     async def diagnostics(self) -> dict[str, Any]:
         """What the bundle carries for a stalled or dead engine (or on demand): the stacks of

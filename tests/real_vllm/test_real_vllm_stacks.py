@@ -6,7 +6,7 @@ beside the serving interpreter) returns the API server and the EngineCore within
 time, the EngineCore's main thread in `vllm/v1/engine/core.py`. A login user who may not trace
 the process it names gets one line saying what to grant, exit 2. The TUI's stalled header
 offers the stacks; `D` relaunches with vLLM's debug switches (its log then carries DEBUG lines)
-and `D` again without them.
+and `D` again without them; `restart --debug` and a plain `restart` do the same from the CLI.
 """
 
 from __future__ import annotations
@@ -184,6 +184,29 @@ async def test_a_debug_restart_logs_debug_and_the_plain_one_after_it_does_not(
         plain_run = _run_after_last_restart(srv)
         assert "Application startup complete" in plain_run
         assert not [ln for ln in plain_run.splitlines() if " DEBUG " in ln]
+
+
+def test_restart_debug_on_the_command_line_logs_debug_and_a_plain_restart_not(
+        stacked: tuple[RealServer, Path]) -> None:
+    """`restart --debug` (the CLI's `D`) over the sshd: its diff printed, the relaunched
+    server's log carries DEBUG lines; a plain `restart` after it takes the switches out."""
+    srv, hosts = stacked
+    done = cli("restart", "engine", "--config", str(hosts), "--debug", "--yes",
+               timeout=LOADED_CLI_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "restarting on engine with the debug switches:" in done.stdout
+    assert "+ env: VLLM_LOGGING_LEVEL=DEBUG" in done.stdout
+    assert "--watchdog-config" not in done.stdout  # vLLM 0.32: no watchdog
+    debug_run = _run_after_last_restart(srv)
+    assert [ln for ln in debug_run.splitlines() if " DEBUG " in ln], debug_run[-3000:]
+    done = cli("restart", "engine", "--config", str(hosts), "--yes",
+               timeout=LOADED_CLI_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "restarting on engine without the debug switches:" in done.stdout
+    assert "- env: VLLM_LOGGING_LEVEL=DEBUG" in done.stdout
+    plain_run = _run_after_last_restart(srv)
+    assert "Application startup complete" in plain_run
+    assert not [ln for ln in plain_run.splitlines() if " DEBUG " in ln]
 
 
 def test_native_on_a_stopped_process_falls_back_to_its_python_stack(real_vllm: RealVllm

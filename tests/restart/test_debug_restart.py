@@ -8,11 +8,14 @@ import json
 
 import pytest
 
-from vllm_console.console.restart import RestartPlan
+from vllm_console.console.restart import RestartError, RestartPlan
 from vllm_console.console.restart.debug import (
+    DEBUG_MARK,
     debug_changes,
+    debug_plan,
     is_debug,
     plain_changes,
+    plain_plan,
     version_tuple,
 )
 from vllm_console.console.restart.edit import edit_plan
@@ -41,7 +44,8 @@ def test_a_debug_restart_on_a_cpu_032_server_is_an_env_diff() -> None:
     shown = debug.describe()
     assert [line for line in shown.splitlines() if "env:" in line] == \
         ["- env: VLLM_LOGGING_LEVEL unset", "+ env: VLLM_LOGGING_LEVEL=DEBUG",
-            "- env: NCCL_DEBUG unset", "+ env: NCCL_DEBUG=INFO"]
+            "- env: NCCL_DEBUG unset", "+ env: NCCL_DEBUG=INFO",
+            f"- env: {DEBUG_MARK} unset", f"+ env: {DEBUG_MARK}=VLLM_LOGGING_LEVEL,NCCL_DEBUG"]
     assert "CUDA_LAUNCH_BLOCKING" not in shown
     assert debug.launch_env["VLLM_LOGGING_LEVEL"] == "DEBUG"
     assert debug.launch_env["HF_TOKEN"] == "hf_x"  # the rest kept
@@ -66,7 +70,7 @@ def test_the_plain_restart_takes_every_switch_out_and_nothing_else() -> None:
     running = _relaunched(edit_plan(plan, env=env, argv=argv, url="http://127.0.0.1:8000"))
     env, argv = plain_changes(running)
     assert dict(env) == {"VLLM_LOGGING_LEVEL": None, "NCCL_DEBUG": None,
-                         "CUDA_LAUNCH_BLOCKING": None}
+                         "CUDA_LAUNCH_BLOCKING": None, DEBUG_MARK: None}
     assert argv == ARGV
     plain = edit_plan(running, env=env, argv=argv, url="http://127.0.0.1:8000")
     assert "- env: VLLM_LOGGING_LEVEL=DEBUG" in plain.describe()
@@ -98,3 +102,31 @@ def test_a_containers_debug_restart_recreates_it_with_the_switches() -> None:
                          (0, 32)), ("dev", ()), (None, ()), ("1", (1,))])
 def test_versions(text: str | None, expected: tuple[int, ...]) -> None:
     assert version_tuple(text) == expected
+
+
+def test_a_switch_the_person_set_is_kept_by_the_plain_restart() -> None:
+    """The plain restart (every plain restart, `r` and the CLI's) takes out only what the
+    debug launch named: a `VLLM_LOGGING_LEVEL=DEBUG` the person launched with stays."""
+    plan = _process_plan({"LANG": "C", "VLLM_LOGGING_LEVEL": "DEBUG"})
+    assert not is_debug(plan)
+    assert plain_plan(plan) is plan
+    debug = debug_plan(plan, gpu=False, version="0.32.0", url="http://127.0.0.1:8000")
+    assert debug.launch_env[DEBUG_MARK] == "NCCL_DEBUG"
+    running = _relaunched(debug)
+    plain = plain_plan(running, url="http://127.0.0.1:8000")
+    assert plain.launch_env == {"LANG": "C", "VLLM_LOGGING_LEVEL": "DEBUG"}
+
+
+def test_a_units_debug_restart_is_refused_by_name_with_the_drop_in() -> None:
+    """A unit's environment is the unit's (as its traced restart, refused): the refusal names
+    the unit and the `systemctl edit` drop-in that does it there."""
+    plan = RestartPlan(host="box", mode="unit", command="systemctl restart vllm.service",
+                       argv=ARGV, unit="vllm.service", pid=7, original_env={"LANG": "C"},
+                       launch_env={"LANG": "C"})
+    with pytest.raises(RestartError) as refused:
+        debug_plan(plan, gpu=True, version="0.32.0")
+    said = str(refused.value)
+    assert "vllm.service is a systemd unit" in said
+    assert "systemctl edit vllm.service" in said
+    assert "Environment=VLLM_LOGGING_LEVEL=DEBUG NCCL_DEBUG=INFO CUDA_LAUNCH_BLOCKING=1" in said
+    assert plain_plan(plan) is plan  # a unit's own environment is never taken out

@@ -4,6 +4,7 @@ preflight) on this machine."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -546,8 +547,10 @@ elif args[0] == "start":
 @pytest.mark.programs
 async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.real_vllm.support import cli
     from tests.sshd import free_port
     from vllm_console.console.restart import RestartError, RestartOptions, Stage, plan_restart
+    from vllm_console.console.restart.debug import debug_plan
     from vllm_console.console.sim import materialise, stop, wait_ready
 
     tree = materialise("healthy", tmp_path / "host", port=free_port(), startup_s=0.3)
@@ -576,6 +579,22 @@ async def test_a_systemd_unit_is_stopped_and_started_through_systemctl(
         assert plan.mode == "unit"
         assert plan.command == "systemctl restart vllm.service"
         assert plan.pid == first
+        # The debug restart changes the environment, the unit's: refused by name, with the
+        # drop-in that does it, before anything is asked or stopped (the CLI's and `D`'s).
+        with pytest.raises(RestartError, match="vllm.service is a systemd unit"):
+            debug_plan(plan, gpu=False, version="0.32.0")
+        hosts = tmp_path / "hosts.toml"
+        hosts.write_text(f'[hosts.local]\nlocal = true\n[hosts.local.serve]\n'
+                         f'match = "serve {tree.target}"\nunit = "vllm.service"\n'
+                         f'[hosts.local.gpu]\nnvidia_smi = "{tree.nvidia_smi}"\n')
+        done = await asyncio.to_thread(cli, "restart", "local", "--config", str(hosts),
+                                       "--debug", "--yes")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "vllm.service is a systemd unit" in done.stderr
+        assert "systemctl edit vllm.service" in done.stderr
+        assert "restarting" not in done.stdout
+        assert int((state / "main.pid").read_text()) == first
+        assert "stop vllm.service" not in (state / "calls").read_text()
         result = await restart(host, config, plan=plan, options=RestartOptions(
             term_timeout_s=5, kill_timeout_s=5, free_timeout_s=10, startup_timeout_s=30))
         assert result.outcome is Outcome.READY, (result.reason, result.steps)

@@ -1,4 +1,6 @@
-"""`vllm-console restart HOST [--yes] [--trace]`: the console's `r` key, headless.
+"""`vllm-console restart HOST [--yes] [--trace | --debug]`: the console's `r` key, headless
+(`--debug`: its `D`, vLLM's debugging switches shown as an environment diff before the
+question; a plain restart after it takes them out again, `console.restart.debug`).
 
 Exit 0 once the new server is ready; 1 when it did not come up (the reason and the error lines
 from the log are printed); 2 when it could not run (bad usage, unreachable host, nothing to
@@ -25,8 +27,11 @@ from vllm_console.console.restart import (
     plan_restart,
     restart,
 )
+from vllm_console.console.restart.debug import DEBUG_ENV, debug_plan, plain_plan, unit_refusal
 from vllm_console.console.settings import HostConfig
+from vllm_console.console.telemetry.oneshot import collect_status
 from vllm_console.console.transport.connect import host_config_from_args, make_host
+from vllm_console.console.transport.host import Host
 
 # `cli.main` reports these on one line with exit 2: the restart could not run.
 EXPECTED = (*COMMON_EXPECTED, RestartError)
@@ -93,8 +98,9 @@ def confirm(answer: str | None) -> bool:
     return (answer or "").strip().lower() in ("y", "yes")
 
 
-async def _ask(plan: RestartPlan) -> bool:
-    emit(f"Restart vllm serve on {plan.host}{' with the activation trace' if plan.trace else ''}:")
+async def _ask(plan: RestartPlan, how: str = "") -> bool:
+    how = how or (" with the activation trace" if plan.trace else "")
+    emit(f"Restart vllm serve on {plan.host}{how}:")
     for line in plan.describe().splitlines():
         emit(f"  {safe_text(line, 1000)}")
     return confirm(await read_line("Restart now? [y/N] "))
@@ -153,8 +159,10 @@ async def _restart(config: HostConfig, args: argparse.Namespace, seen: _Seen) ->
     try:
         await host.connect()
         plan = await plan_restart(host, config, trace=bool(args.trace))
+        debug = bool(getattr(args, "debug", False))
+        plan, how = await _debug_or_plain(host, config, plan, debug=debug)
         try:
-            go = args.yes or await _ask(plan)
+            go = args.yes or await _ask(plan, how)
         except asyncio.CancelledError:
             # Ctrl+C at the question (asyncio.run cancels this task on SIGINT): the same
             # answer as `n`, said at once, with Ctrl+C's status.
@@ -165,13 +173,34 @@ async def _restart(config: HostConfig, args: argparse.Namespace, seen: _Seen) ->
             raise CommandError(CANCELLED)
         seen.mode = plan.mode
         if args.yes:
-            emit(f"restarting on {plan.host}: {safe_text(plan.command, 1000)}")
+            emit(f"restarting on {plan.host}{how}: {safe_text(plan.command, 1000)}")
+            for line in plan.describe().splitlines():
+                if "env:" in line or line.startswith(("- start:", "+ start:")):
+                    emit(f"  {safe_text(line, 1000)}")  # what changes, said even unasked
         result = await restart(host, config, trace=bool(args.trace), plan=plan,
                                on_progress=lambda step: _progress(step, seen))
     finally:
         await host.close()
     report(result)
     return result.exit_status
+
+
+async def _debug_or_plain(host: Host, config: HostConfig, plan: RestartPlan, *, debug: bool
+                          ) -> tuple[RestartPlan, str]:
+    """`plan` with the debug switches (`--debug`), or without those a debug restart put in
+    (a plain restart); and the question's words for it ("" when nothing changed)."""
+    url, match = config.serve.url, config.serve.match
+    if not debug:
+        plain = plain_plan(plan, url=url, match=match)
+        return plain, (" without the debug switches" if plain is not plan else "")
+    # What the switches depend on: a GPU (CUDA_LAUNCH_BLOCKING), vLLM's version (the watchdog).
+    unit_refused = unit_refusal(plan, DEBUG_ENV)
+    if unit_refused:  # before the look at the server: refused by name, nothing asked
+        raise RestartError(unit_refused)
+    snap = await collect_status(host, config, timeout=30)
+    gpu = bool(snap.sample is not None and snap.sample.gpus)
+    return debug_plan(plan, gpu=gpu, version=snap.status_json()["engine"]["version"], url=url,
+                      match=match), " with the debug switches"
 
 
 def run(args: argparse.Namespace) -> int:
