@@ -213,8 +213,8 @@ class ContainerServer:
         self.daemon.docker("rm", "-f", "-t", "10", self.name, check=False, timeout=60)
 
 
-def _serve(fixture: RealVllm, port: int, speculative_config: str | None
-           ) -> tuple[str, list[str], dict[str, str]]:
+def _serve(fixture: RealVllm, port: int, speculative_config: str | None,
+           extra_args: tuple[str, ...] = ()) -> tuple[str, list[str], dict[str, str]]:
     """The container's model path, `vllm serve` command line and environment. Its engine runs
     on the last CPU: the bare servers' engines bind the first (vLLM's `auto` binding), and
     `make test` runs the two tiers side by side on two workers."""
@@ -223,6 +223,7 @@ def _serve(fixture: RealVllm, port: int, speculative_config: str | None
             "--max-model-len", "512", "--enforce-eager"]
     if speculative_config:
         argv += ["--speculative-config", speculative_config]
+    argv += extra_args
     env = {"PATH": f"{fixture.venv}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
            "LANG": "C.UTF-8", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
            "VLLM_CPU_OMP_THREADS_BIND": str(max(os.sched_getaffinity(0)))}
@@ -230,10 +231,11 @@ def _serve(fixture: RealVllm, port: int, speculative_config: str | None
 
 
 def run_server(daemon: Dockerd, fixture: RealVllm, *, name: str, port: int, volume: str,
-               speculative_config: str | None = None, options: tuple[str, ...] = ()
-               ) -> ContainerServer:
-    """Start the container (not waited for: `wait_ready`); `options` go to `docker run`."""
-    target, argv, env = _serve(fixture, port, speculative_config)
+               speculative_config: str | None = None, options: tuple[str, ...] = (),
+               extra_args: tuple[str, ...] = ()) -> ContainerServer:
+    """Start the container (not waited for: `wait_ready`); `options` go to `docker run`,
+    `extra_args` to `vllm serve`."""
+    target, argv, env = _serve(fixture, port, speculative_config, extra_args)
     env_args = [w for key, value in env.items() for w in ("-e", f"{key}={value}")]
     daemon.docker("run", "-d", "--name", name, "--network", "host", "--shm-size", "1g",
                   "--tmpfs", "/tmp", *options, *env_args, *host_mounts(fixture),

@@ -147,18 +147,23 @@ def helpers_on_host(root: Path, user: str) -> list[int]:
                   & set(pids_with_env(str(root), user)))
 
 
+def sigint_as_in_a_terminal() -> None:
+    """A child's `preexec_fn`: SIGINT at its default, as in a terminal, whatever this process
+    inherited (a shell's background job, as CI may run the suite, has SIGINT ignored, and an
+    ignored signal stays ignored across exec: Ctrl+C would never reach the console)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def ctrl_c_once_launched(words: list[str], env: dict[str, str]) -> tuple[int, str]:
     """`vllm-console restart ...` (words: the whole command line) interrupted as Ctrl+C in its
     terminal would, once it says the new server was launched: (exit status, stderr)."""
     import signal
     import subprocess
 
-    # As from a terminal: SIGINT at its default in the child, whatever this process inherited
-    # (a shell's background job, as CI may run the suite, has SIGINT ignored, and an ignored
-    # signal stays ignored across exec: Ctrl+C would never reach the console).
     proc = subprocess.Popen(words, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            env=env, preexec_fn=sigint_as_in_a_terminal)
     assert proc.stdout is not None
     for line in proc.stdout:
         if " launched " in line:

@@ -22,6 +22,7 @@ import pytest
 
 from tests.containers import sim_box
 from tests.docker import Dockerd
+from tests.fault_support import sigint_as_in_a_terminal
 from tests.sim.test_sim_serve import free_port
 from vllm_console.console.sim import SimTree
 from vllm_console.console.sim.container import container_argv
@@ -195,7 +196,8 @@ def test_ctrl_c_names_the_aside_container_which_the_daemon_never_starts_and_is_r
         proc = subprocess.Popen(
             [sys.executable, "-m", "vllm_console", "restart", "box", "--config",
              hosts(tmp_path / "h", slow), "--yes", "--trace"], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, env=sim_box.cli_env(dockerd))
+            stderr=subprocess.STDOUT, text=True, env=sim_box.cli_env(dockerd),
+            preexec_fn=sigint_as_in_a_terminal)
         seen = []
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.docker import ContainerServer, Dockerd, models_volume, run_server
+from tests.fault_support import sigint_as_in_a_terminal
 from tests.real_vllm.fixture import RealVllm
 from tests.real_vllm.support import free_port
 
@@ -78,7 +79,7 @@ def test_ctrl_c_after_launched_leaves_nothing_unnamed(
     proc = subprocess.Popen([sys.executable, "-m", "vllm_console", "restart", "box",
                              "--config", hosts(tmp_path / "h", server), "--yes", "--trace"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env(dockerd))
+                            env=env(dockerd), preexec_fn=sigint_as_in_a_terminal)
     seen = []
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -80,6 +80,11 @@ def sim_server(sshd: Sshd) -> Iterator[SimTree]:
         stop(tree, timeout=5)
 
 
+PAIR = ("--seed", "4141")
+"""On both servers of the pair alone: a `match` that admits these two and no other real server
+the suite runs meanwhile on this daemon and login user."""
+
+
 @pytest.fixture(scope="module")
 def real_pair(sshd: Sshd, dockerd: Dockerd, real_vllm: RealVllm
               ) -> Iterator[tuple[RealServer, ContainerServer]]:
@@ -91,8 +96,10 @@ def real_pair(sshd: Sshd, dockerd: Dockerd, real_vllm: RealVllm
     name = "vllm-several-servers-real"
     volume = models_volume(dockerd, real_vllm, f"{name}-models")
     box = run_server(dockerd, real_vllm, name=name, port=free_port(), volume=volume,
-                     speculative_config=dflash_spec(Path("/models/dflash-incident")))
-    bare = server(real_vllm, sshd, "bare", dflash_spec(real_vllm.drafter("dflash-incident")))
+                     speculative_config=dflash_spec(Path("/models/dflash-incident")),
+                     extra_args=PAIR)
+    bare = server(real_vllm, sshd, "bare", dflash_spec(real_vllm.drafter("dflash-incident")),
+                  extra_args=PAIR)
     try:
         bare.start()
         box.wait_ready(timeout=900)
@@ -191,7 +198,7 @@ def test_the_tui_in_a_terminal_counts_and_switches_the_real_pair(
     hosts = tmp_path / "hosts.toml"
     hosts.write_text(f'[hosts.gpu]\nssh = "{sshd.user}@127.0.0.1:{sshd.port}"\n'
                      f'identity = "{sshd.client_key}"\nknown_hosts = "{sshd.known_hosts}"\n'
-                     f'[hosts.gpu.serve]\nmatch = "{bare.fixture.vllm} serve"\n')
+                     f'[hosts.gpu.serve]\nmatch = "{bare.fixture.vllm} serve {" ".join(PAIR)}"\n')
     servers_before = {bare.port: _identity(_bare_pid(bare)),
                       box.port: str(box.inspect()["State"]["StartedAt"])}  # type: ignore[index]
     boxes_before = dockerd.docker("ps", "-aq", "--no-trunc").stdout.split()
