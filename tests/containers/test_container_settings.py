@@ -180,10 +180,19 @@ def test_a_setting_that_cannot_be_carried_is_refused_by_name_before_anything_sto
               "--log-opt", "splunk-url=http://127.0.0.1:9", "--log-opt",
               "splunk-verify-connection=false"] if option == "--log-opt" else []
     big = ["-e", "BIG=" + "x" * 120 * 1024] if option == "-e" else []
-    dockerd.docker("run", "-d", *(["-i"] if option == "-i" else []), *splunk, *big,
-                   "--name", name,
-                   "--network", NETWORK, *sim_box.system_mounts(),
-                   "--entrypoint", "/usr/bin/sleep", IMAGE, "600")
+    run_args = ("run", "-d", *(["-i"] if option == "-i" else []), *splunk, *big,
+                "--name", name, "--network", NETWORK, *sim_box.system_mounts(),
+                "--entrypoint", "/usr/bin/sleep", IMAGE, "600")
+    try:
+        dockerd.docker(*run_args)
+    except RuntimeError as exc:
+        # The setup, not what is tested: docker 20.10's containerd failed this start once in
+        # three fresh-clone runs ("failed to retrieve spec: unexpected EOF", the 120 KB
+        # environment). The container is made once more; anything else fails the test.
+        if "failed to retrieve spec" not in str(exc):
+            raise
+        dockerd.docker("rm", "-f", name, check=False)
+        dockerd.docker(*run_args)
     dockerd.docker("network", "create", f"{NETWORK}-2")
     try:
         if option == "--network":
