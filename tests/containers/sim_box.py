@@ -81,6 +81,16 @@ def wait_health(daemon: Dockerd, tree: SimTree, name: str, timeout: float = 30) 
     raise AssertionError(f"{name} not healthy: {(logs.stdout + logs.stderr)[-2000:]}")
 
 
+def clear_trace_hooks() -> None:
+    """Remove the console's cached trace-hook directories, as a user cleaning
+    `$XDG_CACHE_HOME` would (there must be some: a traced restart wrote them)."""
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "vllm-console"
+    hooks = list(cache.rglob("trace-hook-*"))
+    assert hooks, f"no trace hook under {cache}"
+    for hook in hooks:
+        shutil.rmtree(hook)
+
+
 def host_servers(tree: SimTree) -> list[int]:
     """Processes of the host's own pid namespace running the tree's `vllm serve` outside any
     container (what a wrong-target restart would have started)."""

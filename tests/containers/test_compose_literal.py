@@ -7,7 +7,6 @@ console's override too), and a traced service needs nothing of the console's cac
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -130,11 +129,7 @@ def test_a_traced_service_survives_the_consoles_cache_cleared(
                            "--trace")
     assert done.returncode == 0, done.stdout + done.stderr
     traced = sim_box.inspect(dockerd, name)
-    cache = Path(os.environ["XDG_CACHE_HOME"]) / "vllm-console"
-    hooks = list(cache.rglob("trace-hook-*"))
-    assert hooks, f"no trace hook under {cache}"
-    for hook in hooks:
-        shutil.rmtree(hook)
+    sim_box.clear_trace_hooks()
     restarted = dockerd.docker("restart", "-t", "5", name, check=False)
     assert restarted.returncode == 0, restarted.stderr
     sim_box.wait_health(dockerd, tree, name)
